@@ -1,0 +1,356 @@
+"""The VoiceIDE event protocol: the envelope, the nine kinds, parsing and serialization.
+
+The wire contract is ``../shared/spec/voiceide-event-protocol.md`` (team reference folder).
+Everything here is camelCase on the wire. Parsing never raises: it returns an ``Event``, an
+``IgnoredEvent`` (unknown kind, per the spec's forward-compatibility rule) or a
+``ProtocolError`` carrying the error code to send back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictStr,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
+
+TIMESTAMP_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+
+class ErrorCode(StrEnum):
+    """Error codes of the spec (server-side ones first, then client-side ones)."""
+
+    INVALID_JSON = "invalid_json"
+    INVALID_EVENT = "invalid_event"
+    NO_SESSION = "no_session"
+    EMPTY_TRANSCRIPT = "empty_transcript"
+    NO_PENDING_TOOL_CALL = "no_pending_tool_call"
+    INVALID_TOOL_CALL = "invalid_tool_call"
+    BEDROCK_ERROR = "bedrock_error"
+    CONDUCTOR_ERROR = "conductor_error"
+    HANDLER_ERROR = "handler_error"
+    # limits (an extension of the spec's list: a clear code for each configured limit)
+    FRAME_TOO_LARGE = "frame_too_large"
+    TRANSCRIPT_TOO_LONG = "transcript_too_long"
+    RATE_LIMITED = "rate_limited"
+    # client-side codes
+    WS_ERROR = "ws_error"
+    WS_CONNECT_FAILED = "ws_connect_failed"
+    WS_SEND_FAILED = "ws_send_failed"
+    DECODE_ERROR = "decode_error"
+    RECONNECT_FAILED = "reconnect_failed"
+    AUDIO_OUTPUT_INTERRUPTED = "audio.output.interrupted"
+
+
+SERVER_ERROR_CODES: tuple[ErrorCode, ...] = (
+    ErrorCode.INVALID_JSON,
+    ErrorCode.INVALID_EVENT,
+    ErrorCode.NO_SESSION,
+    ErrorCode.EMPTY_TRANSCRIPT,
+    ErrorCode.NO_PENDING_TOOL_CALL,
+    ErrorCode.INVALID_TOOL_CALL,
+    ErrorCode.BEDROCK_ERROR,
+    ErrorCode.CONDUCTOR_ERROR,
+    ErrorCode.HANDLER_ERROR,
+)
+
+
+class _Payload(BaseModel):
+    """A kind's payload. Extra fields are ignored so newer clients stay compatible."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class SessionStart(_Payload):
+    session_id: StrictStr = Field(alias="sessionId", min_length=1, max_length=128)
+    # Extension: the last server ``seq`` the client saw, so missed events can be replayed.
+    last_seq: Annotated[int, Field(ge=0, strict=True)] | None = Field(default=None, alias="lastSeq")
+
+
+class UserAudioTranscriptPartial(_Payload):
+    text: StrictStr
+
+
+class UserAudioTranscriptFinal(_Payload):
+    text: StrictStr
+
+
+class AssistantSpeechPartial(_Payload):
+    text: StrictStr
+
+
+class AssistantSpeechFinal(_Payload):
+    text: StrictStr
+
+
+class AssistantUIPatch(_Payload):
+    patch: StrictStr
+
+
+class ToolCall(_Payload):
+    call_id: StrictStr = Field(alias="callId", min_length=1, max_length=256)
+    name: StrictStr = Field(min_length=1, max_length=256)
+    arguments: StrictStr
+
+
+class ToolResult(_Payload):
+    call_id: StrictStr = Field(alias="callId", min_length=1, max_length=256)
+    result: StrictStr | None = None
+    error: StrictStr | None = None
+
+
+class ErrorPayload(_Payload):
+    code: StrictStr = Field(min_length=1, max_length=128)
+    message: StrictStr = ""
+
+
+Payload = (
+    SessionStart
+    | UserAudioTranscriptPartial
+    | UserAudioTranscriptFinal
+    | AssistantSpeechPartial
+    | AssistantSpeechFinal
+    | AssistantUIPatch
+    | ToolCall
+    | ToolResult
+    | ErrorPayload
+)
+
+#: wire name of each kind -> payload model, exactly as the spec spells them
+KINDS: dict[str, type[_Payload]] = {
+    "sessionStart": SessionStart,
+    "userAudioTranscriptPartial": UserAudioTranscriptPartial,
+    "userAudioTranscriptFinal": UserAudioTranscriptFinal,
+    "assistantSpeechPartial": AssistantSpeechPartial,
+    "assistantSpeechFinal": AssistantSpeechFinal,
+    "assistantUIPatch": AssistantUIPatch,
+    "toolCall": ToolCall,
+    "toolResult": ToolResult,
+    "error": ErrorPayload,
+}
+KIND_NAMES: dict[type[_Payload], str] = {model: name for name, model in KINDS.items()}
+
+
+def now_timestamp() -> str:
+    """ISO-8601 UTC with milliseconds and ``Z``, as the spec's examples."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def _validate_timestamp(value: str) -> str:
+    if not TIMESTAMP_PATTERN.match(value):
+        raise ValueError("timestamp must be ISO-8601 UTC with milliseconds and Z, e.g. 2025-01-15T10:30:00.000Z")
+    datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")  # rejects month 13, hour 25, ...
+    return value
+
+
+class Event(BaseModel):
+    """One frame on the wire: ``{id, timestamp, kind: {<kindName>: payload}}``.
+
+    ``seq`` is an optional extension: the per-session sequence number of server events, so a
+    reconnecting client can ask for what it missed. Clients that don't know it ignore it.
+    """
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    id: uuid.UUID
+    timestamp: StrictStr
+    kind_name: str
+    payload: Payload
+    seq: int | None = None
+
+    @field_validator("timestamp")
+    @classmethod
+    def _timestamp_shape(cls, value: str) -> str:
+        return _validate_timestamp(value)
+
+    @field_serializer("id")
+    def _id_str(self, value: uuid.UUID) -> str:
+        return str(value)
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "id": str(self.id),
+            "timestamp": self.timestamp,
+            "kind": {self.kind_name: self.payload.model_dump(by_alias=True, mode="json")},
+        }
+        if self.seq is not None:
+            wire["seq"] = self.seq
+        return wire
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_wire(), separators=(",", ":"), ensure_ascii=False)
+
+
+def make_event(payload: _Payload, *, seq: int | None = None, event_id: uuid.UUID | None = None) -> Event:
+    """A fresh event (new UUID, current timestamp) carrying ``payload``."""
+    return Event(
+        id=event_id or uuid.uuid4(),
+        timestamp=now_timestamp(),
+        kind_name=KIND_NAMES[type(payload)],
+        payload=payload,
+        seq=seq,
+    )
+
+
+def error_event(code: ErrorCode | str, message: str) -> Event:
+    return make_event(ErrorPayload(code=str(code), message=message))
+
+
+class IgnoredEvent(BaseModel):
+    """A well-formed envelope of a kind this conductor does not know: ignored, never an error."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    kind_name: str
+
+
+class ProtocolError(BaseModel):
+    """A frame that cannot be accepted; ``event_id`` is set when the frame had a readable id."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: ErrorCode
+    message: str
+    event_id: str | None = None
+
+
+ParseOutcome = Event | IgnoredEvent | ProtocolError
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: uuid.UUID
+    timestamp: StrictStr
+    kind: dict[str, Any]
+    seq: Annotated[int, Field(strict=True)] | None = None
+
+    @field_validator("timestamp")
+    @classmethod
+    def _timestamp_shape(cls, value: str) -> str:
+        return _validate_timestamp(value)
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_is_string(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            raise ValueError("id must be a UUID string")
+        return value
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:3]:
+        where = ".".join(str(p) for p in item["loc"]) or "event"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def parse_event(frame: str | bytes) -> ParseOutcome:
+    """Parse one frame. Never raises."""
+    if isinstance(frame, bytes):
+        try:
+            frame = frame.decode("utf-8")
+        except UnicodeDecodeError:
+            return ProtocolError(code=ErrorCode.INVALID_JSON, message="frame is not UTF-8 text")
+    try:
+        raw = json.loads(frame)
+    except (ValueError, RecursionError):
+        return ProtocolError(code=ErrorCode.INVALID_JSON, message="message body is not valid JSON")
+    if not isinstance(raw, dict):
+        return ProtocolError(code=ErrorCode.INVALID_EVENT, message="an event must be a JSON object")
+    raw_id = raw.get("id")
+    readable_id = raw_id if isinstance(raw_id, str) and len(raw_id) <= 64 else None
+    try:
+        envelope = _Envelope.model_validate(raw)
+    except (ValidationError, RecursionError) as exc:
+        message = _describe(exc) if isinstance(exc, ValidationError) else "event nests too deeply"
+        return ProtocolError(code=ErrorCode.INVALID_EVENT, message=message, event_id=readable_id)
+    if len(envelope.kind) != 1:
+        return ProtocolError(
+            code=ErrorCode.INVALID_EVENT,
+            message=f"kind must hold exactly one key, got {len(envelope.kind)}",
+            event_id=readable_id,
+        )
+    ((kind_name, body),) = envelope.kind.items()
+    model = KINDS.get(kind_name)
+    if model is None:
+        return IgnoredEvent(id=str(envelope.id), kind_name=kind_name[:64])
+    if not isinstance(body, dict):
+        return ProtocolError(
+            code=ErrorCode.INVALID_EVENT, message=f"{kind_name} must be an object", event_id=readable_id
+        )
+    try:
+        payload = model.model_validate(body)
+    except (ValidationError, RecursionError) as exc:
+        message = _describe(exc) if isinstance(exc, ValidationError) else "event nests too deeply"
+        return ProtocolError(
+            code=ErrorCode.INVALID_EVENT, message=f"{kind_name}: {message}", event_id=readable_id
+        )
+    return Event(
+        id=envelope.id,
+        timestamp=envelope.timestamp,
+        kind_name=kind_name,
+        payload=payload,
+        seq=envelope.seq,
+    )
+
+
+# ---- JSON Schema export -------------------------------------------------------------------
+
+_UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+
+def json_schema() -> dict[str, Any]:
+    """The protocol as one JSON Schema (draft 2020-12) for the iOS team to validate against."""
+    defs: dict[str, Any] = {}
+    kind_refs = []
+    for name, model in KINDS.items():
+        schema = model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[model.__name__] = schema
+        kind_refs.append(
+            {
+                "type": "object",
+                "title": name,
+                "properties": {name: {"$ref": f"#/$defs/{model.__name__}"}},
+                "required": [name],
+                "additionalProperties": False,
+            }
+        )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://voiceide.dev/schema/voiceide-event.json",
+        "title": "VoiceIDE event",
+        "description": (
+            "One WebSocket frame of the VoiceIDE event protocol. Clients must ignore events whose "
+            "kind they do not know; this schema lists the kinds known today."
+        ),
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "pattern": _UUID_PATTERN},
+            "timestamp": {"type": "string", "pattern": TIMESTAMP_PATTERN.pattern},
+            "seq": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Extension: per-session sequence number of server events.",
+            },
+            "kind": {"oneOf": kind_refs},
+        },
+        "required": ["id", "timestamp", "kind"],
+        "$defs": defs,
+    }
+
