@@ -25,7 +25,13 @@ from pydantic import (
     field_validator,
 )
 
+UUID_V4_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", re.IGNORECASE)
 TIMESTAMP_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+
+def is_uuid_v4(value: object) -> bool:
+    """True for a canonical (hyphenated) UUID version 4 string, as sessionIds must be."""
+    return isinstance(value, str) and UUID_V4_PATTERN.match(value) is not None
 
 
 class ErrorCode(StrEnum):
@@ -297,9 +303,7 @@ def parse_event(frame: str | bytes) -> ParseOutcome:
         payload = model.model_validate(body)
     except (ValidationError, RecursionError) as exc:
         message = _describe(exc) if isinstance(exc, ValidationError) else "event nests too deeply"
-        return ProtocolError(
-            code=ErrorCode.INVALID_EVENT, message=f"{kind_name}: {message}", event_id=readable_id
-        )
+        return ProtocolError(code=ErrorCode.INVALID_EVENT, message=f"{kind_name}: {message}", event_id=readable_id)
     return Event(
         id=envelope.id,
         timestamp=envelope.timestamp,
@@ -353,4 +357,3 @@ def json_schema() -> dict[str, Any]:
         "required": ["id", "timestamp", "kind"],
         "$defs": defs,
     }
-

@@ -1,0 +1,52 @@
+"""``$default``: every frame the app sends. Never raises to API Gateway.
+
+Replies go through the management API (the route has no route response), so the function may
+keep streaming long after API Gateway's 29 s integration timeout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lambdas.events import MessageEvent, principal_of
+from lambdas.runtime import logger, metrics, service
+from shared.gateway import callback_endpoint
+from shared.protocol import ErrorCode, error_event
+from shared.service import Request
+
+OK = {"statusCode": 200}
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    raw_context = event.get("requestContext") if isinstance(event, dict) else None
+    raw_context = raw_context if isinstance(raw_context, dict) else {}
+    connection_id = str(raw_context.get("connectionId", ""))
+    endpoint = callback_endpoint(str(raw_context.get("domainName", "")), str(raw_context.get("stage", "")))
+    logger.append_keys(connection_id=connection_id)
+    try:
+        parsed = MessageEvent.model_validate(event)
+        request = Request(
+            connection_id=connection_id,
+            endpoint=endpoint,
+            remaining_ms=context.get_remaining_time_in_millis,
+            principal=principal_of(parsed.request_context.authorizer),
+        )
+        service().handle_frame(request, parsed.body, is_base64=parsed.is_base64_encoded)
+    except Exception:  # last resort: the app gets handler_error, API Gateway gets a 200
+        logger.exception("message handler failed")
+        _report_failure(endpoint, connection_id)
+    return OK
+
+
+def _report_failure(endpoint: str, connection_id: str) -> None:
+    if not connection_id:
+        return
+    try:
+        frame = error_event(ErrorCode.HANDLER_ERROR, "the conductor could not handle this message").to_json()
+        service().gateway.post(endpoint, connection_id, frame)
+    except Exception:
+        logger.exception("could not report the failure to the connection")

@@ -1,0 +1,92 @@
+"""The conductor's configuration, read once per container from environment variables."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.core.conductor import CoreSettings
+from shared.core.wrapper import ClientTool
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are the voice of VoiceIDE, a coding assistant the user talks to while working in their \
+IDE on an iPhone or iPad. Everything you write is spoken aloud by text-to-speech, so answer \
+in short, natural spoken sentences: no markdown, no code blocks, no lists, no emoji. Read \
+out only what helps; summarize code instead of reciting it.
+To act in the user's app (open or read files, search, build, run tests, show cards) call \
+the tool_call tool with the app tool's name and arguments; you may call it several times \
+in one reply to run actions in parallel. Say briefly what you are about to do before you \
+call tools, and report results in a sentence or two. If a tool fails, say so plainly and \
+suggest a next step. If you were interrupted, do not repeat yourself unless asked.\
+"""
+
+
+def default_catalog() -> list[ClientTool]:
+    raw = resources.files("shared").joinpath("tool_catalog.json").read_text(encoding="utf-8")
+    return [ClientTool.model_validate(item) for item in json.loads(raw)]
+
+
+class Settings(BaseModel):
+    """Every knob of the conductor; env var names are in ``from_env``."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    table_name: str = "voiceide-conductor"
+    model_id: str = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
+    bedrock_region: str | None = None
+    max_tokens: int = Field(default=1024, ge=1)
+    temperature: float = Field(default=0.3, ge=0, le=1)
+    bedrock_connect_timeout_s: float = 5.0
+    bedrock_read_timeout_s: float = 60.0
+    bedrock_max_attempts: int = Field(default=4, ge=1)
+    max_tool_rounds: int = Field(default=8, ge=1)
+    history_window: int = Field(default=80, ge=2)
+    session_ttl_seconds: int = Field(default=7 * 24 * 3600, ge=60)
+    turn_reserve_ms: int = Field(default=15_000, ge=0)
+    require_principal: bool = False
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    catalog: list[ClientTool] = Field(default_factory=default_catalog)
+    max_frame_bytes: int = Field(default=128 * 1024, ge=256)
+    max_transcript_chars: int = Field(default=8000, ge=1)
+    max_turns_per_minute: int = Field(default=30, ge=1)
+    stream_idle_timeout_s: float = Field(default=30.0, gt=0)
+
+    @cached_property
+    def core(self) -> CoreSettings:
+        return CoreSettings(
+            catalog_names=frozenset(tool.name for tool in self.catalog), max_tool_rounds=self.max_tool_rounds
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        names = {
+            "table_name": "CONDUCTOR_TABLE",
+            "model_id": "BEDROCK_MODEL_ID",
+            "bedrock_region": "BEDROCK_REGION",
+            "max_tokens": "BEDROCK_MAX_TOKENS",
+            "temperature": "BEDROCK_TEMPERATURE",
+            "bedrock_read_timeout_s": "BEDROCK_READ_TIMEOUT_S",
+            "bedrock_max_attempts": "BEDROCK_MAX_ATTEMPTS",
+            "max_tool_rounds": "CONDUCTOR_MAX_TOOL_ROUNDS",
+            "history_window": "CONDUCTOR_HISTORY_WINDOW",
+            "session_ttl_seconds": "CONDUCTOR_SESSION_TTL_SECONDS",
+            "turn_reserve_ms": "CONDUCTOR_TURN_RESERVE_MS",
+            "require_principal": "CONDUCTOR_REQUIRE_PRINCIPAL",
+            "system_prompt": "CONDUCTOR_SYSTEM_PROMPT",
+            "max_frame_bytes": "CONDUCTOR_MAX_FRAME_BYTES",
+            "max_transcript_chars": "CONDUCTOR_MAX_TRANSCRIPT_CHARS",
+            "max_turns_per_minute": "CONDUCTOR_MAX_TURNS_PER_MINUTE",
+            "stream_idle_timeout_s": "CONDUCTOR_STREAM_IDLE_TIMEOUT_S",
+        }
+        values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
+        catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")
+        if catalog_path:
+            values["catalog"] = json.loads(Path(catalog_path).read_text(encoding="utf-8"))
+        return cls.model_validate(values)

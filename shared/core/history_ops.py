@@ -1,0 +1,55 @@
+"""History writes as the core decides them; the store applies them atomically with the state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.core.messages import Block, Role
+
+
+@dataclass(frozen=True)
+class AppendMessage:
+    seq: int
+    role: Role
+    content: list[Block]
+
+
+@dataclass(frozen=True)
+class ExtendMessage:
+    """Adds blocks to an already stored message (two user utterances with no reply between)."""
+
+    seq: int
+    content: list[Block]
+
+
+HistoryOp = AppendMessage | ExtendMessage
+
+
+class HistoryWriter:
+    """Adds messages so that roles always alternate: a same-role message merges into the last."""
+
+    def __init__(self, history_len: int, last_role: Role | None) -> None:
+        self.history_len = history_len
+        self.last_role: Role | None = last_role
+        self._appended: list[AppendMessage] = []
+        self._extension: list[Block] = []
+
+    def add(self, role: Role, content: list[Block]) -> None:
+        if not content:
+            return
+        if role == self.last_role and self._appended:
+            last = self._appended[-1]
+            self._appended[-1] = AppendMessage(last.seq, last.role, [*last.content, *content])
+        elif role == self.last_role and self.history_len:
+            self._extension.extend(content)
+        else:
+            self._appended.append(AppendMessage(self.history_len, role, list(content)))
+            self.history_len += 1
+            self.last_role = role
+
+    def ops(self) -> list[HistoryOp]:
+        ops: list[HistoryOp] = []
+        if self._extension:
+            ops.append(ExtendMessage(self.history_len - len(self._appended) - 1, list(self._extension)))
+        ops.extend(self._appended)
+        return ops

@@ -1,0 +1,98 @@
+"""Session state as the core sees it: the turn in progress, pending calls, history position."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.core.messages import Block
+
+OWN_CALLS_KEPT = 32
+CALL_IDS_KEPT = 256
+
+
+class OwnPurpose(StrEnum):
+    """Why the conductor itself asked the app for a tool call."""
+
+    THINKING = "thinking"
+    SPEAK_BEFORE_TOOLS = "speak_before_tools"
+    SPEAK_FINAL = "speak_final"
+    IDLE = "idle"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", validate_assignment=False)
+
+
+class OwnCall(_Model):
+    call_id: str
+    purpose: OwnPurpose
+    turn_id: str
+
+
+class ModelCall(_Model):
+    """A tool call the model asked for, forwarded to the app; ``result`` once answered."""
+
+    call_id: str
+    tool_use_id: str
+    name: str
+    arguments: str
+    result: Block | None = None
+
+
+class ToolRound(_Model):
+    """One model message with tool uses, waiting for the app's results."""
+
+    assistant_content: list[Block]
+    tool_use_order: list[str]
+    calls: list[ModelCall] = Field(default_factory=list)
+    rejected: dict[str, Block] = Field(default_factory=dict)  # toolUseId -> error toolResult
+
+    def pending(self) -> list[ModelCall]:
+        return [call for call in self.calls if call.result is None]
+
+    def results_in_order(self) -> list[Block]:
+        by_id = dict(self.rejected)
+        for call in self.calls:
+            if call.result is not None:
+                by_id[call.tool_use_id] = call.result
+        return [by_id[tool_use_id] for tool_use_id in self.tool_use_order]
+
+
+class ActiveStream(_Model):
+    """The model stream in flight. Only the invocation holding ``stream_id`` may advance it."""
+
+    stream_id: str
+    said: str = ""  # text already finalized in this model message (spoken before tool calls)
+    text: str = ""  # the current speech segment, sent as cumulative partials
+
+
+class Turn(_Model):
+    turn_id: str
+    rounds: int = 0
+    stream: ActiveStream | None = None
+    tools: ToolRound | None = None
+
+
+class SessionState(_Model):
+    session_id: str
+    version: int = 0
+    connection_id: str | None = None
+    principal: str | None = None
+    history_len: int = 0
+    last_role: Literal["user", "assistant"] | None = None
+    turn: Turn | None = None
+    own_calls: list[OwnCall] = Field(default_factory=list)
+    recent_call_ids: list[str] = Field(default_factory=list)
+    next_seq: int = 1
+    acked_seq: int = 0
+
+    def own_call(self, call_id: str) -> OwnCall | None:
+        return next((call for call in self.own_calls if call.call_id == call_id), None)
+
+    def model_call(self, call_id: str) -> ModelCall | None:
+        if self.turn is None or self.turn.tools is None:
+            return None
+        return next((call for call in self.turn.tools.calls if call.call_id == call_id), None)

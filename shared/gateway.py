@@ -1,0 +1,60 @@
+"""Posts events to WebSocket connections through the API Gateway management API."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+
+def callback_endpoint(domain_name: str, stage: str) -> str:
+    """The management API endpoint of the API a request came through.
+
+    API Gateway domains never carry a port; a domain with an explicit port is a plain-HTTP
+    endpoint on a developer's machine (the local stack).
+    """
+    host = domain_name.rsplit(":", 1)
+    scheme = "http" if len(host) == 2 and host[1].isdigit() else "https"
+    return f"{scheme}://{domain_name}/{stage}"
+
+
+class ConnectionGateway:
+    """One management-API client per endpoint; remembers connections that are gone."""
+
+    def __init__(self, client_factory: Callable[[str], Any]) -> None:
+        self._client_factory = client_factory
+        self._clients: dict[str, Any] = {}
+        self._gone: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _client(self, endpoint: str) -> Any:
+        with self._lock:
+            client = self._clients.get(endpoint)
+            if client is None:
+                client = self._clients[endpoint] = self._client_factory(endpoint)
+            return client
+
+    def is_gone(self, connection_id: str) -> bool:
+        return connection_id in self._gone
+
+    def post(self, endpoint: str, connection_id: str, frame: str) -> bool:
+        """Deliver one frame; False when the connection is gone or delivery failed."""
+        if connection_id in self._gone:
+            return False
+        try:
+            self._client(endpoint).post_to_connection(ConnectionId=connection_id, Data=frame.encode("utf-8"))
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "GoneException":
+                self._gone.add(connection_id)
+            return False
+        except BotoCoreError:
+            return False
+        return True
+
+    def close(self, endpoint: str, connection_id: str) -> None:
+        try:
+            self._client(endpoint).delete_connection(ConnectionId=connection_id)
+        except (ClientError, BotoCoreError):
+            self._gone.add(connection_id)

@@ -1,0 +1,360 @@
+"""The conductor service: runs the pure core against the store, the brain and the gateway.
+
+Every state change goes through ``_apply``: decide on the stored state, commit with a
+conditional write on its version, and on a lost race decide again on fresh state. Events are
+posted only after their decision is stored; what cannot be delivered goes to the outbox.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shared.brain import BrainError
+from shared.config import Settings
+from shared.core import conductor
+from shared.core.conductor import Outcome, StreamSuperseded
+from shared.core.messages import Message
+from shared.core.model_output import MessageEnd, ModelMessage, StreamItem, TextDelta, ToolUseRequest, ToolUseStarted
+from shared.core.state import SessionState
+from shared.protocol import (
+    ErrorCode,
+    ErrorPayload,
+    Event,
+    IgnoredEvent,
+    ProtocolError,
+    SessionStart,
+    ToolResult,
+    UserAudioTranscriptFinal,
+    error_event,
+    make_event,
+    parse_event,
+)
+from shared.store import DuplicateEvent, SessionStore, VersionConflict
+
+COMMIT_ATTEMPTS = 12
+
+
+class Brain(Protocol):
+    def stream(self, messages: list[Message]) -> Any: ...
+
+
+class Gateway(Protocol):
+    def post(self, endpoint: str, connection_id: str, frame: str) -> bool: ...
+
+
+class Metrics(Protocol):
+    def count(self, name: str, value: int = 1) -> None: ...
+
+
+class NullMetrics:
+    def count(self, name: str, value: int = 1) -> None:
+        return None
+
+
+class ConductorBusy(Exception):
+    """A session's state kept changing under us; the request is answered with conductor_error."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """Where a frame came from and how long this invocation may run."""
+
+    connection_id: str
+    endpoint: str
+    remaining_ms: Callable[[], int]
+    principal: str | None = None
+
+
+@dataclass(frozen=True)
+class ConnectResult:
+    status: int
+    reason: str = ""
+
+
+class ConductorService:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        brain: Brain,
+        gateway: Gateway,
+        settings: Settings,
+        logger: Any,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.store = store
+        self.brain = brain
+        self.gateway = gateway
+        self.settings = settings
+        self.log = logger
+        self.metrics = metrics or NullMetrics()
+
+    # ---- $connect / $disconnect ---------------------------------------------------------
+
+    def connect(self, connection_id: str, session_id: str, principal: str | None) -> ConnectResult:
+        """Bind the connection to the session (creating it); a reconnect re-binds it."""
+        if self.settings.require_principal and not principal:
+            return ConnectResult(401, "an authenticated principal is required")
+
+        def bind(state: SessionState) -> Outcome:
+            if state.principal and state.principal != principal:
+                raise PermissionError("session belongs to another principal")
+            updated = state.model_copy(
+                update={"connection_id": connection_id, "principal": state.principal or principal}
+            )
+            return Outcome(updated)
+
+        try:
+            self._apply(session_id, bind, create=True)
+        except PermissionError:
+            return ConnectResult(403, "this session belongs to another user")
+        self.store.put_connection(connection_id, session_id, principal)
+        return ConnectResult(200)
+
+    def disconnect(self, connection_id: str) -> None:
+        info = self.store.get_connection(connection_id)
+        self.store.delete_connection(connection_id)
+        if info is None:
+            return
+
+        def unbind(state: SessionState) -> Outcome:
+            if state.connection_id != connection_id:
+                return Outcome(state)  # the session already moved to a newer connection
+            return Outcome(state.model_copy(update={"connection_id": None}))
+
+        self._apply(info.session_id, unbind)
+
+    # ---- $default -------------------------------------------------------------------------
+
+    def handle_frame(self, request: Request, body: str | None, *, is_base64: bool = False) -> None:
+        frame = self._decode_body(request, body, is_base64)
+        if frame is None:
+            return
+        parsed = parse_event(frame)
+        if isinstance(parsed, ProtocolError):
+            self.log.info("rejected frame", extra={"code": parsed.code.value, "event_id": parsed.event_id})
+            self._reply(request, parsed.code, parsed.message)
+            return
+        if isinstance(parsed, IgnoredEvent):
+            self.log.info("ignored unknown event kind", extra={"kind": parsed.kind_name, "event_id": parsed.id})
+            return
+        connection = self.store.get_connection(request.connection_id)
+        if connection is None:
+            self._reply(request, ErrorCode.NO_SESSION, "this connection has no session; reconnect with ?sessionId=")
+            return
+        self.log.info(
+            "event received",
+            extra={"kind": parsed.kind_name, "event_id": str(parsed.id), "session_id": connection.session_id},
+        )
+        self._dispatch(request, connection.session_id, parsed)
+
+    def _decode_body(self, request: Request, body: str | None, is_base64: bool) -> str | bytes | None:
+        if body is None:
+            self._reply(request, ErrorCode.INVALID_JSON, "empty message body")
+            return None
+        if len(body) > self.settings.max_frame_bytes * (4 / 3 if is_base64 else 1):
+            self._reply(
+                request, ErrorCode.FRAME_TOO_LARGE, f"frames are limited to {self.settings.max_frame_bytes} bytes"
+            )
+            return None
+        if not is_base64:
+            return body
+        try:
+            return base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            self._reply(request, ErrorCode.INVALID_JSON, "binary frame is not valid base64")
+            return None
+
+    def _dispatch(self, request: Request, session_id: str, event: Event) -> None:
+        payload = event.payload
+        event_id = str(event.id)
+        decide: Callable[[SessionState], Outcome]
+        if isinstance(payload, UserAudioTranscriptFinal):
+            if len(payload.text) > self.settings.max_transcript_chars:
+                self._reply(
+                    request,
+                    ErrorCode.TRANSCRIPT_TOO_LONG,
+                    f"transcripts are limited to {self.settings.max_transcript_chars} characters",
+                )
+                return
+            text = payload.text
+            decide = lambda state: conductor.handle_transcript(state, text)  # noqa: E731
+            self.metrics.count("Turns")
+        elif isinstance(payload, ToolResult):
+            result = payload
+            decide = lambda state: conductor.handle_tool_result(state, result)  # noqa: E731
+        elif isinstance(payload, ErrorPayload) and payload.code == ErrorCode.AUDIO_OUTPUT_INTERRUPTED:
+            decide = conductor.handle_barge_in
+        elif isinstance(payload, SessionStart):
+            start = payload
+            decide = lambda state: conductor.handle_session_start(state, start)  # noqa: E731
+        else:
+            self.log.info("event needs no action", extra={"kind": event.kind_name, "event_id": event_id})
+            return
+        try:
+            outcome = self._apply(session_id, decide, claim_event_id=event_id)
+        except DuplicateEvent:
+            self.log.info("duplicate event ignored", extra={"event_id": event_id, "session_id": session_id})
+            return
+        if outcome is None:
+            self._reply(request, ErrorCode.NO_SESSION, "the session no longer exists; reconnect")
+            return
+        self._deliver(request, outcome)
+        if outcome.run_model:
+            self._run_model(request, session_id, outcome.run_model, outcome.state)
+
+    # ---- the model ---------------------------------------------------------------------------
+
+    def _run_model(self, request: Request, session_id: str, stream_id: str | None, state: SessionState) -> None:
+        """Stream the model for the turn holding ``stream_id``, resuming as long as the core asks."""
+        while stream_id:
+            if request.remaining_ms() < self.settings.turn_reserve_ms:
+                self._fail_stream(request, session_id, stream_id, ErrorCode.CONDUCTOR_ERROR, "out of time")
+                return
+            messages = self.store.history(session_id, self.settings.history_window)
+            try:
+                stream_id, state = self._stream_once(request, session_id, stream_id, state, messages)
+            except StreamSuperseded:
+                self.log.info("model stream stopped: superseded", extra={"session_id": session_id})
+                return
+            except BrainError as error:
+                self.metrics.count("BedrockErrors")
+                self.log.warning(
+                    "model failed",
+                    extra={"session_id": session_id, "bedrock_code": error.code, "during_stream": error.during_stream},
+                )
+                self._fail_stream(
+                    request, session_id, stream_id, ErrorCode.BEDROCK_ERROR, f"the model failed: {error.code}"
+                )
+                return
+            except _OutOfTime:
+                self._fail_stream(request, session_id, stream_id, ErrorCode.CONDUCTOR_ERROR, "the turn ran out of time")
+                return
+            except Exception:  # the turn must end cleanly whatever broke, or the session stays busy
+                self.log.exception("turn failed", extra={"session_id": session_id})
+                self._fail_stream(
+                    request, session_id, stream_id, ErrorCode.CONDUCTOR_ERROR, "the conductor failed mid-turn"
+                )
+                return
+
+    def _stream_once(
+        self, request: Request, session_id: str, stream_id: str, state: SessionState, messages: list[Message]
+    ) -> tuple[str | None, SessionState]:
+        message = ModelMessage()
+        items = self.brain.stream(messages)
+        try:
+            for item in items:
+                if request.remaining_ms() < self.settings.turn_reserve_ms:
+                    raise _OutOfTime
+                state = self._on_stream_item(request, session_id, stream_id, state, item, message)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+        outcome = self._apply(
+            session_id,
+            lambda fresh: conductor.stream_finished(fresh, stream_id, message, self.settings.core),
+            hint=state,
+        )
+        assert outcome is not None
+        self.metrics.count("ToolCalls", sum(1 for _ in message.tool_uses))
+        self._deliver(request, outcome)
+        return outcome.run_model, outcome.state
+
+    def _on_stream_item(
+        self,
+        request: Request,
+        session_id: str,
+        stream_id: str,
+        state: SessionState,
+        item: StreamItem,
+        message: ModelMessage,
+    ) -> SessionState:
+        message.add(item)
+        if isinstance(item, TextDelta):
+            decide: Callable[[SessionState], Outcome] = lambda fresh: conductor.stream_text(  # noqa: E731
+                fresh, stream_id, item.text
+            )
+        elif isinstance(item, ToolUseStarted):
+            decide = lambda fresh: conductor.stream_tool_started(fresh, stream_id)  # noqa: E731
+        elif isinstance(item, ToolUseRequest | MessageEnd):
+            return state
+        else:
+            return state
+        outcome = self._apply(session_id, decide, hint=state)
+        assert outcome is not None
+        self._deliver(request, outcome)
+        return outcome.state
+
+    def _fail_stream(self, request: Request, session_id: str, stream_id: str, code: ErrorCode, message: str) -> None:
+        try:
+            outcome = self._apply(session_id, lambda fresh: conductor.stream_failed(fresh, stream_id, code, message))
+        except StreamSuperseded:
+            return
+        if outcome is not None:
+            self._deliver(request, outcome)
+
+    # ---- state changes and delivery ----------------------------------------------------------
+
+    def _apply(
+        self,
+        session_id: str,
+        decide: Callable[[SessionState], Outcome],
+        *,
+        hint: SessionState | None = None,
+        create: bool = False,
+        claim_event_id: str | None = None,
+    ) -> Outcome | None:
+        """Decide and commit with optimistic locking; a lost race decides again on fresh state."""
+        state = hint if hint is not None else self.store.load(session_id)
+        for attempt in range(COMMIT_ATTEMPTS):
+            if state is None:
+                if not create:
+                    return None
+                state = SessionState(session_id=session_id)
+            outcome = decide(state)
+            if not outcome.events and not outcome.history and outcome.state == state and claim_event_id is None:
+                return outcome
+            try:
+                outcome.state = self.store.commit(
+                    outcome.state,
+                    outcome.history,
+                    claim_event_id=claim_event_id,
+                    claim_ttl_seconds=self.settings.session_ttl_seconds,
+                )
+                return outcome
+            except VersionConflict:
+                self.metrics.count("StateConflicts")
+                time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+                state = self.store.load(session_id)
+        raise ConductorBusy(session_id)
+
+    def _deliver(self, request: Request, outcome: Outcome) -> None:
+        """Post the outcome's events to the session's current connection; keep what fails."""
+        state = outcome.state
+        undelivered: list[tuple[int, str]] = []
+        for seq, payload in outcome.numbered_events():
+            frame = make_event(payload, seq=seq).to_json()
+            connection_id = state.connection_id
+            if connection_id is None or not self.gateway.post(request.endpoint, connection_id, frame):
+                undelivered.append((seq, frame))
+        if undelivered:
+            self.log.info(
+                "events kept for replay",
+                extra={"session_id": state.session_id, "count": len(undelivered), "connection_id": state.connection_id},
+            )
+            self.store.put_outbox(state.session_id, undelivered)
+
+    def _reply(self, request: Request, code: ErrorCode, message: str) -> None:
+        """An error about the frame itself, to the connection that sent it."""
+        self.gateway.post(request.endpoint, request.connection_id, error_event(code, message).to_json())
+
+
+class _OutOfTime(Exception):
+    pass

@@ -1,0 +1,314 @@
+"""DynamoDB store: connections, session state, history, outbox — one table, generic keys.
+
+Items (``pk`` / ``sk``):
+
+* ``CONN#<connectionId>`` / ``CONN`` — the session a connection belongs to (and its principal).
+* ``SESSION#<id>`` / ``STATE`` — the core's ``SessionState`` as JSON plus ``version``; every
+  change is a conditional write on that version.
+* ``SESSION#<id>`` / ``MSG#<seq>`` — one item per history message (content blocks as JSON), so
+  no session meets the 400 KB item limit and the recent window is one Query.
+* ``SESSION#<id>`` / ``OUTBOX#<seq>`` — server events not delivered yet.
+* ``SESSION#<id>`` / ``EVENT#<id>`` — client event ids already processed.
+
+State and history writes of one decision go in one transaction, so a tool-use message is never
+stored without its results. Every item carries ``expires_at`` (DynamoDB TTL).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp
+from shared.core.messages import Message, window_start
+from shared.core.state import SessionState
+
+STATE_SK = "STATE"
+CONN_SK = "CONN"
+CONNECTION_TTL_SECONDS = 3 * 3600  # API Gateway closes a connection after 2 h at most
+
+
+class VersionConflict(Exception):
+    """Someone else changed the session first: reload and decide again."""
+
+
+class DuplicateEvent(Exception):
+    """The client event id was already processed for this session."""
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    connection_id: str
+    session_id: str
+    principal: str | None
+
+
+def _session_pk(session_id: str) -> str:
+    return f"SESSION#{session_id}"
+
+
+def _msg_sk(seq: int) -> str:
+    return f"MSG#{seq:010d}"
+
+
+def _outbox_sk(seq: int) -> str:
+    return f"OUTBOX#{seq:010d}"
+
+
+def _conflict_reasons(error: ClientError) -> list[str]:
+    return [reason.get("Code", "") for reason in error.response.get("CancellationReasons", [])]
+
+
+class SessionStore:
+    """All DynamoDB access of the conductor, through the low-level boto3 client."""
+
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        *,
+        ttl_seconds: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._table = table_name
+        self._ttl = ttl_seconds
+        self._clock = clock
+
+    def _expires_at(self, seconds: int | None = None) -> dict[str, str]:
+        return {"N": str(int(self._clock()) + (seconds or self._ttl))}
+
+    # ---- connections ---------------------------------------------------------------------
+
+    def put_connection(self, connection_id: str, session_id: str, principal: str | None) -> None:
+        item = {
+            "pk": {"S": f"CONN#{connection_id}"},
+            "sk": {"S": CONN_SK},
+            "session_id": {"S": session_id},
+            "connected_at": {"N": str(int(self._clock()))},
+            "expires_at": self._expires_at(CONNECTION_TTL_SECONDS),
+        }
+        if principal:
+            item["principal"] = {"S": principal}
+        self._client.put_item(TableName=self._table, Item=item)
+
+    def get_connection(self, connection_id: str) -> ConnectionInfo | None:
+        response = self._client.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": f"CONN#{connection_id}"}, "sk": {"S": CONN_SK}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        if item is None:
+            return None
+        return ConnectionInfo(
+            connection_id=connection_id,
+            session_id=item["session_id"]["S"],
+            principal=item.get("principal", {}).get("S"),
+        )
+
+    def delete_connection(self, connection_id: str) -> None:
+        self._client.delete_item(
+            TableName=self._table, Key={"pk": {"S": f"CONN#{connection_id}"}, "sk": {"S": CONN_SK}}
+        )
+
+    # ---- session state -------------------------------------------------------------------
+
+    def load(self, session_id: str) -> SessionState | None:
+        response = self._client.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": _session_pk(session_id)}, "sk": {"S": STATE_SK}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        if item is None:
+            return None
+        state = SessionState.model_validate_json(item["data"]["S"])
+        state.version = int(item["version"]["N"])
+        return state
+
+    def commit(
+        self,
+        state: SessionState,
+        history: Iterable[HistoryOp] = (),
+        *,
+        claim_event_id: str | None = None,
+        claim_ttl_seconds: int = 24 * 3600,
+    ) -> SessionState:
+        """Write ``state`` if the stored version is still ``state.version``; returns the new state.
+
+        History ops go in the same transaction, and so does the record of the client event that
+        caused the change (``claim_event_id``): an event is processed exactly when its effects
+        are stored. Raises ``VersionConflict`` (decide again on fresh state) or ``DuplicateEvent``.
+        """
+        committed = state.model_copy(update={"version": state.version + 1})
+        state_put = {
+            "TableName": self._table,
+            "Item": {
+                "pk": {"S": _session_pk(state.session_id)},
+                "sk": {"S": STATE_SK},
+                "version": {"N": str(committed.version)},
+                "data": {"S": committed.model_dump_json(exclude={"version"})},
+                "expires_at": self._expires_at(),
+            },
+        }
+        if state.version == 0:
+            state_put["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            state_put["ConditionExpression"] = "version = :expected"
+            state_put["ExpressionAttributeValues"] = {":expected": {"N": str(state.version)}}
+        extra = self._history_writes(state.session_id, history)
+        if claim_event_id is not None:
+            extra.insert(0, {"Put": self._claim_put(state.session_id, claim_event_id, claim_ttl_seconds)})
+        try:
+            if not extra:
+                self._client.put_item(**state_put)
+            else:
+                self._client.transact_write_items(TransactItems=[{"Put": state_put}, *extra])
+        except ClientError as error:
+            code = error.response["Error"]["Code"]
+            if code == "ConditionalCheckFailedException":
+                raise VersionConflict(state.session_id) from error
+            if code == "TransactionCanceledException":
+                reasons = _conflict_reasons(error)
+                if claim_event_id is not None and len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
+                    raise DuplicateEvent(claim_event_id) from error
+                if any(reason in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons):
+                    raise VersionConflict(state.session_id) from error
+            raise
+        return committed
+
+    def _history_writes(self, session_id: str, ops: Iterable[HistoryOp]) -> list[dict[str, Any]]:
+        writes: list[dict[str, Any]] = []
+        for op in ops:
+            key = {"pk": {"S": _session_pk(session_id)}, "sk": {"S": _msg_sk(op.seq)}}
+            blocks = {"L": [{"S": json.dumps(block, ensure_ascii=False)} for block in op.content]}
+            if isinstance(op, AppendMessage):
+                writes.append(
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": {
+                                **key,
+                                "role": {"S": op.role},
+                                "content": blocks,
+                                "expires_at": self._expires_at(),
+                            },
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    }
+                )
+            elif isinstance(op, ExtendMessage):
+                writes.append(
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": key,
+                            "UpdateExpression": "SET content = list_append(content, :blocks), expires_at = :exp",
+                            "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeValues": {":blocks": blocks, ":exp": self._expires_at()},
+                        }
+                    }
+                )
+        return writes
+
+    # ---- history -------------------------------------------------------------------------
+
+    def history(self, session_id: str, window: int) -> list[Message]:
+        """The most recent messages (at most ``window``), starting at a plain user message."""
+        messages = self._query_messages(session_id, limit=window)
+        start = window_start(messages)
+        if start == len(messages) and messages:
+            messages = self._query_messages(session_id, limit=None)
+            start = window_start(messages)
+        return messages[start:]
+
+    def _query_messages(self, session_id: str, limit: int | None) -> list[Message]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": {"S": _session_pk(session_id)}, ":prefix": {"S": "MSG#"}},
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        while True:
+            if limit is not None:
+                kwargs["Limit"] = limit - len(items)
+            response = self._client.query(**kwargs)
+            items.extend(response.get("Items", []))
+            last = response.get("LastEvaluatedKey")
+            if not last or (limit is not None and len(items) >= limit):
+                break
+            kwargs["ExclusiveStartKey"] = last
+        items.reverse()
+        return [
+            {"role": item["role"]["S"], "content": [json.loads(block["S"]) for block in item["content"]["L"]]}
+            for item in items
+        ]
+
+    # ---- outbox (server events not delivered yet) -------------------------------------------
+
+    def _outbox_writes(self, session_id: str, entries: Iterable[tuple[int, str]]) -> list[dict[str, Any]]:
+        return [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": {
+                        "pk": {"S": _session_pk(session_id)},
+                        "sk": {"S": _outbox_sk(seq)},
+                        "frame": {"S": frame},
+                        "expires_at": self._expires_at(),
+                    },
+                }
+            }
+            for seq, frame in entries
+        ]
+
+    def put_outbox(self, session_id: str, entries: Iterable[tuple[int, str]]) -> None:
+        for write in self._outbox_writes(session_id, entries):
+            self._client.put_item(**write["Put"])
+
+    def outbox(self, session_id: str, after_seq: int = 0) -> list[tuple[int, str]]:
+        response_items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": _session_pk(session_id)},
+                ":low": {"S": _outbox_sk(after_seq + 1)},
+                ":high": {"S": _outbox_sk(10**10 - 1)},
+            },
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self._client.query(**kwargs)
+            response_items.extend(response.get("Items", []))
+            if not response.get("LastEvaluatedKey"):
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [(int(item["sk"]["S"].split("#", 1)[1]), item["frame"]["S"]) for item in response_items]
+
+    def delete_outbox(self, session_id: str, seqs: Iterable[int]) -> None:
+        for seq in seqs:
+            self._client.delete_item(
+                TableName=self._table, Key={"pk": {"S": _session_pk(session_id)}, "sk": {"S": _outbox_sk(seq)}}
+            )
+
+    # ---- processed client events (idempotency) --------------------------------------------
+
+    def _claim_put(self, session_id: str, event_id: str, ttl_seconds: int) -> dict[str, Any]:
+        return {
+            "TableName": self._table,
+            "Item": {
+                "pk": {"S": _session_pk(session_id)},
+                "sk": {"S": f"EVENT#{event_id}"},
+                "expires_at": self._expires_at(ttl_seconds),
+            },
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
