@@ -63,7 +63,7 @@ def policy(principal_id: str, effect: str, method_arn: str, context: dict[str, s
 
 def authorize(event: APIGatewayAuthorizerRequestEvent, secret: str, now: float) -> dict[str, Any]:
     """Decide on one ``$connect`` request (pure: no I/O)."""
-    query = event.query_string_parameters or {}
+    query = event.get("queryStringParameters") or {}
     token = query.get("token")
     session_id = query.get("sessionId")
     if not token or not session_id:
@@ -81,9 +81,9 @@ def authorize(event: APIGatewayAuthorizerRequestEvent, secret: str, now: float) 
     return policy(principal, "Allow", event.method_arn, {"principalId": principal, "sessionId": session_id})
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Lambda entry point of the ``$connect`` authorizer."""
     request = APIGatewayAuthorizerRequestEvent(event)
-    logger.append_keys(connectionId=request.request_context.connection_id)
+    logger.append_keys(connectionId=(event.get("requestContext") or {}).get("connectionId"))
     return authorize(request, signing_secret(), time.time())

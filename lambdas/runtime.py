@@ -22,7 +22,7 @@ SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "voiceide-conductor")
 logger = Logger(service=SERVICE_NAME)
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VoiceIDE"), service=SERVICE_NAME)
 
-_AWS_CONFIG = Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "max_attempts": 5})
+_AWS_CONFIG = Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 5})
 
 
 class PowertoolsMetrics:

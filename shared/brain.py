@@ -38,7 +38,7 @@ def bedrock_client_config(connect_timeout: float, read_timeout: float, max_attem
     return Config(
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
-        retries={"mode": "standard", "max_attempts": max_attempts},
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
         tcp_keepalive=True,
     )
 

@@ -228,6 +228,10 @@ class SessionStore:
             start = window_start(messages)
         return messages[start:]
 
+    def messages(self, session_id: str) -> list[Message]:
+        """The whole stored history, oldest first."""
+        return self._query_messages(session_id, limit=None)
+
     def _query_messages(self, session_id: str, limit: int | None) -> list[Message]:
         items: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {

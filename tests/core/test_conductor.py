@@ -50,7 +50,9 @@ class Session:
         return self.apply(conductor.handle_transcript(self.state, text))
 
     def answer(self, call_id: str, result: str | None = '{"ok":true}', error: str | None = None) -> Outcome:
-        return self.apply(conductor.handle_tool_result(self.state, ToolResult(callId=call_id, result=result, error=error)))
+        return self.apply(
+            conductor.handle_tool_result(self.state, ToolResult(callId=call_id, result=result, error=error))
+        )
 
     def stream(self, stream_id: str, *items: object) -> Outcome:
         message = ModelMessage()
@@ -79,7 +81,9 @@ def test_spoken_turn_follows_the_protocol_flow() -> None:
     session = Session()
     started = session.say("Hello")
     assert started.run_model
-    assert [(c.name, json.loads(c.arguments)) for c in calls(started.events)] == [("convo.setState", {"state": "thinking"})]
+    assert [(c.name, json.loads(c.arguments)) for c in calls(started.events)] == [
+        ("convo.setState", {"state": "thinking"})
+    ]
     finished = session.stream(started.run_model, TextDelta("Hi"), TextDelta(" there"), TextDelta("!"))
     partials = [e.text for e in session.sent if isinstance(e, AssistantSpeechPartial)]
     assert partials == ["Hi", "Hi there", "Hi there!"]

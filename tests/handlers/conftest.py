@@ -1,0 +1,237 @@
+"""Drive the three Lambdas with API-Gateway-shaped events over real wire protocols.
+
+DynamoDB is moto in server mode, Bedrock is the local eventstream endpoint with scripted
+streams, and posts go through the real ``apigatewaymanagementapi`` client to a recording
+endpoint. After every test, every touched session's stored history must be valid for Bedrock.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from conductor_local.bedrock_server import LocalBedrockServer, ScriptedResponder
+from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.tables import create_tables
+from lambdas import connect, disconnect, message, runtime
+from shared.protocol import Event, now_timestamp
+from tests.handlers.recording_management_api import RecordingManagementApi
+from tests.history_check import assert_valid_history
+from tests.net import free_port
+
+TABLE = "voiceide-conductor-test"
+STAGE = "test"
+
+
+class _SwitchableResponder:
+    """The Bedrock server lives for the session; each test brings its own script."""
+
+    def __init__(self) -> None:
+        self.current = ScriptedResponder()
+
+    def __call__(self, model_id: str, request: dict[str, Any]) -> Any:
+        return self.current(model_id, request)
+
+
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    client = boto3.client(
+        "dynamodb", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    create_tables(client, TABLE)
+    yield url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def bedrock_server() -> Iterator[tuple[LocalBedrockServer, _SwitchableResponder]]:
+    responder = _SwitchableResponder()
+    with LocalBedrockServer(responder) as server:
+        yield server, responder
+
+
+@pytest.fixture(scope="session")
+def management() -> Iterator[RecordingManagementApi]:
+    api = RecordingManagementApi().start()
+    yield api
+    api.stop()
+
+
+@dataclass
+class Connection:
+    connection_id: str
+    session_id: str
+    status: int
+
+
+@dataclass
+class Harness:
+    management: RecordingManagementApi
+    script: ScriptedResponder
+    sessions: set[str] = field(default_factory=set)
+
+    # ---- API Gateway events ----------------------------------------------------------------
+
+    def _context(self, connection_id: str, route: str, event_type: str) -> dict[str, Any]:
+        now_ms = 1_763_000_000_000
+        return {
+            "routeKey": route,
+            "eventType": event_type,
+            "extendedRequestId": uuid.uuid4().hex,
+            "requestTime": "21/Nov/2026:10:00:00 +0000",
+            "messageDirection": "IN",
+            "stage": STAGE,
+            "connectedAt": now_ms,
+            "requestTimeEpoch": now_ms,
+            "identity": {"sourceIp": "127.0.0.1", "userAgent": "pytest"},
+            "requestId": uuid.uuid4().hex,
+            "domainName": self.management.domain,
+            "connectionId": connection_id,
+            "apiId": "testapi",
+        }
+
+    def connect(
+        self, session_id: str | None = None, *, principal: str | None = None, query: dict[str, str] | None = None
+    ) -> Connection:
+        session_id = session_id or str(uuid.uuid4())
+        connection_id = base64.b64encode(uuid.uuid4().bytes[:12]).decode()
+        context = self._context(connection_id, "$connect", "CONNECT")
+        if principal:
+            context["authorizer"] = {"principalId": principal, "sessionId": session_id}
+        event = {
+            "headers": {"Host": self.management.domain},
+            "multiValueHeaders": {"Host": [self.management.domain]},
+            "queryStringParameters": query if query is not None else {"sessionId": session_id},
+            "requestContext": context,
+            "isBase64Encoded": False,
+        }
+        response = connect.handler(event, LocalLambdaContext(function_name="connect"))
+        if response["statusCode"] == 200:
+            self.sessions.add(session_id.lower())
+        return Connection(connection_id, session_id, response["statusCode"])
+
+    def disconnect(self, conn: Connection) -> dict[str, Any]:
+        context = self._context(conn.connection_id, "$disconnect", "DISCONNECT")
+        context.update(disconnectStatusCode=1001, disconnectReason="Going away")
+        event = {"headers": {}, "multiValueHeaders": {}, "requestContext": context, "isBase64Encoded": False}
+        return disconnect.handler(event, LocalLambdaContext(function_name="disconnect"))
+
+    def send_raw(
+        self, conn: Connection, body: str | None, *, is_base64: bool = False, timeout_s: float = 900
+    ) -> dict[str, Any]:
+        context = self._context(conn.connection_id, "$default", "MESSAGE")
+        context["messageId"] = uuid.uuid4().hex[:16]
+        event = {"requestContext": context, "body": body, "isBase64Encoded": is_base64}
+        return message.handler(event, LocalLambdaContext(function_name="message", timeout_seconds=timeout_s))
+
+    def send(self, conn: Connection, kind: str, payload: dict[str, Any], event_id: str | None = None) -> str:
+        event_id = event_id or str(uuid.uuid4())
+        frame = {"id": event_id, "timestamp": now_timestamp(), "kind": {kind: payload}}
+        response = self.send_raw(conn, json.dumps(frame))
+        assert response == {"statusCode": 200}
+        return event_id
+
+    def send_in_background(self, conn: Connection, kind: str, payload: dict[str, Any]) -> threading.Thread:
+        thread = threading.Thread(target=self.send, args=(conn, kind, payload), daemon=True)
+        thread.start()
+        return thread
+
+    # ---- client events -------------------------------------------------------------------
+
+    def say(self, conn: Connection, text: str) -> str:
+        return self.send(conn, "userAudioTranscriptFinal", {"text": text})
+
+    def answer(
+        self, conn: Connection, call_id: str, result: str | None = '{"ok":true}', error: str | None = None
+    ) -> str:
+        return self.send(conn, "toolResult", {"callId": call_id, "result": result, "error": error})
+
+    def barge_in(self, conn: Connection) -> str:
+        return self.send(conn, "error", {"code": "audio.output.interrupted", "message": "user spoke"})
+
+    def start_session(self, conn: Connection) -> str:
+        return self.send(conn, "sessionStart", {"sessionId": conn.session_id})
+
+    # ---- what the app saw ------------------------------------------------------------------
+
+    def events(self, conn: Connection) -> list[Event]:
+        return self.management.events(conn.connection_id)
+
+    def wait_for(self, conn: Connection, predicate: Callable[[list[Event]], bool], timeout: float = 10) -> list[Event]:
+        return self.management.wait_for(conn.connection_id, predicate, timeout)
+
+    def summary(self, conn: Connection) -> list[tuple[Any, ...]]:
+        return summarize(self.events(conn))
+
+    def call_id(self, conn: Connection, name: str, nth: int = 0) -> str:
+        calls = [e.payload.call_id for e in self.events(conn) if e.kind_name == "toolCall" and e.payload.name == name]
+        return calls[nth]
+
+    def finish_turn(self, conn: Connection) -> None:
+        """Answer the conductor's own tts.speak (the app spoke it), which ends the turn."""
+        speaks = [e for e in self.events(conn) if e.kind_name == "toolCall" and e.payload.name == "tts.speak"]
+        self.answer(conn, speaks[-1].payload.call_id, '{"spoken":true}')
+
+    def history(self, session_id: str) -> list[dict[str, Any]]:
+        return runtime.store().messages(session_id.lower())
+
+
+def summarize(events: list[Event]) -> list[tuple[Any, ...]]:
+    """Events as short tuples, so a whole turn reads as one list in a test."""
+    out: list[tuple[Any, ...]] = []
+    for event in events:
+        payload = event.payload
+        if event.kind_name == "toolCall":
+            arguments = json.loads(payload.arguments)
+            out.append(("toolCall", payload.name, arguments))
+        elif event.kind_name == "error":
+            out.append(("error", payload.code))
+        elif event.kind_name in ("assistantSpeechPartial", "assistantSpeechFinal"):
+            out.append(("partial" if event.kind_name == "assistantSpeechPartial" else "final", payload.text))
+        else:
+            out.append((event.kind_name,))
+    return out
+
+
+@pytest.fixture
+def conductor(
+    moto_url: str,
+    bedrock_server: tuple[LocalBedrockServer, _SwitchableResponder],
+    management: RecordingManagementApi,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Harness]:
+    server, responder = bedrock_server
+    for name, value in {
+        "AWS_ENDPOINT_URL_DYNAMODB": moto_url,
+        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": server.url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "CONDUCTOR_TABLE": TABLE,
+        "CONDUCTOR_TURN_RESERVE_MS": "1000",
+        "BEDROCK_MAX_ATTEMPTS": "2",
+        "POWERTOOLS_METRICS_NAMESPACE": "VoiceIDETest",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    runtime.reset()
+    responder.current = ScriptedResponder()
+    harness = Harness(management=management, script=responder.current)
+    yield harness
+    for session_id in harness.sessions:
+        assert_valid_history(harness.history(session_id))
+    runtime.reset()

@@ -1,0 +1,230 @@
+"""Whole turns through the handlers: what each connection received, event by event."""
+
+from __future__ import annotations
+
+import json
+
+from conductor_local.bedrock_server import Text, message, model_stream_error, throttled, tool_call
+from shared.core.messages import ERROR_MARKER, INTERRUPTED_MARKER
+from tests.handlers.conftest import Harness, summarize
+
+THINKING = ("toolCall", "convo.setState", {"state": "thinking"})
+IDLE = ("toolCall", "convo.setState", {"state": "idle"})
+
+
+def test_spoken_turn_follows_the_protocol_flow(conductor: Harness) -> None:
+    conductor.script.push(message("Hi there, how can I help?"))
+    conn = conductor.connect()
+    assert conn.status == 200
+    conductor.start_session(conn)
+    conductor.say(conn, "Hello")
+    conductor.answer(conn, conductor.call_id(conn, "convo.setState"), '{"ok":true}')  # the app acks "thinking"
+    conductor.finish_turn(conn)
+    assert conductor.summary(conn) == [
+        THINKING,
+        ("partial", "Hi"),
+        ("partial", "Hi there,"),
+        ("partial", "Hi there, how"),
+        ("partial", "Hi there, how can"),
+        ("partial", "Hi there, how can I"),
+        ("partial", "Hi there, how can I help?"),
+        ("final", "Hi there, how can I help?"),
+        ("toolCall", "tts.speak", {"text": "Hi there, how can I help?"}),
+        IDLE,
+    ]
+    events = conductor.events(conn)
+    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    assert conductor.history(conn.session_id) == [
+        {"role": "user", "content": [{"text": "Hello"}]},
+        {"role": "assistant", "content": [{"text": "Hi there, how can I help?"}]},
+    ]
+    request = conductor.script.requests[0].body
+    assert request["toolConfig"]["tools"][0]["toolSpec"]["name"] == "tool_call"
+    assert (
+        "editor.openFile"
+        in request["toolConfig"]["tools"][0]["toolSpec"]["inputSchema"]["json"]["properties"]["name"]["enum"]
+    )
+    assert request["system"][0]["text"]
+
+
+def test_one_tool_call_round_trip(conductor: Harness) -> None:
+    conductor.script.push(
+        message("Opening it.", tool_call("editor.openFile", {"path": "main.swift"}, call_id="call-1", parts=4)),
+        message("It is open."),
+    )
+    conn = conductor.connect()
+    conductor.say(conn, "open main.swift")
+    assert conductor.summary(conn)[-3:] == [
+        ("final", "Opening it."),
+        ("toolCall", "tts.speak", {"text": "Opening it."}),
+        ("toolCall", "editor.openFile", {"path": "main.swift"}),
+    ]
+    assert conductor.call_id(conn, "editor.openFile") == "call-1"
+    conductor.answer(conn, "call-1", '{"opened":true}')
+    conductor.finish_turn(conn)
+    assert summarize(conductor.events(conn))[-4:] == [
+        ("partial", "It is open."),
+        ("final", "It is open."),
+        ("toolCall", "tts.speak", {"text": "It is open."}),
+        IDLE,
+    ]
+    resumed = conductor.script.requests[1].body["messages"]
+    assert resumed[-1]["content"][0]["toolResult"]["content"] == [{"text": '{"opened":true}'}]
+    assert resumed[-1]["content"][0]["toolResult"]["status"] == "success"
+
+
+def test_two_calls_in_one_message_answered_in_reverse_order(conductor: Harness) -> None:
+    first = tool_call("editor.openFile", {"path": "a.swift"})
+    second = tool_call("project.search", {"query": "TODO"})
+    conductor.script.push(message(first, second), message("Both done."))
+    conn = conductor.connect()
+    conductor.say(conn, "open a and search")
+    assert conductor.summary(conn) == [
+        THINKING,
+        ("toolCall", "editor.openFile", {"path": "a.swift"}),
+        ("toolCall", "project.search", {"query": "TODO"}),
+    ]
+    assert len(conductor.script.requests) == 1
+    conductor.answer(conn, second.tool_use_id, '{"matches":3}')
+    assert len(conductor.script.requests) == 1  # one call still open: no resume yet
+    conductor.answer(conn, first.tool_use_id, '{"opened":true}')
+    assert len(conductor.script.requests) == 2
+    results = conductor.script.requests[1].body["messages"][-1]["content"]
+    assert [block["toolResult"]["toolUseId"] for block in results] == [first.tool_use_id, second.tool_use_id]
+    assert conductor.summary(conn)[-2:] == [("final", "Both done."), ("toolCall", "tts.speak", {"text": "Both done."})]
+
+
+def test_tool_result_with_error_reaches_the_model_as_an_error(conductor: Harness) -> None:
+    use = tool_call("build.run", {})
+    conductor.script.push(message(use), message("The build failed."))
+    conn = conductor.connect()
+    conductor.say(conn, "build it")
+    conductor.answer(conn, use.tool_use_id, None, error="Xcode is not installed")
+    result = conductor.script.requests[1].body["messages"][-1]["content"][0]["toolResult"]
+    assert result == {
+        "toolUseId": use.tool_use_id,
+        "content": [{"text": "Xcode is not installed"}],
+        "status": "error",
+    }
+    assert ("final", "The build failed.") in conductor.summary(conn)
+
+
+def test_malformed_wrapper_reports_invalid_tool_call_and_lets_the_model_recover(conductor: Harness) -> None:
+    from conductor_local.bedrock_server import ToolUse
+
+    bad_name = tool_call("shell.exec", {"cmd": "ls"})
+    not_wrapper = ToolUse("open_file", {"path": "x"})
+    bad_args = tool_call("editor.openFile", "[1, 2]")
+    conductor.script.push(message(bad_name, not_wrapper, bad_args), message("Sorry, I can't do that."))
+    conn = conductor.connect()
+    conductor.say(conn, "run ls")
+    summary = conductor.summary(conn)
+    assert summary[:4] == [
+        THINKING,
+        ("error", "invalid_tool_call"),
+        ("error", "invalid_tool_call"),
+        ("error", "invalid_tool_call"),
+    ]
+    assert ("final", "Sorry, I can't do that.") in summary
+    results = conductor.script.requests[1].body["messages"][-1]["content"]
+    assert [block["toolResult"]["status"] for block in results] == ["error", "error", "error"]
+    assert "not in the app's catalog" in results[0]["toolResult"]["content"][0]["text"]
+    assert not [s for s in summary if s[0] == "toolCall" and s[1] not in ("convo.setState", "tts.speak")]
+
+
+def test_barge_in_mid_stream_stops_it_and_keeps_the_text_marked(conductor: Harness) -> None:
+    words = " ".join(str(n) for n in range(1, 201))
+    conductor.script.push(message(Text(words, pause=0.02)), message("Okay."))
+    conn = conductor.connect()
+    streaming = conductor.send_in_background(conn, "userAudioTranscriptFinal", {"text": "count 200"})
+    conductor.wait_for(conn, lambda events: sum(e.kind_name == "assistantSpeechPartial" for e in events) >= 3)
+    conductor.barge_in(conn)
+    streaming.join(timeout=30)
+    assert not streaming.is_alive()
+    summary = conductor.summary(conn)
+    idle_at = summary.index(IDLE)
+    assert sum(1 for item in summary[idle_at:] if item[0] == "partial") <= 1
+    assert not any(item[0] == "final" for item in summary)
+    stored = conductor.history(conn.session_id)
+    assert stored[-1]["role"] == "assistant"
+    assert stored[-1]["content"][0]["text"].endswith(INTERRUPTED_MARKER)
+    assert len(stored[-1]["content"][0]["text"].split()) < 200
+    conductor.say(conn, "stop counting")
+    assert conductor.summary(conn)[-2:] == [("final", "Okay."), ("toolCall", "tts.speak", {"text": "Okay."})]
+
+
+def test_new_transcript_while_a_model_call_is_pending_cancels_it(conductor: Harness) -> None:
+    use = tool_call("tests.run", {})
+    conductor.script.push(message(use), message("Opening main instead."))
+    conn = conductor.connect()
+    conductor.say(conn, "run the tests")
+    conductor.say(conn, "actually, open main")
+    messages = conductor.script.requests[1].body["messages"]
+    assert messages[-1]["content"][0]["toolResult"]["status"] == "error"
+    assert messages[-1]["content"][0]["toolResult"]["content"][0]["text"].startswith("cancelled:")
+    assert messages[-1]["content"][1] == {"text": "actually, open main"}
+    conductor.answer(conn, use.tool_use_id)  # the app finished the cancelled call late
+    assert conductor.summary(conn)[-1] == ("error", "no_pending_tool_call")
+
+
+def test_reconnect_with_the_same_session_then_the_pending_result_completes_the_turn(conductor: Harness) -> None:
+    use = tool_call("project.search", {"query": "main"}, call_id="search-1")
+    conductor.script.push(message("Searching.", use), message("Found it in main.swift."))
+    first = conductor.connect()
+    conductor.say(first, "find main")
+    conductor.disconnect(first)
+    second = conductor.connect(first.session_id)
+    assert second.status == 200 and second.connection_id != first.connection_id
+    conductor.start_session(second)
+    assert conductor.summary(second) == [("toolCall", "project.search", {"query": "main"})]
+    conductor.answer(second, "search-1", '{"files":["main.swift"]}')
+    conductor.finish_turn(second)
+    assert conductor.summary(second)[-3:] == [
+        ("final", "Found it in main.swift."),
+        ("toolCall", "tts.speak", {"text": "Found it in main.swift."}),
+        IDLE,
+    ]
+    assert not [
+        e for e in conductor.events(first) if e.kind_name == "assistantSpeechFinal" and "Found" in e.payload.text
+    ]
+
+
+def test_mid_stream_bedrock_error_keeps_partial_text_and_the_next_turn_works(conductor: Harness) -> None:
+    conductor.script.push(
+        message("Let me think about", interrupted_by=model_stream_error()),
+        message("Here is the answer."),
+    )
+    conn = conductor.connect()
+    conductor.say(conn, "fail")
+    summary = conductor.summary(conn)
+    assert summary[-3:] == [("final", "Let me think about"), ("error", "bedrock_error"), IDLE]
+    assert conductor.history(conn.session_id)[-1]["content"][0]["text"] == f"Let me think about {ERROR_MARKER}"
+    conductor.say(conn, "try again")
+    conductor.finish_turn(conn)
+    assert conductor.summary(conn)[-1] == IDLE
+    assert ("final", "Here is the answer.") in conductor.summary(conn)
+
+
+def test_throttling_before_the_stream_is_retried_then_reported(conductor: Harness) -> None:
+    conductor.script.push(throttled(), throttled(), throttled(), message("Finally."))
+    conn = conductor.connect()
+    conductor.say(conn, "hello")
+    assert conductor.summary(conn)[-2:] == [("error", "bedrock_error"), IDLE]
+    assert len(conductor.script.requests) == 2  # BEDROCK_MAX_ATTEMPTS=2: botocore retried once
+    conductor.say(conn, "hello again")  # third throttle, then the retry succeeds
+    assert ("final", "Finally.") in conductor.summary(conn)
+
+
+def test_connection_gone_mid_turn_still_persists_the_outcome(conductor: Harness) -> None:
+    conductor.script.push(message(Text("one two three four five six", pause=0.02)))
+    conn = conductor.connect()
+    streaming = conductor.send_in_background(conn, "userAudioTranscriptFinal", {"text": "talk"})
+    conductor.wait_for(conn, lambda events: any(e.kind_name == "assistantSpeechPartial" for e in events))
+    conductor.management.gone.add(conn.connection_id)
+    streaming.join(timeout=30)
+    assert not streaming.is_alive()
+    assert conductor.history(conn.session_id)[-1] == {
+        "role": "assistant",
+        "content": [{"text": "one two three four five six"}],
+    }
+    assert json.dumps(conductor.history(conn.session_id))
