@@ -56,11 +56,14 @@ class Settings(BaseModel):
     max_transcript_chars: int = Field(default=8000, ge=1)
     max_turns_per_minute: int = Field(default=30, ge=1)
     stream_idle_timeout_s: float = Field(default=30.0, gt=0)
+    outbox_ttl_seconds: int = Field(default=24 * 3600, ge=60)
 
     @cached_property
     def core(self) -> CoreSettings:
         return CoreSettings(
-            catalog_names=frozenset(tool.name for tool in self.catalog), max_tool_rounds=self.max_tool_rounds
+            catalog_names=frozenset(tool.name for tool in self.catalog),
+            max_tool_rounds=self.max_tool_rounds,
+            max_turns_per_minute=self.max_turns_per_minute,
         )
 
     @classmethod
@@ -84,6 +87,7 @@ class Settings(BaseModel):
             "max_transcript_chars": "CONDUCTOR_MAX_TRANSCRIPT_CHARS",
             "max_turns_per_minute": "CONDUCTOR_MAX_TURNS_PER_MINUTE",
             "stream_idle_timeout_s": "CONDUCTOR_STREAM_IDLE_TIMEOUT_S",
+            "outbox_ttl_seconds": "CONDUCTOR_OUTBOX_TTL_SECONDS",
         }
         values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
         catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")

@@ -23,6 +23,7 @@ from shared.core.messages import Message
 from shared.core.model_output import MessageEnd, ModelMessage, StreamItem, TextDelta, ToolUseRequest, ToolUseStarted
 from shared.core.state import SessionState
 from shared.protocol import (
+    AssistantSpeechPartial,
     ErrorCode,
     ErrorPayload,
     Event,
@@ -55,6 +56,22 @@ class Metrics(Protocol):
 class NullMetrics:
     def count(self, name: str, value: int = 1) -> None:
         return None
+
+
+@dataclass
+class Committed:
+    """A stored decision and its events, numbered and serialized, ready to post."""
+
+    outcome: Outcome
+    frames: list[tuple[int, str]]
+
+    @property
+    def state(self) -> SessionState:
+        return self.outcome.state
+
+    @property
+    def run_model(self) -> str | None:
+        return self.outcome.run_model
 
 
 class ConductorBusy(Exception):
@@ -145,7 +162,7 @@ class ConductorService:
             self.log.info("ignored unknown event kind", extra={"kind": parsed.kind_name, "event_id": parsed.id})
             return
         connection = self.store.get_connection(request.connection_id)
-        if connection is None:
+        if connection is None or (request.principal and request.principal != connection.principal):
             self._reply(request, ErrorCode.NO_SESSION, "this connection has no session; reconnect with ?sessionId=")
             return
         self.log.info(
@@ -184,7 +201,11 @@ class ConductorService:
                 )
                 return
             text = payload.text
-            decide = lambda state: conductor.handle_transcript(state, text)  # noqa: E731
+            self.log.debug("transcript", extra={"text": text, "event_id": event_id})
+            now = time.time()
+            decide = lambda state: conductor.handle_transcript(  # noqa: E731
+                state, text, now=now, settings=self.settings.core
+            )
             self.metrics.count("Turns")
         elif isinstance(payload, ToolResult):
             result = payload
@@ -198,16 +219,18 @@ class ConductorService:
             self.log.info("event needs no action", extra={"kind": event.kind_name, "event_id": event_id})
             return
         try:
-            outcome = self._apply(session_id, decide, claim_event_id=event_id)
+            committed = self._apply(session_id, decide, claim_event_id=event_id)
         except DuplicateEvent:
             self.log.info("duplicate event ignored", extra={"event_id": event_id, "session_id": session_id})
             return
-        if outcome is None:
+        if committed is None:
             self._reply(request, ErrorCode.NO_SESSION, "the session no longer exists; reconnect")
             return
-        self._deliver(request, outcome)
-        if outcome.run_model:
-            self._run_model(request, session_id, outcome.run_model, outcome.state)
+        if isinstance(payload, SessionStart) and payload.last_seq is not None:
+            self._replay(request, session_id, payload.last_seq)
+        self._deliver(request, committed)
+        if committed.run_model:
+            self._run_model(request, session_id, committed.run_model, committed.state)
 
     # ---- the model ---------------------------------------------------------------------------
 
@@ -229,8 +252,14 @@ class ConductorService:
                     "model failed",
                     extra={"session_id": session_id, "bedrock_code": error.code, "during_stream": error.during_stream},
                 )
+                stalled = error.code == "ReadTimeoutError"
                 self._fail_stream(
-                    request, session_id, stream_id, ErrorCode.BEDROCK_ERROR, f"the model failed: {error.code}"
+                    request,
+                    session_id,
+                    stream_id,
+                    ErrorCode.BEDROCK_ERROR,
+                    "the model stopped responding" if stalled else f"the model failed: {error.code}",
+                    fallback_line=conductor.STALL_FALLBACK_LINE if stalled else None,
                 )
                 return
             except _OutOfTime:
@@ -257,15 +286,15 @@ class ConductorService:
             close = getattr(items, "close", None)
             if close is not None:
                 close()
-        outcome = self._apply(
+        committed = self._apply(
             session_id,
             lambda fresh: conductor.stream_finished(fresh, stream_id, message, self.settings.core),
             hint=state,
         )
-        assert outcome is not None
-        self.metrics.count("ToolCalls", sum(1 for _ in message.tool_uses))
-        self._deliver(request, outcome)
-        return outcome.run_model, outcome.state
+        assert committed is not None
+        self.metrics.count("ToolCalls", len(message.tool_uses))
+        self._deliver(request, committed)
+        return committed.run_model, committed.state
 
     def _on_stream_item(
         self,
@@ -287,18 +316,30 @@ class ConductorService:
             return state
         else:
             return state
-        outcome = self._apply(session_id, decide, hint=state)
-        assert outcome is not None
-        self._deliver(request, outcome)
-        return outcome.state
+        committed = self._apply(session_id, decide, hint=state)
+        assert committed is not None
+        self._deliver(request, committed)
+        return committed.state
 
-    def _fail_stream(self, request: Request, session_id: str, stream_id: str, code: ErrorCode, message: str) -> None:
+    def _fail_stream(
+        self,
+        request: Request,
+        session_id: str,
+        stream_id: str,
+        code: ErrorCode,
+        message: str,
+        *,
+        fallback_line: str | None = None,
+    ) -> None:
         try:
-            outcome = self._apply(session_id, lambda fresh: conductor.stream_failed(fresh, stream_id, code, message))
+            committed = self._apply(
+                session_id,
+                lambda fresh: conductor.stream_failed(fresh, stream_id, code, message, fallback_line=fallback_line),
+            )
         except StreamSuperseded:
             return
-        if outcome is not None:
-            self._deliver(request, outcome)
+        if committed is not None:
+            self._deliver(request, committed)
 
     # ---- state changes and delivery ----------------------------------------------------------
 
@@ -310,8 +351,12 @@ class ConductorService:
         hint: SessionState | None = None,
         create: bool = False,
         claim_event_id: str | None = None,
-    ) -> Outcome | None:
-        """Decide and commit with optimistic locking; a lost race decides again on fresh state."""
+    ) -> Committed | None:
+        """Decide and commit with optimistic locking; a lost race decides again on fresh state.
+
+        The decision's events are kept in the outbox in the same transaction, except partials:
+        each partial carries the whole text so far, so the next one (or the final) supersedes it.
+        """
         state = hint if hint is not None else self.store.load(session_id)
         for attempt in range(COMMIT_ATTEMPTS):
             if state is None:
@@ -319,37 +364,50 @@ class ConductorService:
                     return None
                 state = SessionState(session_id=session_id)
             outcome = decide(state)
-            if not outcome.events and not outcome.history and outcome.state == state and claim_event_id is None:
-                return outcome
+            frames = [(seq, make_event(payload, seq=seq).to_json()) for seq, payload in outcome.numbered_events()]
+            if not frames and not outcome.history and outcome.state == state and claim_event_id is None:
+                return Committed(outcome, frames)
+            kept = [
+                frame
+                for frame, payload in zip(frames, outcome.events, strict=True)
+                if not isinstance(payload, AssistantSpeechPartial)
+            ]
             try:
                 outcome.state = self.store.commit(
                     outcome.state,
                     outcome.history,
                     claim_event_id=claim_event_id,
                     claim_ttl_seconds=self.settings.session_ttl_seconds,
+                    outbox=kept,
+                    outbox_ttl_seconds=self.settings.outbox_ttl_seconds,
                 )
-                return outcome
+                return Committed(outcome, frames)
             except VersionConflict:
                 self.metrics.count("StateConflicts")
                 time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
                 state = self.store.load(session_id)
         raise ConductorBusy(session_id)
 
-    def _deliver(self, request: Request, outcome: Outcome) -> None:
-        """Post the outcome's events to the session's current connection; keep what fails."""
-        state = outcome.state
-        undelivered: list[tuple[int, str]] = []
-        for seq, payload in outcome.numbered_events():
-            frame = make_event(payload, seq=seq).to_json()
-            connection_id = state.connection_id
-            if connection_id is None or not self.gateway.post(request.endpoint, connection_id, frame):
-                undelivered.append((seq, frame))
-        if undelivered:
-            self.log.info(
-                "events kept for replay",
-                extra={"session_id": state.session_id, "count": len(undelivered), "connection_id": state.connection_id},
-            )
-            self.store.put_outbox(state.session_id, undelivered)
+    def _deliver(self, request: Request, committed: Committed) -> None:
+        """Post the events to the session's current connection (the outbox already has them)."""
+        connection_id = committed.state.connection_id
+        if connection_id is None:
+            if committed.frames:
+                self.log.info("no connection: events kept for replay", extra={"session_id": committed.state.session_id})
+            return
+        for _seq, frame in committed.frames:
+            if not self.gateway.post(request.endpoint, connection_id, frame):
+                self.log.info(
+                    "connection gone: events kept for replay",
+                    extra={"session_id": committed.state.session_id, "connection_id": connection_id},
+                )
+                return
+
+    def _replay(self, request: Request, session_id: str, last_seq: int) -> None:
+        """Re-send, in order, the kept events the app has not seen (``seq`` after ``last_seq``)."""
+        for _seq, frame in self.store.outbox(session_id, after_seq=last_seq):
+            if not self.gateway.post(request.endpoint, request.connection_id, frame):
+                return
 
     def _reply(self, request: Request, code: ErrorCode, message: str) -> None:
         """An error about the frame itself, to the connection that sent it."""

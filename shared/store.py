@@ -7,7 +7,7 @@ Items (``pk`` / ``sk``):
   change is a conditional write on that version.
 * ``SESSION#<id>`` / ``MSG#<seq>`` — one item per history message (content blocks as JSON), so
   no session meets the 400 KB item limit and the recent window is one Query.
-* ``SESSION#<id>`` / ``OUTBOX#<seq>`` — server events not delivered yet.
+* ``SESSION#<id>`` / ``OUTBOX#<seq>`` — server events kept for replay to a reconnecting app.
 * ``SESSION#<id>`` / ``EVENT#<id>`` — client event ids already processed.
 
 State and history writes of one decision go in one transaction, so a tool-use message is never
@@ -139,12 +139,16 @@ class SessionStore:
         *,
         claim_event_id: str | None = None,
         claim_ttl_seconds: int = 24 * 3600,
+        outbox: Iterable[tuple[int, str]] = (),
+        outbox_ttl_seconds: int = 24 * 3600,
     ) -> SessionState:
         """Write ``state`` if the stored version is still ``state.version``; returns the new state.
 
         History ops go in the same transaction, and so does the record of the client event that
         caused the change (``claim_event_id``): an event is processed exactly when its effects
-        are stored. Raises ``VersionConflict`` (decide again on fresh state) or ``DuplicateEvent``.
+        are stored. The decision's events go to the outbox in the same transaction, so they can
+        be replayed to a reconnecting app. Raises ``VersionConflict`` (decide again on fresh
+        state) or ``DuplicateEvent``.
         """
         committed = state.model_copy(update={"version": state.version + 1})
         state_put = {
@@ -163,6 +167,7 @@ class SessionStore:
             state_put["ConditionExpression"] = "version = :expected"
             state_put["ExpressionAttributeValues"] = {":expected": {"N": str(state.version)}}
         extra = self._history_writes(state.session_id, history)
+        extra.extend(self._outbox_writes(state.session_id, outbox, outbox_ttl_seconds))
         if claim_event_id is not None:
             extra.insert(0, {"Put": self._claim_put(state.session_id, claim_event_id, claim_ttl_seconds)})
         try:
@@ -256,9 +261,11 @@ class SessionStore:
             for item in items
         ]
 
-    # ---- outbox (server events not delivered yet) -------------------------------------------
+    # ---- outbox (server events kept for replay) ----------------------------------------------
 
-    def _outbox_writes(self, session_id: str, entries: Iterable[tuple[int, str]]) -> list[dict[str, Any]]:
+    def _outbox_writes(
+        self, session_id: str, entries: Iterable[tuple[int, str]], ttl_seconds: int
+    ) -> list[dict[str, Any]]:
         return [
             {
                 "Put": {
@@ -267,16 +274,12 @@ class SessionStore:
                         "pk": {"S": _session_pk(session_id)},
                         "sk": {"S": _outbox_sk(seq)},
                         "frame": {"S": frame},
-                        "expires_at": self._expires_at(),
+                        "expires_at": self._expires_at(ttl_seconds),
                     },
                 }
             }
             for seq, frame in entries
         ]
-
-    def put_outbox(self, session_id: str, entries: Iterable[tuple[int, str]]) -> None:
-        for write in self._outbox_writes(session_id, entries):
-            self._client.put_item(**write["Put"])
 
     def outbox(self, session_id: str, after_seq: int = 0) -> list[tuple[int, str]]:
         response_items: list[dict[str, Any]] = []
@@ -297,12 +300,6 @@ class SessionStore:
                 break
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return [(int(item["sk"]["S"].split("#", 1)[1]), item["frame"]["S"]) for item in response_items]
-
-    def delete_outbox(self, session_id: str, seqs: Iterable[int]) -> None:
-        for seq in seqs:
-            self._client.delete_item(
-                TableName=self._table, Key={"pk": {"S": _session_pk(session_id)}, "sk": {"S": _outbox_sk(seq)}}
-            )
 
     # ---- processed client events (idempotency) --------------------------------------------
 

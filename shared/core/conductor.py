@@ -47,10 +47,14 @@ SET_STATE_TOOL = "convo.setState"
 SPEAK_TOOL = "tts.speak"
 
 
+STALL_FALLBACK_LINE = "Sorry, I lost my train of thought. Could you say that again?"
+
+
 @dataclass(frozen=True)
 class CoreSettings:
     catalog_names: frozenset[str]
     max_tool_rounds: int = 8
+    max_turns_per_minute: int = 30
 
 
 @dataclass
@@ -128,12 +132,19 @@ class _Decision:
 # ---- client events -------------------------------------------------------------------------
 
 
-def handle_transcript(state: SessionState, text: str) -> Outcome:
+def handle_transcript(state: SessionState, text: str, *, now: float, settings: CoreSettings) -> Outcome:
     """A final transcript starts a turn, cancelling whatever turn is still in progress."""
     decision = _Decision(state)
     if not text.strip():
         decision.send(_error(ErrorCode.EMPTY_TRANSCRIPT, "the transcript is empty"))
         return decision.outcome()
+    recent = [started for started in decision.state.turn_starts if now - started < 60]
+    if len(recent) >= settings.max_turns_per_minute:
+        decision.send(
+            _error(ErrorCode.RATE_LIMITED, f"at most {settings.max_turns_per_minute} requests a minute; wait a moment")
+        )
+        return decision.outcome()
+    decision.state.turn_starts = [*recent, now]
     _cancel_turn(decision, "the user started a new request")
     turn = Turn(turn_id=_new_id("turn"))
     decision.state.turn = turn
@@ -181,13 +192,16 @@ def handle_barge_in(state: SessionState) -> Outcome:
 
 
 def handle_session_start(state: SessionState, start: SessionStart) -> Outcome:
-    """A (re)connected app: re-send the model's calls still waiting for a result."""
+    """A (re)connected app: re-send the model's calls still waiting for a result.
+
+    With ``lastSeq`` the caller replays the kept events instead, pending calls among them.
+    """
     decision = _Decision(state)
     if start.session_id.lower() != state.session_id:
         decision.send(_error(ErrorCode.INVALID_EVENT, "sessionStart.sessionId does not match the connection's session"))
         return decision.outcome()
     turn = decision.state.turn
-    if turn is not None and turn.tools is not None:
+    if start.last_seq is None and turn is not None and turn.tools is not None:
         for call in turn.tools.pending():
             decision.send(ToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments))
     return decision.outcome()
@@ -279,8 +293,14 @@ def stream_finished(state: SessionState, stream_id: str, message: ModelMessage, 
     return decision.outcome()
 
 
-def stream_failed(state: SessionState, stream_id: str, code: ErrorCode, message: str) -> Outcome:
-    """The model failed (or the turn ran out of time): keep what was said, report, go idle."""
+def stream_failed(
+    state: SessionState, stream_id: str, code: ErrorCode, message: str, *, fallback_line: str | None = None
+) -> Outcome:
+    """The model failed (or the turn ran out of time): keep what was said, report, go idle.
+
+    With ``fallback_line`` (a stalled stream) the app also speaks a short line, so the user
+    hears why nothing more is coming; the turn then ends when it has been spoken.
+    """
     decision = _Decision(state)
     turn, stream = _current_stream(decision, stream_id)
     said = (stream.said + stream.text).strip()
@@ -290,6 +310,9 @@ def stream_failed(state: SessionState, stream_id: str, code: ErrorCode, message:
         decision.send(AssistantSpeechFinal(text=stream.text.strip()))
     turn.stream = None
     decision.send(_error(code, message))
+    if fallback_line:
+        decision.speak(fallback_line, OwnPurpose.SPEAK_FINAL, turn.turn_id)
+        return decision.outcome()
     decision.end_turn(turn)
     return decision.outcome()
 

@@ -87,7 +87,7 @@ class SessionState(_Model):
     own_calls: list[OwnCall] = Field(default_factory=list)
     recent_call_ids: list[str] = Field(default_factory=list)
     next_seq: int = 1
-    acked_seq: int = 0
+    turn_starts: list[float] = Field(default_factory=list)  # epoch seconds, for the rate limit
 
     def own_call(self, call_id: str) -> OwnCall | None:
         return next((call for call in self.own_calls if call.call_id == call_id), None)

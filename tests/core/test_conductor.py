@@ -22,7 +22,9 @@ from shared.protocol import (
 )
 from tests.history_check import assert_valid_history
 
-SETTINGS = CoreSettings(catalog_names=frozenset({"editor.openFile", "project.search"}), max_tool_rounds=2)
+SETTINGS = CoreSettings(
+    catalog_names=frozenset({"editor.openFile", "project.search"}), max_tool_rounds=2, max_turns_per_minute=5
+)
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
 
 
@@ -33,6 +35,7 @@ class Session:
         self.state = SessionState(session_id=SESSION, connection_id="conn-1")
         self.history: list[Message] = []
         self.sent: list[object] = []
+        self.clock = 1_000.0
 
     def apply(self, outcome: Outcome) -> Outcome:
         for op in outcome.history:
@@ -47,7 +50,8 @@ class Session:
         return outcome
 
     def say(self, text: str) -> Outcome:
-        return self.apply(conductor.handle_transcript(self.state, text))
+        self.clock += 1
+        return self.apply(conductor.handle_transcript(self.state, text, now=self.clock, settings=SETTINGS))
 
     def answer(self, call_id: str, result: str | None = '{"ok":true}', error: str | None = None) -> Outcome:
         return self.apply(
@@ -269,3 +273,39 @@ def test_events_are_numbered_in_order_across_decisions() -> None:
     assert first.run_model
     second = session.apply(conductor.stream_text(session.state, first.run_model, "yo"))
     assert second.numbered_events()[0][0] == 1 + len(first.events)
+
+
+def test_turns_per_minute_are_limited_per_session() -> None:
+    session = Session()
+    for _ in range(5):
+        assert session.say("hi").run_model
+    limited = session.say("one more")
+    assert [e.code for e in limited.events if isinstance(e, ErrorPayload)] == ["rate_limited"]
+    assert limited.run_model is None
+    session.clock += 61
+    assert session.say("later").run_model
+
+
+def test_stalled_stream_speaks_a_fallback_line_then_goes_idle() -> None:
+    session = Session()
+    stream_id = session.say("hello").run_model
+    assert stream_id
+    out = session.apply(
+        conductor.stream_failed(
+            session.state, stream_id, "bedrock_error", "stalled", fallback_line=conductor.STALL_FALLBACK_LINE
+        )  # type: ignore[arg-type]
+    )
+    speak = [c for c in calls(out.events) if c.name == "tts.speak"]
+    assert [json.loads(c.arguments)["text"] for c in speak] == [conductor.STALL_FALLBACK_LINE]
+    idle = session.answer(speak[0].call_id, '{"spoken":true}')
+    assert [json.loads(c.arguments) for c in calls(idle.events)] == [{"state": "idle"}]
+    assert_valid_history(session.history)
+
+
+def test_session_start_with_last_seq_leaves_pending_calls_to_the_replay() -> None:
+    session = Session()
+    stream_id = session.say("search").run_model
+    assert stream_id
+    session.stream(stream_id, wrapper_use("tu-1", "project.search", {"query": "x"}))
+    out = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION, lastSeq=2))
+    assert out.events == []
