@@ -1,0 +1,75 @@
+"""``voiceide-conductor local``: the whole conductor on this machine, no AWS account needed."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import uuid
+import warnings
+from collections.abc import Sequence
+from types import FrameType
+
+from conductor_local.stack import LocalStack
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="voiceide-conductor", description="The VoiceIDE conductor.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    local = commands.add_parser(
+        "local",
+        help="run the conductor locally (WebSocket API, DynamoDB, offline brain)",
+        description="Run the conductor on this machine: a local API Gateway WebSocket API, DynamoDB (moto) "
+        "and the deterministic offline brain in place of Bedrock.",
+    )
+    local.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    local.add_argument(
+        "--port", type=int, default=8080, help="port to listen on, 0 for any free one (default: %(default)s)"
+    )
+    local.add_argument(
+        "--bedrock",
+        action="store_true",
+        help="use the real Amazon Bedrock with your AWS credentials and region instead of the offline brain",
+    )
+    local.add_argument("--quiet", action="store_true", help="do not log each event in and out")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Metrics are off locally (no CloudWatch); Powertools still warns on every invocation.
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    # The readable event lines say what happens; the handlers' JSON logs only when something is wrong.
+    env = {"POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING")}
+    stack = LocalStack(args.host, args.port, use_real_bedrock=args.bedrock, quiet=args.quiet, env=env)
+    try:
+        stack.start()
+    except OSError as error:
+        print(f"voiceide-conductor: cannot start the local stack: {error}", file=sys.stderr)
+        return 1
+    try:
+        brain = "Amazon Bedrock" if args.bedrock else "the offline brain (deterministic, no AWS)"
+        print(f"VoiceIDE conductor listening on {stack.session_url(str(uuid.uuid4()))}", flush=True)
+        print(f"  brain: {brain}; DynamoDB: moto at {stack.dynamodb_endpoint}", flush=True)
+        print(f"  try it: voiceide-client --url {stack.ws_url}    (Ctrl-C to stop)", flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""The whole conductor in one process, with no AWS account: the deployed handlers behind local endpoints.
+
+* DynamoDB: moto in server mode on a free loopback port, with the conductor's table.
+* Bedrock: ``LocalBedrockServer`` running the offline brain (or any responder), unless
+  ``use_real_bedrock`` leaves the real service and the user's credentials in charge.
+* API Gateway: ``LocalApiGateway`` invoking ``lambdas.{connect,message,disconnect}.handler``.
+
+The handlers find the local endpoints through boto3's standard ``AWS_ENDPOINT_URL_<SERVICE>``
+variables, set here for the stack's lifetime and restored on ``stop()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+import boto3
+
+from conductor_local.apigw import LocalApiGateway, RouteHandlers
+from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.tables import create_tables
+
+DEFAULT_TABLE = "voiceide-conductor-local"
+DEFAULT_REGION = "us-east-1"
+MESSAGE_TIMEOUT_S = 600.0
+"""The message Lambda's timeout as deployed (infra/config.py); connect/disconnect get 10 s."""
+HANDLER_TIMEOUT_S = 10.0
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+
+
+def lambda_context(route_key: str) -> LocalLambdaContext:
+    """A fresh context per invocation, named and timed like the deployed function for the route."""
+    if route_key in ("$connect", "$disconnect"):
+        name, timeout = route_key[1:], HANDLER_TIMEOUT_S
+    else:
+        name, timeout = "message", MESSAGE_TIMEOUT_S
+    return LocalLambdaContext(function_name=f"voiceide-conductor-{name}", timeout_seconds=timeout)
+
+
+def _print_line(line: str) -> None:
+    print(line, flush=True)
+
+
+class LocalStack:
+    """Starts and stops the three local services and the handlers; usable as a context manager.
+
+    ``port=0`` picks a free port (see ``port``/``ws_url``). ``brain_responder`` replaces the
+    offline brain (a ``LocalBedrockServer`` responder); ``handlers`` replaces the deployed
+    handlers; ``env`` adds environment variables for the handlers (e.g. conductor limits).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        *,
+        use_real_bedrock: bool = False,
+        quiet: bool = False,
+        brain_responder: Callable[[str, dict[str, Any]], Any] | None = None,
+        handlers: RouteHandlers | None = None,
+        env: Mapping[str, str] | None = None,
+        table_name: str = DEFAULT_TABLE,
+        stage: str = "local",
+        on_log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.host = host
+        self.use_real_bedrock = use_real_bedrock
+        self.table_name = table_name
+        self._port = port
+        self._stage = stage
+        self._brain_responder = brain_responder
+        self._handlers = handlers
+        self._extra_env = dict(env or {})
+        self._on_log = None if quiet else (on_log or _print_line)
+        self._moto: Any = None
+        self.bedrock_server: Any = None
+        """The ``LocalBedrockServer`` (None with real Bedrock); its ``responder`` may be swapped."""
+        self.gateway: LocalApiGateway | None = None
+        self.dynamodb_endpoint = ""
+        self._saved_env: dict[str, str | None] = {}
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> LocalStack:
+        if self.gateway is not None:
+            raise RuntimeError("the stack is already started")
+        try:
+            self._start_dynamodb()
+            if not self.use_real_bedrock:
+                self._start_bedrock()
+            self._set_env()
+            handlers = self._handlers or _deployed_handlers()
+            self.gateway = LocalApiGateway(
+                handlers, self.host, self._port, stage=self._stage, context_factory=lambda_context, on_log=self._on_log
+            ).start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Disconnect every client, stop the services and restore the environment."""
+        if self.gateway is not None:
+            self.gateway.stop()
+            self.gateway = None
+        if self.bedrock_server is not None:
+            self.bedrock_server.stop()
+            self.bedrock_server = None
+        if self._moto is not None:
+            self._moto.stop()
+            self._moto = None
+        self._restore_env()
+        if self._handlers is None:
+            _reset_handler_clients()
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ---- addresses ------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self._running_gateway().port
+
+    @property
+    def ws_url(self) -> str:
+        """``ws://HOST:PORT/``; clients add ``?sessionId=<uuid v4>`` (see ``session_url``)."""
+        return self._running_gateway().url
+
+    def session_url(self, session_id: str) -> str:
+        return f"{self.ws_url}?sessionId={session_id}"
+
+    @property
+    def callback_url(self) -> str:
+        """The management API endpoint (``apigatewaymanagementapi`` ``endpoint_url``)."""
+        return self._running_gateway().callback_url
+
+    @property
+    def bedrock_endpoint(self) -> str | None:
+        return None if self.bedrock_server is None else self.bedrock_server.url
+
+    def dynamodb_client(self) -> Any:
+        """A boto3 DynamoDB client for the stack's table, to look at what the handlers stored."""
+        return boto3.client(
+            "dynamodb",
+            endpoint_url=self.dynamodb_endpoint,
+            region_name=DEFAULT_REGION,
+            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def _running_gateway(self) -> LocalApiGateway:
+        if self.gateway is None:
+            raise RuntimeError("the stack is not started")
+        return self.gateway
+
+    # ---- parts ----------------------------------------------------------------------------
+
+    def _start_dynamodb(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
+        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._moto.start()
+        host, port = self._moto.get_host_and_port()
+        self.dynamodb_endpoint = f"http://{host}:{port}"
+        create_tables(self.dynamodb_client(), self.table_name)
+
+    def _start_bedrock(self) -> None:
+        from conductor_local.bedrock_server import LocalBedrockServer
+
+        responder = self._brain_responder
+        if responder is None:
+            from conductor_local.offline_brain import OfflineBrain
+
+            responder = OfflineBrain()
+        self.bedrock_server = LocalBedrockServer(responder, "127.0.0.1", 0).start()
+
+    def _set_env(self) -> None:
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+        env: dict[str, str | None] = {
+            "AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb_endpoint,
+            "CONDUCTOR_TABLE": self.table_name,
+            "AWS_REGION": region,
+            "AWS_DEFAULT_REGION": region,
+        }
+        if self.bedrock_server is not None:
+            env["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"] = self.bedrock_server.url
+            # Nothing here talks to AWS: keep any real credentials of the user out of reach.
+            env |= {**LOCAL_CREDENTIALS, "AWS_SESSION_TOKEN": None, "AWS_PROFILE": None}
+        defaults = {
+            "POWERTOOLS_SERVICE_NAME": "voiceide-conductor",
+            "POWERTOOLS_METRICS_NAMESPACE": "VoiceIDE/Conductor",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_METRICS_DISABLED": "true",
+        }
+        env |= {name: value for name, value in defaults.items() if name not in os.environ}
+        env |= self._extra_env
+        for name, value in env.items():
+            self._saved_env.setdefault(name, os.environ.get(name))
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    def _restore_env(self) -> None:
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env.clear()
+
+
+def _deployed_handlers() -> RouteHandlers:
+    """The Lambda handlers, imported only now that the environment points at the local stack."""
+    _reset_handler_clients()
+    return RouteHandlers(
+        connect=importlib.import_module("lambdas.connect").handler,
+        message=importlib.import_module("lambdas.message").handler,
+        disconnect=importlib.import_module("lambdas.disconnect").handler,
+    )
+
+
+def _reset_handler_clients() -> None:
+    """Drop the clients a handler container built, so they are rebuilt from the current environment."""
+    runtime = sys.modules.get("lambdas.runtime")
+    if runtime is not None:
+        runtime.reset()
