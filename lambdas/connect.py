@@ -19,20 +19,21 @@ def _response(status: int, body: str = "") -> dict[str, Any]:
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    logger.thread_safe_clear_keys()
     try:
         parsed = ConnectEvent.model_validate(event)
     except ValidationError as error:
         logger.warning("malformed $connect event", extra={"errors": error.error_count()})
         return _response(400, "malformed connect request")
     connection_id = parsed.request_context.connection_id
-    logger.append_keys(connection_id=connection_id)
+    logger.thread_safe_append_keys(connection_id=connection_id)
     session_id = (parsed.query_string_parameters or {}).get("sessionId")
     if not is_uuid_v4(session_id):
         logger.info("connection refused: sessionId is not a UUID v4")
         return _response(400, "sessionId must be a UUID v4")
     assert session_id is not None
     session_id = session_id.lower()
-    logger.append_keys(session_id=session_id)
+    logger.thread_safe_append_keys(session_id=session_id)
     authorizer = parsed.request_context.authorizer
     authorized_session = (authorizer or {}).get("sessionId")
     if authorized_session and str(authorized_session).lower() != session_id:

@@ -14,13 +14,14 @@ from lambdas.runtime import logger, metrics, service
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    logger.thread_safe_clear_keys()
     try:
         parsed = DisconnectEvent.model_validate(event)
     except ValidationError as error:
         logger.warning("malformed $disconnect event", extra={"errors": error.error_count()})
         return {"statusCode": 400}
     connection_id = parsed.request_context.connection_id
-    logger.append_keys(connection_id=connection_id)
+    logger.thread_safe_append_keys(connection_id=connection_id)
     service().disconnect(connection_id)
     logger.info("connection closed", extra={"reason": parsed.request_context.disconnect_reason})
     return {"statusCode": 200}

@@ -22,11 +22,12 @@ OK = {"statusCode": 200}
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    logger.thread_safe_clear_keys()
     raw_context = event.get("requestContext") if isinstance(event, dict) else None
     raw_context = raw_context if isinstance(raw_context, dict) else {}
     connection_id = str(raw_context.get("connectionId", ""))
     endpoint = callback_endpoint(str(raw_context.get("domainName", "")), str(raw_context.get("stage", "")))
-    logger.append_keys(connection_id=connection_id)
+    logger.thread_safe_append_keys(connection_id=connection_id)
     try:
         parsed = MessageEvent.model_validate(event)
         request = Request(
