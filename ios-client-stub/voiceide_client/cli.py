@@ -1,0 +1,207 @@
+"""``voiceide-client``: talk to a conductor from the terminal, typed lines standing in for speech.
+
+Exit codes: 0 every turn finished; 1 a turn timed out; 2 bad usage; 3 the conductor could not
+be reached (first connection, or every reconnect attempt, failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import threading
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from shared.protocol import AssistantSpeechPartial, ErrorCode, Event
+
+from .client import ConductorClient, ConductorUnavailable
+from .render import NullRenderer, Renderer, TranscriptRenderer
+from .speech import make_speaker
+from .tools import ToolRouter
+from .turn import TurnTimeout
+
+EXIT_OK = 0
+EXIT_TURN_TIMEOUT = 1
+EXIT_UNREACHABLE = 3
+BARGE_IN_LINE = "!"
+
+
+def _uuid4(value: str) -> str:
+    try:
+        parsed = uuid.UUID(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
+    if parsed.version != 4:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a version-4 UUID")
+    return str(parsed)
+
+
+def _positive(value: str) -> float:
+    number = float(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return number
+
+
+def _count(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="voiceide-client",
+        description="A stand-in for the VoiceIDE iOS app: each line is a final transcript.",
+    )
+    parser.add_argument("--url", required=True, help="conductor WebSocket URL, e.g. ws://127.0.0.1:8765")
+    parser.add_argument("--session", type=_uuid4, metavar="UUID", help="session UUID (v4) to use; a new one by default")
+    parser.add_argument(
+        "--script", type=Path, metavar="FILE", help="send each non-empty, non-# line of FILE, one turn each"
+    )
+    parser.add_argument("--speak-to", type=Path, metavar="DIR", help="write speech as WAV files into DIR")
+    parser.add_argument(
+        "--barge-in-after", type=_count, metavar="N", help="barge in after N assistant partials of a turn"
+    )
+    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    parser.add_argument("--timeout", type=_positive, default=60.0, metavar="S", help="seconds a turn may take")
+    return parser
+
+
+class BargeInAfter:
+    """Barges in once per turn when that turn has seen ``count`` assistant partials."""
+
+    def __init__(self, count: int | None) -> None:
+        self.count = count
+        self.client: ConductorClient | None = None
+        self._barged: set[int] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def on_event(self, event: Event) -> None:
+        client = self.client
+        if self.count is None or client is None or not client.turns:
+            return
+        if not isinstance(event.payload, AssistantSpeechPartial):
+            return
+        turn = client.turns[-1]
+        if id(turn) not in self._barged and len(turn.partials) >= self.count:
+            self._barged.add(id(turn))
+            task = asyncio.create_task(client.barge_in())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _script_lines(path: Path) -> list[str]:
+    lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+async def _run_script(client: ConductorClient, lines: list[str], timeout: float, err: TextIO) -> int:
+    for text in lines:
+        try:
+            await client.say(text, timeout=timeout)
+        except TurnTimeout as exc:
+            print(f"voiceide-client: {exc}", file=err)
+            return EXIT_TURN_TIMEOUT
+    return EXIT_OK
+
+
+def _read_lines(stream: TextIO, queue: asyncio.Queue[str | None], loop: asyncio.AbstractEventLoop) -> None:
+    """Feed stdin lines to the event loop from a daemon thread (a blocking read must not hold exit)."""
+    try:
+        for line in iter(stream.readline, ""):
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+    finally:
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+
+async def _run_interactive(client: ConductorClient, stdin: TextIO, timeout: float, err: TextIO) -> int:
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    transcripts: asyncio.Queue[str | None] = asyncio.Queue()
+    threading.Thread(target=_read_lines, args=(stdin, lines, loop), daemon=True).start()
+    exit_code = EXIT_OK
+
+    async def take_turns() -> None:
+        nonlocal exit_code
+        while (text := await transcripts.get()) is not None:
+            try:
+                await client.say(text, timeout=timeout)
+            except TurnTimeout as exc:
+                print(f"voiceide-client: {exc}", file=err)
+                exit_code = EXIT_TURN_TIMEOUT
+
+    turns = asyncio.create_task(take_turns())
+    while (line := await lines.get()) is not None:
+        text = line.strip()
+        if text == BARGE_IN_LINE:
+            await client.barge_in()  # at once, even in the middle of a turn
+        elif text:
+            transcripts.put_nowait(text)
+    transcripts.put_nowait(None)
+    await turns
+    return exit_code
+
+
+async def run(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """The CLI inside a running event loop (what ``main`` runs; tests call it directly)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.script is not None and not args.script.is_file():
+        parser.error(f"--script: no such file: {args.script}")
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    renderer: Renderer = NullRenderer() if args.quiet else TranscriptRenderer(out)
+    barge_in = BargeInAfter(args.barge_in_after)
+    client = ConductorClient(
+        args.url,
+        args.session,
+        ToolRouter(make_speaker(speak_to=args.speak_to, quiet=args.quiet, out=out)),
+        renderer=renderer,
+        on_event=barge_in.on_event,
+    )
+    barge_in.client = client
+    try:
+        await client.connect()
+    except ConductorUnavailable as exc:
+        print(f"voiceide-client: {exc}", file=err)
+        return EXIT_UNREACHABLE
+    try:
+        if args.script is not None:
+            exit_code = await _run_script(client, _script_lines(args.script), args.timeout, err)
+        else:
+            input_stream = stdin or sys.stdin
+            if input_stream.isatty():
+                print(f"session {client.session_id}: type what you would say, '!' to barge in, Ctrl-D to quit")
+            exit_code = await _run_interactive(client, input_stream, args.timeout, err)
+        await barge_in.drain()
+    finally:
+        await client.close()
+    if exit_code == EXIT_OK and ErrorCode.RECONNECT_FAILED in client.error_codes:
+        print("voiceide-client: lost the conductor; answers came from the offline stub", file=err)
+        return EXIT_UNREACHABLE
+    return exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return asyncio.run(run(argv))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

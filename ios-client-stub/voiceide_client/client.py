@@ -1,0 +1,522 @@
+"""ConductorClient: the iOS runtime's side of the VoiceIDE WebSocket, as an asyncio library.
+
+One connection at a time. A supervisor task reads frames, dispatches events and, when the
+connection drops, reconnects with the spec's backoff (1, 2, 4, 8, 16 s; 5 attempts) and a new
+``sessionStart`` carrying the same sessionId and the highest ``seq`` seen. If every attempt
+fails the client reports ``reconnect_failed`` and hands transcripts to a LocalConductorStub.
+Outgoing events wait for a live link, so a tool that finishes during a reconnect answers on
+the new connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from enum import StrEnum
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, WebSocketException
+
+from shared.protocol import (
+    ErrorCode,
+    ErrorPayload,
+    Event,
+    IgnoredEvent,
+    ProtocolError,
+    SessionStart,
+    ToolCall,
+    UserAudioTranscriptFinal,
+    error_event,
+    make_event,
+    parse_event,
+)
+
+from .local_stub import OFFLINE_REPLY, LocalConductorStub
+from .render import NullRenderer, Renderer
+from .speech import Speaker
+from .tools import SET_STATE, ToolHandler, ToolRouter
+from .turn import ToolInvocation, TurnResult, TurnTimeout
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
+DEFAULT_MAX_ATTEMPTS = 5
+_CONNECT_ERRORS = (OSError, WebSocketException, TimeoutError)
+
+EventCallback = Callable[[Event], Any]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def scaled_backoff(scale: float, base: Sequence[float] = DEFAULT_BACKOFF) -> tuple[float, ...]:
+    """The spec's backoff sequence multiplied by ``scale`` (tests use e.g. 0.01)."""
+    return tuple(delay * scale for delay in base)
+
+
+def session_url(url: str, session_id: str) -> str:
+    """``url`` with its ``sessionId`` query parameter set to ``session_id``."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "sessionId"]
+    query.append(("sessionId", session_id))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def _url_session_id(url: str) -> str | None:
+    return dict(parse_qsl(urlsplit(url).query)).get("sessionId")
+
+
+class ConductorUnavailable(ConnectionError):
+    """The first connection could not be made (``ws_connect_failed`` was recorded)."""
+
+
+class ClientClosed(RuntimeError):
+    """The client was closed; nothing more can be sent."""
+
+
+class Link(StrEnum):
+    NEW = "new"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    OFFLINE = "offline"
+    CLOSED = "closed"
+
+
+_READY_LINKS = (Link.CONNECTED, Link.OFFLINE, Link.CLOSED)
+
+
+class ConductorClient:
+    """Connects as the iOS app does, runs tool calls, and reports each turn.
+
+    ``events`` are the distinct events received (server and, once offline, the local stub),
+    ``sent`` the events written to the WebSocket, ``errors`` the client-side error events
+    (``ws_*``, ``decode_error``, ``reconnect_failed``). ``on_event`` (sync or async) sees both
+    received events and client-side errors.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        session_id: str | None = None,
+        tools: ToolRouter | Mapping[str, ToolHandler] | None = None,
+        *,
+        backoff: Sequence[float] = DEFAULT_BACKOFF,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        on_event: EventCallback | None = None,
+        renderer: Renderer | None = None,
+        speaker: Speaker | None = None,
+        last_seq: int | None = None,
+        sleep: Sleep = asyncio.sleep,
+        open_timeout: float = 10.0,
+        close_timeout: float = 2.0,
+        offline_reply: str = OFFLINE_REPLY,
+    ) -> None:
+        if isinstance(tools, ToolRouter):
+            if speaker is not None:
+                raise ValueError("pass the speaker to the ToolRouter, not to both")
+            self.tools = tools
+        else:
+            self.tools = ToolRouter(speaker, tools)
+        self.session_id = session_id or _url_session_id(url) or str(uuid.uuid4())
+        self.url = session_url(url, self.session_id)
+        self.backoff = tuple(backoff)
+        self.max_attempts = max_attempts
+        self.last_seq = last_seq
+        self.open_timeout = open_timeout
+        self.close_timeout = close_timeout
+        self.offline_reply = offline_reply
+        self._on_event = on_event
+        self._renderer: Renderer = renderer or NullRenderer()
+        self._sleep = sleep
+
+        self.events: list[Event] = []
+        self.sent: list[Event] = []
+        self.errors: list[Event] = []
+        self.duplicates: list[Event] = []
+        self.ignored: list[IgnoredEvent] = []
+        self.tool_calls: list[ToolInvocation] = []
+        self.turns: list[TurnResult] = []
+        self.connections = 0
+        self.reconnect_attempts = 0
+        self.stub: LocalConductorStub | None = None
+
+        self._link = Link.NEW
+        self._ready = asyncio.Event()
+        self._ws: ClientConnection | None = None
+        self._send_lock = asyncio.Lock()
+        self._supervisor: asyncio.Task[None] | None = None
+        self._tool_tasks: set[asyncio.Task[None]] = set()
+        self._turn: TurnResult | None = None
+        self._waiters: set[asyncio.Future[None]] = set()
+        self._seen_ids: set[str] = set()
+        self._seen_seqs: set[int] = set()
+        self.tools.add_state_listener(self._on_state)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        """Open the first connection and send ``sessionStart``; raises ConductorUnavailable."""
+        if self._link is not Link.NEW:
+            raise RuntimeError(f"connect() called on a {self._link} client")
+        try:
+            ws = await self._open()
+        except _CONNECT_ERRORS as exc:
+            self._set_link(Link.CLOSED)
+            await self._client_error(ErrorCode.WS_CONNECT_FAILED, f"could not connect to {self.url}: {exc}")
+            raise ConductorUnavailable(f"could not connect to {self.url}: {exc}") from exc
+        self._supervisor = asyncio.create_task(self._supervise(ws), name="voiceide-client supervisor")
+
+    async def close(self) -> None:
+        """Close the connection (with a close handshake) and cancel running tools."""
+        if self._link is Link.CLOSED:
+            return
+        ws = self._ws
+        self._ws = None
+        self._set_link(Link.CLOSED)
+        tasks = [*self._tool_tasks, *([self._supervisor] if self._supervisor else [])]
+        for task in tasks:
+            task.cancel()
+        if ws is not None:
+            await ws.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._turn is not None:
+            self._finish_turn(self._turn, completed=False)
+
+    # ---- state -------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """The conversation state last set by ``convo.setState``."""
+        return self.tools.state
+
+    @property
+    def link(self) -> Link:
+        return self._link
+
+    @property
+    def connected(self) -> bool:
+        return self._link is Link.CONNECTED
+
+    @property
+    def offline(self) -> bool:
+        """True once reconnection failed and the LocalConductorStub answers instead."""
+        return self._link is Link.OFFLINE
+
+    @property
+    def error_codes(self) -> list[str]:
+        return [e.payload.code for e in self.errors if isinstance(e.payload, ErrorPayload)]
+
+    # ---- what tests and the CLI call ---------------------------------------------------------
+
+    async def say(self, text: str, timeout: float = 30.0) -> TurnResult:
+        """Send a final transcript and wait until the turn ends (``convo.setState idle`` handled).
+
+        A turn still open is closed as not completed: a new transcript replaces it.
+        Raises TurnTimeout (carrying what happened) when the turn does not end in time.
+        """
+        if self._turn is not None:
+            self._finish_turn(self._turn, completed=False)
+        turn = TurnResult(transcript=text)
+        self._turn = turn
+        self.turns.append(turn)
+        try:
+            async with asyncio.timeout(timeout):
+                await self._send(make_event(UserAudioTranscriptFinal(text=text)))
+                await turn.done.wait()
+        except TimeoutError:
+            self._finish_turn(turn, completed=False)
+            raise TurnTimeout(turn, timeout) from None
+        return turn
+
+    async def barge_in(self, message: str = "user interrupted playback") -> None:
+        """Tell the conductor the user talked over it and stop playback."""
+        if not self._ready.is_set():
+            self.tools.interrupt()  # the user must not wait for a reconnect to be heard
+        await self._send(error_event(ErrorCode.AUDIO_OUTPUT_INTERRUPTED, message))
+        self.tools.interrupt()
+
+    async def drop_connection(self) -> None:
+        """Simulate a network drop: abort the transport with no close handshake."""
+        ws = self._ws
+        if ws is None:
+            raise RuntimeError("no open connection to drop")
+        self._mark_down(ws)
+        ws.transport.abort()
+
+    async def send_raw(self, data: str | bytes) -> None:
+        """Write a frame as is (for bad-input tests); not recorded in ``sent``."""
+        await self._ready.wait()
+        ws = self._ws
+        if self._link is not Link.CONNECTED or ws is None:
+            raise ClientClosed(f"cannot send a raw frame while {self._link}")
+        async with self._send_lock:
+            await ws.send(data)
+
+    async def wait_until(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait until ``condition()`` holds; re-checked whenever the client's state changes."""
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(timeout):
+            while not condition():
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._waiters.add(waiter)
+                try:
+                    await waiter
+                finally:
+                    self._waiters.discard(waiter)
+
+    async def wait_for(self, predicate: Callable[[Event], bool], timeout: float = 5.0, *, since: int = 0) -> Event:
+        """The first received event from index ``since`` on that matches ``predicate``."""
+        found: list[Event] = []
+        position = since
+
+        def match() -> bool:
+            nonlocal position
+            while position < len(self.events):
+                event = self.events[position]
+                position += 1
+                if predicate(event):
+                    found.append(event)
+                    return True
+            return False
+
+        await self.wait_until(match, timeout)
+        return found[0]
+
+    async def wait_connected(self, timeout: float = 5.0) -> None:
+        await self.wait_until(lambda: self._link is Link.CONNECTED, timeout)
+
+    # ---- connection --------------------------------------------------------------------------
+
+    async def _open(self) -> ClientConnection:
+        ws = await connect(self.url, open_timeout=self.open_timeout, close_timeout=self.close_timeout)
+        start = make_event(SessionStart(session_id=self.session_id, last_seq=self.last_seq))
+        try:
+            await ws.send(start.to_json())
+        except ConnectionClosed:
+            ws.transport.abort()
+            raise
+        self._ws = ws
+        self.connections += 1
+        self._record_sent(start)
+        self._set_link(Link.CONNECTED)
+        return ws
+
+    async def _supervise(self, ws: ClientConnection) -> None:
+        while True:
+            reason = await self._receive(ws)
+            if self._link is Link.CLOSED:
+                return
+            self._mark_down(ws)
+            await self._client_error(ErrorCode.WS_ERROR, f"connection lost: {reason}")
+            reconnected = await self._reconnect()
+            if reconnected is None:
+                self._go_offline()
+                return
+            ws = reconnected
+
+    async def _receive(self, ws: ClientConnection) -> str:
+        try:
+            async for frame in ws:
+                try:
+                    await self._on_frame(frame)
+                except Exception:
+                    logger.exception("handling a frame failed")
+        except ConnectionClosed as exc:
+            return str(exc)
+        return f"closed by the server (code {ws.close_code}, reason {ws.close_reason!r})"
+
+    async def _reconnect(self) -> ClientConnection | None:
+        last_error = "no attempt made"
+        for attempt in range(self.max_attempts):
+            delay = self.backoff[min(attempt, len(self.backoff) - 1)] if self.backoff else 0.0
+            await self._sleep(delay)
+            if self._link is Link.CLOSED:
+                return None
+            self.reconnect_attempts += 1
+            try:
+                return await self._open()
+            except _CONNECT_ERRORS as exc:
+                last_error = f"{type(exc).__name__}: {exc}"
+                logger.info("reconnect attempt %d failed: %s", attempt + 1, last_error)
+        await self._client_error(
+            ErrorCode.RECONNECT_FAILED, f"gave up after {self.max_attempts} attempts ({last_error})"
+        )
+        return None
+
+    def _go_offline(self) -> None:
+        self.stub = LocalConductorStub(self._dispatch, self.offline_reply)
+        self._set_link(Link.OFFLINE)
+
+    def _mark_down(self, ws: ClientConnection) -> None:
+        if self._ws is ws:
+            self._ws = None
+            self._set_link(Link.RECONNECTING)
+
+    def _set_link(self, link: Link) -> None:
+        self._link = link
+        if link in _READY_LINKS:
+            self._ready.set()
+        else:
+            self._ready.clear()
+        self._notify()
+
+    # ---- sending -----------------------------------------------------------------------------
+
+    async def _send(self, event: Event) -> None:
+        """Deliver ``event`` on the live link, waiting out a reconnect; offline, to the stub."""
+        if self._link is Link.NEW:
+            raise RuntimeError("connect() the client before sending")
+        while True:
+            await self._ready.wait()
+            if self._link is Link.CLOSED:
+                raise ClientClosed(f"client closed; {event.kind_name} not sent")
+            if self._link is Link.OFFLINE:
+                assert self.stub is not None
+                self._renderer.sent(event)
+                await self.stub.receive(event)
+                return
+            ws = self._ws
+            assert ws is not None
+            try:
+                async with self._send_lock:
+                    await ws.send(event.to_json())
+            except ConnectionClosed as exc:
+                self._mark_down(ws)
+                await self._client_error(
+                    ErrorCode.WS_SEND_FAILED, f"{event.kind_name} not sent ({exc}); will resend after reconnect"
+                )
+                continue
+            self._record_sent(event)
+            return
+
+    def _record_sent(self, event: Event) -> None:
+        self.sent.append(event)
+        self._renderer.sent(event)
+        self._notify()
+
+    # ---- receiving ---------------------------------------------------------------------------
+
+    async def _on_frame(self, frame: str | bytes) -> None:
+        outcome = parse_event(frame)
+        if isinstance(outcome, ProtocolError):
+            await self._client_error(ErrorCode.DECODE_ERROR, f"{outcome.code}: {outcome.message}")
+        elif isinstance(outcome, IgnoredEvent):
+            seq = _raw_seq(frame)
+            if not self._is_duplicate(outcome.id, seq):
+                self._remember(outcome.id, seq)
+                self.ignored.append(outcome)
+        else:
+            await self._dispatch(outcome)
+
+    async def _dispatch(self, event: Event) -> None:
+        event_id = str(event.id)
+        if self._is_duplicate(event_id, event.seq):
+            self.duplicates.append(event)
+            return
+        self._remember(event_id, event.seq)
+        self.events.append(event)
+        turn = self._turn
+        if turn is not None:
+            turn.events.append(event)
+            if isinstance(event.payload, ErrorPayload):
+                turn.errors.append(event.payload)
+        self._renderer.received(event)
+        self._notify()
+        if isinstance(event.payload, ToolCall):
+            self._start_tool(event.payload, turn)
+            # let a tool that finishes at once (convo.setState) take effect before the next event
+            await asyncio.sleep(0)
+        await self._emit(event)
+
+    def _is_duplicate(self, event_id: str, seq: int | None) -> bool:
+        return event_id in self._seen_ids or (seq is not None and seq in self._seen_seqs)
+
+    def _remember(self, event_id: str, seq: int | None) -> None:
+        self._seen_ids.add(event_id)
+        if seq is not None:
+            self._seen_seqs.add(seq)
+            self.last_seq = seq if self.last_seq is None else max(self.last_seq, seq)
+
+    # ---- tools and turns ---------------------------------------------------------------------
+
+    def _start_tool(self, call: ToolCall, turn: TurnResult | None) -> None:
+        invocation = ToolInvocation(call_id=call.call_id, name=call.name, arguments=call.arguments)
+        self.tool_calls.append(invocation)
+        if turn is not None:
+            turn.tool_calls.append(invocation)
+        task = asyncio.create_task(self._run_tool(call, invocation, turn), name=f"tool {call.name}")
+        self._tool_tasks.add(task)
+        task.add_done_callback(self._tool_tasks.discard)
+
+    async def _run_tool(self, call: ToolCall, invocation: ToolInvocation, turn: TurnResult | None) -> None:
+        result = await self.tools.execute(call)
+        invocation.result, invocation.error, invocation.finished = result.result, result.error, True
+        self._notify()
+        try:
+            await self._send(make_event(result))
+        except ClientClosed:
+            return
+        args = invocation.args
+        ends_turn = call.name == SET_STATE and isinstance(args, dict) and args.get("state") == "idle"
+        if ends_turn and result.error is None and turn is not None:
+            self._finish_turn(turn, completed=True)
+
+    def _finish_turn(self, turn: TurnResult, *, completed: bool) -> None:
+        turn.finish(completed=completed)
+        if self._turn is turn:
+            self._turn = None
+        self._notify()
+
+    def _on_state(self, state: str) -> None:
+        self._renderer.state(state)
+        self._notify()
+
+    # ---- reporting ---------------------------------------------------------------------------
+
+    async def _client_error(self, code: ErrorCode, message: str) -> None:
+        payload = ErrorPayload(code=str(code), message=message)
+        event = make_event(payload)
+        self.errors.append(event)
+        if self._turn is not None:
+            self._turn.errors.append(payload)
+        self._renderer.client_error(payload)
+        self._notify()
+        await self._emit(event)
+
+    async def _emit(self, event: Event) -> None:
+        if self._on_event is None:
+            return
+        try:
+            outcome = self._on_event(event)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            logger.exception("on_event callback failed")
+
+    def _notify(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+def _raw_seq(frame: str | bytes) -> int | None:
+    """The envelope's ``seq`` of a frame that parsed as an unknown kind."""
+    try:
+        seq = json.loads(frame).get("seq")
+    except (ValueError, AttributeError):
+        return None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None

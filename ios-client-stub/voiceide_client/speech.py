@@ -1,0 +1,145 @@
+"""Text-to-speech for the client: espeak-ng, a printed line, or silence; every playback can be stopped.
+
+``Speaker.speak`` returns ``True`` when the text was played to the end and ``False`` when
+``stop()`` cut it short (a barge-in). It never blocks the event loop: espeak-ng runs as an
+asyncio subprocess that ``stop()`` kills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import shutil
+import sys
+from pathlib import Path
+from typing import TextIO
+
+ESPEAK = "espeak-ng"
+
+
+class SpeakerError(RuntimeError):
+    """Playback failed (not interrupted): the tool answers with an error result."""
+
+
+class Speaker:
+    """Base class: subclasses implement ``_play``; ``speak``/``stop`` handle interruption."""
+
+    def __init__(self) -> None:
+        self._playing: set[asyncio.Task[None]] = set()
+        self.spoken: list[str] = []
+        self.interrupted: list[str] = []
+
+    @property
+    def is_playing(self) -> bool:
+        return bool(self._playing)
+
+    async def speak(self, text: str) -> bool:
+        play = asyncio.create_task(self._play(text))
+        self._playing.add(play)
+        try:
+            await play
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the caller itself is being cancelled, not a barge-in
+            self.interrupted.append(text)
+            return False
+        finally:
+            self._playing.discard(play)
+        self.spoken.append(text)
+        return True
+
+    def stop(self) -> None:
+        """Cut every playback in progress short."""
+        for play in list(self._playing):
+            play.cancel()
+
+    async def _play(self, text: str) -> None:
+        raise NotImplementedError
+
+
+class SilentSpeaker(Speaker):
+    """Plays nothing and finishes at once; the library's default."""
+
+    async def _play(self, text: str) -> None:
+        await asyncio.sleep(0)
+
+
+class PrintSpeaker(Speaker):
+    """Prints ``🔊 <text>`` where no speech engine is installed."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        super().__init__()
+        self._out = out
+
+    async def _play(self, text: str) -> None:
+        out = self._out or sys.stdout
+        out.write(f"🔊 {text}\n")
+        out.flush()
+        await asyncio.sleep(0)
+
+
+class HeldSpeaker(Speaker):
+    """Playback lasts until ``release()`` or ``stop()``: lets tests and demos barge in mid-speech."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = asyncio.Event()
+        self._release = asyncio.Event()
+
+    def release(self) -> None:
+        self._release.set()
+
+    async def _play(self, text: str) -> None:
+        self.started.set()
+        await self._release.wait()
+
+
+class EspeakSpeaker(Speaker):
+    """``espeak-ng`` to the audio device, or to numbered WAV files in ``out_dir`` (``-w``)."""
+
+    def __init__(self, executable: str = ESPEAK, out_dir: Path | None = None) -> None:
+        super().__init__()
+        self.executable = executable
+        self.out_dir = out_dir
+        self.files: list[Path] = []
+        self._numbers = itertools.count(1)
+
+    def _command(self, text: str) -> list[str]:
+        if self.out_dir is None:
+            return [self.executable, "--", text]
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        target = self.out_dir / f"utterance-{next(self._numbers):04d}.wav"
+        self.files.append(target)
+        return [self.executable, "-w", str(target), "--", text]
+
+    async def _play(self, text: str) -> None:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._command(text),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise SpeakerError(f"{self.executable} could not start: {exc}") from exc
+        try:
+            _, stderr = await proc.communicate()
+        except asyncio.CancelledError:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            raise
+        if proc.returncode != 0:
+            detail = stderr.decode(errors="replace").strip()[:200]
+            raise SpeakerError(f"{self.executable} exited with {proc.returncode}: {detail}")
+
+
+def make_speaker(*, speak_to: Path | None = None, quiet: bool = False, out: TextIO | None = None) -> Speaker:
+    """The CLI's speaker: espeak-ng when on PATH, else a printed line (nothing when quiet)."""
+    executable = shutil.which(ESPEAK)
+    if executable is not None:
+        return EspeakSpeaker(executable, out_dir=speak_to)
+    if speak_to is not None:
+        print(f"{ESPEAK} is not installed: printing speech instead of writing WAV files", file=sys.stderr)
+    return SilentSpeaker() if quiet else PrintSpeaker(out)

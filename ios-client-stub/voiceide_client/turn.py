@@ -1,0 +1,98 @@
+"""What one turn (a final transcript up to ``convo.setState idle``) looked like to the client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.protocol import (
+    AssistantSpeechFinal,
+    AssistantSpeechPartial,
+    ErrorPayload,
+    Event,
+)
+
+from .tools import SET_STATE
+
+
+@dataclass
+class ToolInvocation:
+    """One ``toolCall`` the client ran; ``result``/``error`` are filled in when it finishes."""
+
+    call_id: str
+    name: str
+    arguments: str
+    result: str | None = None
+    error: str | None = None
+    finished: bool = False
+
+    @property
+    def args(self) -> Any:
+        """The arguments decoded (``None`` when they are not valid JSON)."""
+        try:
+            return json.loads(self.arguments)
+        except ValueError:
+            return None
+
+    @property
+    def value(self) -> Any:
+        """The result decoded (``None`` for an error result)."""
+        return None if self.result is None else json.loads(self.result)
+
+
+@dataclass
+class TurnResult:
+    """Everything that happened in one turn, in arrival order.
+
+    ``errors`` holds the server's ``error`` events and the client-side errors raised during
+    the turn. ``completed`` is false when the turn timed out or a newer transcript replaced it.
+    """
+
+    transcript: str
+    events: list[Event] = field(default_factory=list)
+    tool_calls: list[ToolInvocation] = field(default_factory=list)
+    errors: list[ErrorPayload] = field(default_factory=list)
+    completed: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
+
+    @property
+    def partials(self) -> list[str]:
+        return [e.payload.text for e in self.events if isinstance(e.payload, AssistantSpeechPartial)]
+
+    @property
+    def finals(self) -> list[str]:
+        return [e.payload.text for e in self.events if isinstance(e.payload, AssistantSpeechFinal)]
+
+    @property
+    def final_text(self) -> str:
+        """The assistant's last final of the turn ("" when it said nothing)."""
+        finals = self.finals
+        return finals[-1] if finals else ""
+
+    @property
+    def states(self) -> list[str]:
+        """The conversation states set during the turn, in order."""
+        states = []
+        for call in self.tool_calls:
+            args = call.args
+            if call.name == SET_STATE and isinstance(args, dict) and isinstance(args.get("state"), str):
+                states.append(args["state"])
+        return states
+
+    def calls(self, name: str) -> list[ToolInvocation]:
+        return [call for call in self.tool_calls if call.name == name]
+
+    def finish(self, *, completed: bool) -> None:
+        if not self.done.is_set():
+            self.completed = completed
+            self.done.set()
+
+
+class TurnTimeout(TimeoutError):
+    """``say`` did not see the turn finish in time; ``result`` holds what did happen."""
+
+    def __init__(self, result: TurnResult, timeout: float) -> None:
+        super().__init__(f"turn {result.transcript!r} did not finish within {timeout:g} s")
+        self.result = result
