@@ -22,6 +22,7 @@ from .render import NullRenderer, Renderer, TranscriptRenderer
 from .speech import make_speaker
 from .tools import ToolRouter
 from .turn import TurnTimeout
+from .workspace_tools import Workspace
 
 EXIT_OK = 0
 EXIT_TURN_TIMEOUT = 1
@@ -66,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--speak-to", type=Path, metavar="DIR", help="write speech as WAV files into DIR")
     parser.add_argument(
         "--barge-in-after", type=_count, metavar="N", help="barge in after N assistant partials of a turn"
+    )
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path.cwd(),
+        metavar="DIR",
+        help="folder the IDE tools (open, read, search, list, git status) act on; the current one by default",
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     parser.add_argument("--timeout", type=_positive, default=60.0, metavar="S", help="seconds a turn may take")
@@ -169,7 +177,10 @@ async def run(
     client = ConductorClient(
         args.url,
         args.session,
-        ToolRouter(make_speaker(speak_to=args.speak_to, quiet=args.quiet, out=out)),
+        ToolRouter(
+            make_speaker(speak_to=args.speak_to, quiet=args.quiet, out=out),
+            Workspace(args.workspace).handlers(),
+        ),
         renderer=renderer,
         on_event=barge_in.on_event,
     )

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from voiceide_client import ConductorClient, HeldSpeaker, ToolRouter
-
 from shared.protocol import ErrorCode, ErrorPayload, ToolResult
+from voiceide_client import ConductorClient, HeldSpeaker, ToolRouter
 
 from .fake_conductor import FakeConductor, async_test, standard_turn
 

@@ -9,9 +9,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from voiceide_client import cli
 
 from shared.protocol import AssistantSpeechPartial, ErrorCode
+from voiceide_client import cli
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak, standard_turn
 from .test_connect import unused_port
@@ -40,10 +40,12 @@ def _script(tmp_path: Path, text: str) -> Path:
 @async_test
 async def test_script_mode_prints_the_conversation(tmp_path: Path) -> None:
     script = _script(tmp_path, "# a comment\nhello\n\n   \nopen the readme\n")
+    (tmp_path / "README.md").write_text("# Demo\n", encoding="utf-8")
     session_id = str(uuid.uuid4())
     out, err = io.StringIO(), io.StringIO()
     async with FakeConductor(_model_turn) as fake:
         argv = ["--url", fake.url, "--session", session_id, "--script", str(script), "--timeout", "5"]
+        argv += ["--workspace", str(tmp_path)]
         code = await cli.run(argv, stdout=out, stderr=err)
 
     assert code == cli.EXIT_OK, err.getvalue()
@@ -57,7 +59,7 @@ async def test_script_mode_prints_the_conversation(tmp_path: Path) -> None:
         "[state] idle",
     ]
     assert '→ tool editor.openFile {"path": "README.md"}' in lines
-    assert "← error editor.openFile: unknown tool: editor.openFile" in lines
+    assert '← result editor.openFile {"opened":"README.md","line":1,"lines":2}' in lines
     assert lines[-2:] == ["🔊 You said open the readme.", "[state] idle"]
 
 

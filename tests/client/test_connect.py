@@ -6,9 +6,9 @@ import socket
 import uuid
 
 import pytest
-from voiceide_client import ConductorClient, ConductorUnavailable, session_url
 
 from shared.protocol import ErrorCode, Event, SessionStart
+from voiceide_client import ConductorClient, ConductorUnavailable, session_url
 
 from .fake_conductor import FakeConductor, async_test
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from websockets.exceptions import ConnectionClosedError
+
+from shared.protocol import ErrorCode, UserAudioTranscriptFinal
 from voiceide_client import (
     DEFAULT_BACKOFF,
     OFFLINE_REPLY,
@@ -14,9 +17,6 @@ from voiceide_client import (
     ToolRouter,
     scaled_backoff,
 )
-from websockets.exceptions import ConnectionClosedError
-
-from shared.protocol import ErrorCode, UserAudioTranscriptFinal
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak, standard_turn
 

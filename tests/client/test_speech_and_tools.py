@@ -11,16 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from voiceide_client import (
-    EspeakSpeaker,
-    HeldSpeaker,
-    PrintSpeaker,
-    SilentSpeaker,
-    ToolError,
-    ToolRouter,
-    TranscriptRenderer,
-    make_speaker,
-)
 
 from shared.protocol import (
     AssistantSpeechFinal,
@@ -30,6 +20,16 @@ from shared.protocol import (
     ToolResult,
     UserAudioTranscriptFinal,
     make_event,
+)
+from voiceide_client import (
+    EspeakSpeaker,
+    HeldSpeaker,
+    PrintSpeaker,
+    SilentSpeaker,
+    ToolError,
+    ToolRouter,
+    TranscriptRenderer,
+    make_speaker,
 )
 
 from .fake_conductor import async_test

@@ -8,7 +8,6 @@ import uuid
 from typing import Any
 
 import pytest
-from voiceide_client import ConductorClient, SilentSpeaker, ToolRouter, TurnTimeout
 
 from shared.protocol import (
     AssistantSpeechFinal,
@@ -19,6 +18,7 @@ from shared.protocol import (
     make_event,
     now_timestamp,
 )
+from voiceide_client import ConductorClient, SilentSpeaker, ToolRouter, TurnTimeout
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak, standard_turn
 

@@ -1,0 +1,125 @@
+"""The catalog's IDE tools, simulated over a folder on disk (the app's open project).
+
+They let the client stub answer the model's tool calls with real results during development:
+files are opened and searched for real; builds and edits are refused (the stub never changes
+files). Paths are confined to the workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .tools import ToolError, ToolHandler
+
+MAX_READ_CHARS = 8000
+MAX_MATCHES = 20
+MAX_LISTED = 200
+MAX_FILE_BYTES = 512 * 1024
+SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", "cdk.out", ".hypothesis", ".pytest_cache"}
+
+
+class Workspace:
+    def __init__(self, root: Path, on_card: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.root = root.resolve()
+        self._on_card = on_card
+
+    def resolve(self, relative: object) -> Path:
+        if not isinstance(relative, str) or not relative.strip():
+            raise ToolError("a path is required")
+        path = (self.root / relative).resolve()
+        if path != self.root and self.root not in path.parents:
+            raise ToolError(f"{relative} is outside the workspace")
+        return path
+
+    def _text_files(self) -> list[Path]:
+        found: list[Path] = []
+        for folder, dirs, files in os.walk(self.root):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
+            for name in sorted(files):
+                path = Path(folder) / name
+                if path.stat().st_size <= MAX_FILE_BYTES:
+                    found.append(path)
+        return found
+
+    async def open_file(self, args: dict[str, Any]) -> dict[str, Any]:
+        path = self.resolve(args.get("path"))
+        if not path.is_file():
+            raise ToolError(f"no such file: {args.get('path')}")
+        lines = path.read_text(encoding="utf-8", errors="replace").count("\n") + 1
+        return {"opened": str(path.relative_to(self.root)), "line": args.get("line", 1), "lines": lines}
+
+    async def read_file(self, args: dict[str, Any]) -> dict[str, Any]:
+        path = self.resolve(args.get("path"))
+        if not path.is_file():
+            raise ToolError(f"no such file: {args.get('path')}")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        return {
+            "path": str(path.relative_to(self.root)),
+            "text": text[:MAX_READ_CHARS],
+            "truncated": len(text) > MAX_READ_CHARS,
+        }
+
+    async def search(self, args: dict[str, Any]) -> dict[str, Any]:
+        query = args.get("query")
+        if not isinstance(query, str) or not query:
+            raise ToolError("a query is required")
+        matches: list[str] = []
+        for path in await asyncio.to_thread(self._text_files):
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except (UnicodeDecodeError, OSError):
+                continue
+            for number, line in enumerate(lines, start=1):
+                if query.lower() in line.lower():
+                    matches.append(f"{path.relative_to(self.root)}:{number}: {line.strip()[:120]}")
+                    if len(matches) >= MAX_MATCHES:
+                        return {"query": query, "matches": matches, "truncated": True}
+        return {"query": query, "matches": matches, "truncated": False}
+
+    async def list_files(self, args: dict[str, Any]) -> dict[str, Any]:
+        folder = self.resolve(args.get("path") or ".")
+        if not folder.is_dir():
+            raise ToolError(f"no such folder: {args.get('path')}")
+        entries = sorted(
+            f"{entry.name}/" if entry.is_dir() else entry.name
+            for entry in folder.iterdir()
+            if entry.name not in SKIPPED_DIRS
+        )
+        return {"path": str(folder.relative_to(self.root)) or ".", "entries": entries[:MAX_LISTED]}
+
+    async def git_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        process = await asyncio.create_subprocess_exec(
+            "git", "-C", str(self.root), "status", "--porcelain", "--branch",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await process.communicate()
+        if process.returncode != 0:
+            raise ToolError(err.decode(errors="replace").strip() or "not a git repository")
+        lines = out.decode(errors="replace").splitlines()
+        branch = lines[0].removeprefix("## ") if lines and lines[0].startswith("## ") else ""
+        return {"branch": branch, "changed": [line for line in lines if not line.startswith("## ")][:MAX_LISTED]}
+
+    async def show_card(self, args: dict[str, Any]) -> dict[str, Any]:
+        if self._on_card is not None:
+            self._on_card(args)
+        return {"shown": True}
+
+    async def refuse(self, args: dict[str, Any]) -> dict[str, Any]:
+        raise ToolError("the client stub does not build, test or edit; the iOS app does")
+
+    def handlers(self) -> dict[str, ToolHandler]:
+        return {
+            "editor.openFile": self.open_file,
+            "editor.readFile": self.read_file,
+            "editor.replaceText": self.refuse,
+            "project.search": self.search,
+            "project.listFiles": self.list_files,
+            "build.run": self.refuse,
+            "tests.run": self.refuse,
+            "git.status": self.git_status,
+            "ui.showCard": self.show_card,
+        }

@@ -1,0 +1,70 @@
+"""The client stub's simulated IDE tools, on a temporary workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from voiceide_client.tools import ToolError
+from voiceide_client.workspace_tools import Workspace
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    (tmp_path / "Sources").mkdir()
+    (tmp_path / "Sources" / "main.swift").write_text("import UIKit\n// TODO: wire the view\nprint(1)\n")
+    (tmp_path / "README.md").write_text("# App\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("TODO in git internals must not match\n")
+    return Workspace(tmp_path)
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_open_and_read_files(workspace: Workspace) -> None:
+    assert run(workspace.open_file({"path": "Sources/main.swift", "line": 2})) == {
+        "opened": "Sources/main.swift",
+        "line": 2,
+        "lines": 4,
+    }
+    assert run(workspace.read_file({"path": "README.md"})) == {
+        "path": "README.md",
+        "text": "# App\n",
+        "truncated": False,
+    }
+    with pytest.raises(ToolError, match="no such file"):
+        run(workspace.open_file({"path": "missing.swift"}))
+
+
+def test_paths_cannot_leave_the_workspace(workspace: Workspace) -> None:
+    with pytest.raises(ToolError, match="outside the workspace"):
+        run(workspace.read_file({"path": "../../etc/passwd"}))
+    with pytest.raises(ToolError, match="path is required"):
+        run(workspace.open_file({}))
+
+
+def test_search_skips_tool_folders(workspace: Workspace) -> None:
+    result = run(workspace.search({"query": "todo"}))
+    assert result == {"query": "todo", "matches": ["Sources/main.swift:2: // TODO: wire the view"], "truncated": False}
+
+
+def test_list_files_and_refusals(workspace: Workspace) -> None:
+    assert run(workspace.list_files({})) == {"path": ".", "entries": ["README.md", "Sources/"]}
+    with pytest.raises(ToolError, match="does not build"):
+        run(workspace.refuse({}))
+    assert set(workspace.handlers()) >= {"editor.openFile", "project.search", "git.status", "build.run"}
+
+
+def test_git_status_reports_branch_and_changes(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", "-b", "work", str(tmp_path)], check=True)
+    (tmp_path / "new.txt").write_text("x")
+    result = run(Workspace(tmp_path).git_status({}))
+    assert result["branch"].startswith("No commits yet on work") or result["branch"].startswith("work")  # type: ignore[index]
+    assert result["changed"] == ["?? new.txt"]  # type: ignore[index]
+    with pytest.raises(ToolError):
+        run(Workspace(tmp_path / "new.txt").git_status({}))
