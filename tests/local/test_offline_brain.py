@@ -1,0 +1,230 @@
+"""The offline brain, served by the local Bedrock endpoint and read by the real boto3 client."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conductor_local.bedrock_server import LocalBedrockServer, Responder
+from conductor_local.offline_brain import FAIL_MESSAGE, FAIL_WORDS, OfflineBrain, parse_calls
+
+from .conftest import Converse, Reply, make_client, read_stream
+
+
+@pytest.fixture
+def responder() -> Responder:
+    return OfflineBrain()
+
+
+def _user(*content: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "user", "content": list(content)}
+
+
+def _assistant_uses(*uses: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+    """An assistant message as the conductor stores it: one toolUse per ``(id, name, input)``."""
+    return {
+        "role": "assistant",
+        "content": [{"toolUse": {"toolUseId": i, "name": name, "input": data}} for i, name, data in uses],
+    }
+
+
+def _result(tool_use_id: str, *content: dict[str, Any], status: str | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"toolUseId": tool_use_id, "content": list(content)}
+    if status:
+        result["status"] = status
+    return {"toolResult": result}
+
+
+def _assert_complete(reply: Reply, stop_reason: str) -> None:
+    assert reply.error is None
+    assert reply.kinds[0] == "messageStart"
+    assert reply.kinds[-2:] == ["messageStop", "metadata"]
+    assert reply.stop_reason == stop_reason
+    usage = reply.of("metadata")[0]["usage"]
+    assert usage["inputTokens"] > 0
+    assert usage["outputTokens"] > 0
+    assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"]
+
+
+# ---- plain speech -------------------------------------------------------------------------
+
+
+def test_anything_else_is_echoed_word_by_word(converse: Converse) -> None:
+    reply = converse("open the settings please")
+
+    _assert_complete(reply, "end_turn")
+    assert reply.text_deltas == ["You", " said:", " open", " the", " settings", " please"]
+    assert reply.tool_uses == []
+
+
+def test_the_transcript_is_the_last_text_block_of_the_last_user_message(converse: Converse) -> None:
+    messages = [
+        _user({"text": "first"}),
+        {"role": "assistant", "content": [{"text": "You said: first"}]},
+        _user({"text": "ignored"}, {"text": "second"}),
+    ]
+
+    assert converse(messages=messages).text == "You said: second"
+
+
+# ---- call directives ----------------------------------------------------------------------
+
+
+def test_call_emits_one_wrapper_use_split_across_deltas(converse: Converse) -> None:
+    reply = converse('call editor.open {"path": "src/main.py", "line": 3}')
+
+    _assert_complete(reply, "tool_use")
+    (use,) = reply.tool_uses
+    assert use["name"] == "tool_call"
+    assert use["input"] == {"name": "editor.open", "arguments": {"path": "src/main.py", "line": 3}}
+    assert len(use["deltas"]) > 1
+    assert use["toolUseId"].startswith("tooluse_")
+    assert reply.text == ""
+
+
+def test_calls_joined_by_semicolons_share_one_message(converse: Converse) -> None:
+    reply = converse('call editor.open {"path": "a.py"} ; call terminal.run {"cmd": "ls ; pwd"} ; call editor.save')
+
+    _assert_complete(reply, "tool_use")
+    assert [u["index"] for u in reply.tool_uses] == [0, 1, 2]
+    assert [u["input"] for u in reply.tool_uses] == [
+        {"name": "editor.open", "arguments": {"path": "a.py"}},
+        {"name": "terminal.run", "arguments": {"cmd": "ls ; pwd"}},
+        {"name": "editor.save", "arguments": {}},
+    ]
+    assert len({u["toolUseId"] for u in reply.tool_uses}) == 3
+    assert len(reply.of("messageStart")) == 1
+
+
+def test_malformed_arguments_are_still_emitted_as_raw_text(converse: Converse) -> None:
+    reply = converse('call editor.open {"path": ; call editor.save {}')
+
+    assert [u["input"] for u in reply.tool_uses] == [
+        {"name": "editor.open", "arguments": '{"path":'},
+        {"name": "editor.save", "arguments": {}},
+    ]
+
+
+def test_directives_ignore_case_and_a_final_full_stop(converse: Converse) -> None:
+    (use,) = converse('Call editor.open {"path": "a.py"}.').tool_uses
+
+    assert use["input"] == {"name": "editor.open", "arguments": {"path": "a.py"}}
+
+
+def test_tool_use_ids_are_deterministic_and_unique_per_conversation(converse: Converse) -> None:
+    first = converse("call editor.save").tool_uses[0]["toolUseId"]
+    again = converse("call editor.save").tool_uses[0]["toolUseId"]
+    later = converse(
+        messages=[
+            _user({"text": "call editor.save"}),
+            _assistant_uses((first, "tool_call", {"name": "editor.save", "arguments": {}})),
+            _user(_result(first, {"text": "saved"}), {"text": "call editor.save"}),
+        ]
+    ).tool_uses[0]["toolUseId"]
+
+    assert first == again
+    assert later != first
+
+
+@pytest.mark.parametrize(
+    ("transcript", "calls"),
+    [
+        ("hello", None),
+        ("recall editor.open {}", None),
+        ("call x", [("x", {})]),
+        ("call x [1, 2]", [("x", [1, 2])]),
+        ("call x {} trailing words", [("x", "{} trailing words")]),
+        ('call x {"a": "b ; call y"} ; call z {"c": 1}', [("x", {"a": "b ; call y"}), ("z", {"c": 1})]),
+    ],
+)
+def test_parse_calls(transcript: str, calls: list[tuple[str, Any]] | None) -> None:
+    assert parse_calls(transcript) == calls
+
+
+# ---- count and fail -----------------------------------------------------------------------
+
+
+def test_count_streams_numbers_50_ms_apart(converse: Converse) -> None:
+    reply = converse("count 4")
+
+    _assert_complete(reply, "end_turn")
+    assert reply.text_deltas == ["1", " 2", " 3", " 4"]
+    assert reply.delta_offsets[-1] >= 0.2
+
+
+def test_count_is_capped() -> None:
+    with LocalBedrockServer(OfflineBrain(count_pause=0)) as server:
+        client = make_client(server.url)
+        messages = [_user({"text": "count 5000"})]
+        reply = read_stream(client.converse_stream(modelId="m", messages=messages)["stream"])
+
+    assert len(reply.text_deltas) == 1000
+    assert reply.text_deltas[-1] == " 1000"
+
+
+def test_fail_breaks_the_stream_after_a_few_words(converse: Converse) -> None:
+    reply = converse("Fail.")
+
+    assert reply.text == FAIL_WORDS
+    assert len(reply.text_deltas) > 1
+    assert "messageStop" not in reply.kinds
+    assert reply.error is not None
+    assert reply.error.response["Error"] == {"Code": "modelStreamErrorException", "Message": FAIL_MESSAGE}
+
+
+# ---- tool results -------------------------------------------------------------------------
+
+
+def test_tool_results_are_read_back_in_order(converse: Converse) -> None:
+    messages = [
+        _user({"text": "open and read"}),
+        _assistant_uses(
+            ("tu_open", "tool_call", {"name": "editor.open", "arguments": {"path": "a.py"}}),
+            ("tu_read", "tool_call", {"name": "fs.read", "arguments": {"path": "b.py"}}),
+            ("tu_weather", "get_weather", {"city": "Paris"}),
+        ),
+        _user(
+            _result("tu_read", {"json": {"reason": "missing"}}, status="error"),
+            _result("tu_open", {"text": "opened "}, {"text": "a.py"}),
+            _result("tu_weather", {"json": {"sky": "clear"}}, status="success"),
+        ),
+    ]
+
+    reply = converse(messages=messages)
+
+    _assert_complete(reply, "end_turn")
+    assert reply.text == (
+        'fs.read failed: {"reason": "missing"}. editor.open returned opened a.py. get_weather returned {"sky": "clear"}'
+    )
+    assert len(reply.text_deltas) > 1
+
+
+def test_an_empty_result_reads_as_empty(converse: Converse) -> None:
+    messages = [
+        _user({"text": "save"}),
+        _assistant_uses(("tu_1", "tool_call", {"name": "editor.save", "arguments": {}})),
+        _user(_result("tu_1")),
+    ]
+
+    assert converse(messages=messages).text == "editor.save returned (empty)"
+
+
+def test_a_new_utterance_after_the_results_is_answered_instead(converse: Converse) -> None:
+    messages = [
+        _user({"text": "call editor.open"}),
+        _assistant_uses(("tu_1", "tool_call", {"name": "editor.open", "arguments": {}})),
+        _user(_result("tu_1", {"text": "cancelled"}, status="error"), {"text": "count 2"}),
+    ]
+
+    reply = converse(messages=messages)
+
+    assert reply.text_deltas == ["1", " 2"]
+    assert "cancelled" not in reply.text
+
+
+def test_the_same_request_gets_the_same_reply(converse: Converse) -> None:
+    first, second = converse("call a {} ; call b {}"), converse("call a {} ; call b {}")
+
+    assert json.dumps(first.events) == json.dumps(second.events)
