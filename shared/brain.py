@@ -11,6 +11,7 @@ from typing import Any
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from shared.core.messages import Message
 from shared.core.model_output import (
@@ -34,7 +35,8 @@ class BrainError(Exception):
 
 
 def bedrock_client_config(connect_timeout: float, read_timeout: float, max_attempts: int) -> Config:
-    """Timeouts bound a stalled stream; standard retries back off on throttling before the stream."""
+    """The read timeout bounds a stalled stream (no byte for that long); standard retries back
+    off on throttling before the stream."""
     return Config(
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
@@ -86,7 +88,9 @@ class BedrockBrain:
                 error.response["Error"].get("Message", str(error)),
                 during_stream=True,
             ) from error
-        except BotoCoreError as error:
+        except (BotoCoreError, Urllib3Error, OSError) as error:
+            # botocore reads the event stream straight from urllib3: a stall surfaces as
+            # urllib3's ReadTimeoutError, a dropped connection as its ProtocolError.
             raise BrainError(type(error).__name__, str(error), during_stream=True) from error
         finally:
             events.close()
