@@ -165,11 +165,13 @@ class ConductorService:
         if connection is None or (request.principal and request.principal != connection.principal):
             self._reply(request, ErrorCode.NO_SESSION, "this connection has no session; reconnect with ?sessionId=")
             return
-        self.log.info(
-            "event received",
-            extra={"kind": parsed.kind_name, "event_id": str(parsed.id), "session_id": connection.session_id},
-        )
-        self._dispatch(request, connection.session_id, parsed)
+        keys = {"event_id": str(parsed.id), "session_id": connection.session_id}
+        self.log.info("event received", extra={"kind": parsed.kind_name, **keys})
+        try:
+            self._dispatch(request, connection.session_id, parsed)
+        except Exception:
+            self.log.exception("event handling failed", extra=keys)
+            raise
 
     def _decode_body(self, request: Request, body: str | None, is_base64: bool) -> str | bytes | None:
         if body is None:
