@@ -19,7 +19,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.data_classes import APIGatewayAuthorizerRequestEvent
+from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import APIGatewayAuthorizerRequestEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from shared.auth_tokens import TokenError, verify_token

@@ -48,8 +48,11 @@ def _b64encode(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
+_B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
 def _b64decode(text: str) -> bytes:
-    if not text or any(c not in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" for c in text):
+    if not text or not _B64URL.issuperset(text):
         raise MalformedTokenError("token part is not base64url")
     try:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
@@ -106,6 +109,8 @@ def verify_token(secret: str | bytes, token: str, now: float) -> str:
     if len(parts) != 3 or parts[0] != VERSION:
         raise MalformedTokenError(f"token is not of the form {VERSION}.<payload>.<signature>")
     _, payload, signature = parts
+    if not payload or not _B64URL.issuperset(payload):
+        raise MalformedTokenError("token payload is not base64url")
     given = _b64decode(signature)
     expected = _signature(key, f"{VERSION}.{payload}")
     if not hmac.compare_digest(given, expected):

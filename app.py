@@ -1,0 +1,23 @@
+#!/usr/bin/env python3
+"""CDK entry point: ``npx aws-cdk@2 synth -c stage=<name>`` (default stage: dev)."""
+
+from __future__ import annotations
+
+import sys
+
+from infra.app import build_app
+from infra.config import StageConfigError
+
+
+def main() -> int:
+    try:
+        app, _ = build_app()
+    except StageConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,208 @@
+"""Per-stage settings, read from the cdk.json context key ``stages`` and validated with pydantic.
+
+A stage is chosen with ``-c stage=<name>`` (default ``dev``). An unknown stage or an invalid
+setting fails synth with a message that names the stage and the offending field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DEFAULT_STAGE = "dev"
+CDK_JSON = Path(__file__).resolve().parent.parent / "cdk.json"
+
+# CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_DAYS: tuple[int, ...] = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731,
+    1096, 1827, 2192, 2557, 2922, 3288, 3653,
+)  # fmt: skip
+
+# Geography prefixes of Bedrock cross-region inference profile ids ("us.anthropic.claude-...").
+INFERENCE_PROFILE_PREFIXES: frozenset[str] = frozenset({"us", "us-gov", "eu", "apac", "jp", "au", "ca", "global"})
+
+Region = Annotated[str, Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")]
+STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+
+
+class StageConfigError(ValueError):
+    """The stage configuration is missing or invalid."""
+
+
+class UnknownStageError(StageConfigError):
+    """The requested stage is not defined in the ``stages`` context."""
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BedrockSettings(_Settings):
+    """The model the message Lambda streams from."""
+
+    model_id: str = Field(pattern=r"^[a-z0-9-]+(\.[a-z0-9-]+)+(:\d+)?(:[a-z0-9-]+)?$")
+    region: Region | None = None
+    inference_profile_regions: tuple[Region, ...] = ()
+    max_tokens: int = Field(default=1024, ge=1, le=64_000)
+
+    @property
+    def profile_geography(self) -> str | None:
+        """The geography prefix when ``model_id`` is a cross-region inference profile id."""
+        prefix = self.model_id.split(".", 1)[0]
+        return prefix if prefix in INFERENCE_PROFILE_PREFIXES else None
+
+    @property
+    def is_inference_profile(self) -> bool:
+        return self.profile_geography is not None
+
+    @property
+    def foundation_model_id(self) -> str:
+        """The foundation model id behind ``model_id`` (the profile id without its prefix)."""
+        if self.is_inference_profile:
+            return self.model_id.split(".", 1)[1]
+        return self.model_id
+
+    @model_validator(mode="after")
+    def _profile_regions(self) -> BedrockSettings:
+        if self.is_inference_profile and not self.inference_profile_regions:
+            raise ValueError(
+                f"model_id {self.model_id!r} is a cross-region inference profile: list the regions it "
+                "routes to in inference_profile_regions"
+            )
+        if not self.is_inference_profile and self.inference_profile_regions:
+            raise ValueError(
+                f"model_id {self.model_id!r} is a foundation model id: inference_profile_regions "
+                "only applies to inference profile ids (us., eu., apac., global., ...)"
+            )
+        return self
+
+
+class LambdaSettings(_Settings):
+    """Sizing of the Lambda functions."""
+
+    message_memory_mb: int = Field(default=1024, ge=128, le=10_240)
+    message_timeout_seconds: int = Field(default=600, ge=30, le=900)
+    turn_reserve_ms: int = Field(default=15_000, ge=1_000)
+    handler_memory_mb: int = Field(default=256, ge=128, le=10_240)
+    # connect/disconnect/authorizer: API Gateway gives up on an integration after 29 s.
+    handler_timeout_seconds: int = Field(default=10, ge=1, le=29)
+    reserved_concurrency: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _reserve_below_timeout(self) -> LambdaSettings:
+        budget_ms = self.message_timeout_seconds * 1000
+        if self.turn_reserve_ms > budget_ms - 10_000:
+            raise ValueError(
+                f"turn_reserve_ms ({self.turn_reserve_ms}) must leave at least 10 s of the "
+                f"message timeout ({budget_ms} ms) for the turn"
+            )
+        return self
+
+
+class ThrottleSettings(_Settings):
+    """Default route throttling of the WebSocket stage."""
+
+    rate_limit: float = Field(gt=0, le=10_000)
+    burst_limit: int = Field(ge=1, le=5_000)
+
+
+class StageConfig(_Settings):
+    """Everything that differs between deployments of the conductor."""
+
+    name: str
+    region: Region
+    account: str | None = Field(default=None, pattern=r"^\d{12}$")
+    service_name: str = Field(default="voiceide-conductor", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    metrics_namespace: str = Field(default="VoiceIDE/Conductor", pattern=r"^[A-Za-z0-9_./#:-]{1,255}$")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_retention_days: int
+    removal_policy: Literal["retain", "destroy"]
+    authorizer: bool = False
+    alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    max_tool_rounds: int = Field(default=8, ge=1, le=50)
+    # WebSocket access logging needs the account-wide API Gateway CloudWatch role; set this to
+    # false when another stack or the console already manages it in this account and region.
+    api_gateway_cloudwatch_role: bool = True
+    bedrock: BedrockSettings
+    lambdas: LambdaSettings = LambdaSettings()
+    throttle: ThrottleSettings
+
+    @field_validator("name")
+    @classmethod
+    def _stage_name(cls, value: str) -> str:
+        if not STAGE_NAME.match(value):
+            raise ValueError("stage names are 1-20 lowercase letters, digits or '-', starting with a letter")
+        return value
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"log_retention_days must be one of {', '.join(map(str, LOG_RETENTION_DAYS))}")
+        return value
+
+    @property
+    def retain(self) -> bool:
+        return self.removal_policy == "retain"
+
+    @property
+    def bedrock_region(self) -> str:
+        return self.bedrock.region or self.region
+
+    @property
+    def stack_name(self) -> str:
+        return f"VoiceIDEConductor-{self.name}"
+
+
+def read_cdk_json_context(path: Path = CDK_JSON) -> dict[str, Any]:
+    """The ``context`` block of cdk.json (empty when the file has none)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except json.JSONDecodeError as exc:
+        raise StageConfigError(f"{path} is not valid JSON: {exc}") from exc
+    context = data.get("context", {})
+    if not isinstance(context, dict):
+        raise StageConfigError(f"{path}: 'context' must be an object")
+    return context
+
+
+def parse_stages_context(raw: Any) -> Mapping[str, Any]:
+    """The ``stages`` context value as a mapping (``-c stages=<json>`` arrives as a string)."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise StageConfigError(f"context 'stages' is not valid JSON: {exc}") from exc
+    if not isinstance(raw, Mapping) or not raw:
+        raise StageConfigError("context 'stages' must be a non-empty object of stage name -> settings (see cdk.json)")
+    return raw
+
+
+def select_stage(stages: Any, stage: str | None) -> StageConfig:
+    """Validate and return the settings of ``stage`` (``dev`` when None) from ``stages``."""
+    stages = parse_stages_context(stages)
+    name = stage or DEFAULT_STAGE
+    if name not in stages:
+        known = ", ".join(sorted(stages))
+        raise UnknownStageError(f"Unknown stage {name!r}. Known stages: {known}. Choose one with -c stage=<name>.")
+    settings = stages[name]
+    if not isinstance(settings, Mapping):
+        raise StageConfigError(f"stage {name!r}: settings must be an object")
+    try:
+        return StageConfig.model_validate({**settings, "name": name})
+    except ValidationError as exc:
+        raise StageConfigError(f"stage {name!r} has invalid settings:\n{exc}") from exc
+
+
+def is_true(value: Any) -> bool:
+    """Context flags arrive as strings from ``-c key=value`` and as booleans from cdk.json."""
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}

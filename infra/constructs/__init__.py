@@ -1,0 +1,1 @@
+"""The conductor stack's building blocks."""

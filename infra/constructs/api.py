@@ -1,0 +1,144 @@
+"""The WebSocket API: three routes to the conductor's functions, one throttled, logged stage."""
+
+from __future__ import annotations
+
+import json
+
+import jsii
+from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk.aws_apigatewayv2_authorizers import WebSocketLambdaAuthorizer
+from aws_cdk.aws_apigatewayv2_integrations import WebSocketLambdaIntegration
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.constructs.functions import log_group
+
+# Query string parameters API Gateway hands to the authorizer (and requires on $connect).
+AUTHORIZER_IDENTITY_SOURCE: tuple[str, ...] = (
+    "route.request.querystring.token",
+    "route.request.querystring.sessionId",
+)
+
+ACCESS_LOG_FIELDS: dict[str, str] = {
+    "requestId": "$context.requestId",
+    "extendedRequestId": "$context.extendedRequestId",
+    "requestTime": "$context.requestTime",
+    "stage": "$context.stage",
+    "connectionId": "$context.connectionId",
+    "eventType": "$context.eventType",
+    "routeKey": "$context.routeKey",
+    "messageId": "$context.messageId",
+    "status": "$context.status",
+    "sourceIp": "$context.identity.sourceIp",
+    "userAgent": "$context.identity.userAgent",
+    "principalId": "$context.authorizer.principalId",
+    "authorizerError": "$context.authorizer.error",
+    "integrationStatus": "$context.integration.status",
+    "integrationLatency": "$context.integration.latency",
+    "integrationError": "$context.integration.error",
+    "errorMessage": "$context.error.message",
+}
+
+# AWS-managed policy API Gateway documents for its account-level CloudWatch Logs role.
+APIGW_PUSH_TO_CLOUDWATCH = "service-role/AmazonAPIGatewayPushToCloudWatchLogs"
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class JsonAccessLogSettings:
+    """JSON access logs (one object per line) into a log group."""
+
+    def __init__(self, group: logs.ILogGroup) -> None:
+        self._destination = apigwv2.LogGroupLogDestination(group)
+        self._format = apigw.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS, separators=(",", ":")))
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigw.AccessLogFormat:
+        return self._format
+
+
+class ConductorApi(Construct):
+    """``$connect``/``$default``/``$disconnect`` routes without route responses: the message
+    function answers through the management API and may run past the 29 s integration timeout."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StageConfig,
+        connect: lambda_.IFunction,
+        message: lambda_.IFunction,
+        disconnect: lambda_.IFunction,
+        authorizer: lambda_.IFunction | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        connect_authorizer = (
+            WebSocketLambdaAuthorizer("ConnectAuthorizer", authorizer, identity_source=list(AUTHORIZER_IDENTITY_SOURCE))
+            if authorizer is not None
+            else None
+        )
+        self.api = apigwv2.WebSocketApi(
+            self,
+            "Api",
+            api_name=f"voiceide-conductor-{config.name}",
+            description=f"VoiceIDE conductor WebSocket API ({config.name})",
+        )
+        self.routes: dict[str, apigwv2.WebSocketRoute] = {
+            "$connect": self.api.add_route(
+                "$connect", integration=WebSocketLambdaIntegration("Connect", connect), authorizer=connect_authorizer
+            ),
+            "$default": self.api.add_route("$default", integration=WebSocketLambdaIntegration("Message", message)),
+            "$disconnect": self.api.add_route(
+                "$disconnect", integration=WebSocketLambdaIntegration("Disconnect", disconnect)
+            ),
+        }
+        self.access_logs = log_group(self, "AccessLogs", config)
+        self.stage = apigwv2.WebSocketStage(
+            self,
+            "Stage",
+            web_socket_api=self.api,
+            stage_name=config.name,
+            auto_deploy=True,
+            throttle=apigwv2.ThrottleSettings(
+                rate_limit=config.throttle.rate_limit, burst_limit=config.throttle.burst_limit
+            ),
+            access_log_settings=JsonAccessLogSettings(self.access_logs),
+        )
+        self.cloudwatch_role: iam.Role | None = None
+        self.cloudwatch_policy: iam.IManagedPolicy | None = None
+        if config.api_gateway_cloudwatch_role:
+            self._account_logging_role()
+
+    def _account_logging_role(self) -> None:
+        """API Gateway writes WebSocket access logs only when the account has a CloudWatch role."""
+        self.cloudwatch_policy = iam.ManagedPolicy.from_aws_managed_policy_name(APIGW_PUSH_TO_CLOUDWATCH)
+        role = iam.Role(
+            self,
+            "CloudWatchRole",
+            assumed_by=iam.ServicePrincipal("apigateway.amazonaws.com"),
+            description="Lets API Gateway write access logs to CloudWatch Logs (account-wide setting)",
+            managed_policies=[self.cloudwatch_policy],
+        )
+        # The account setting outlives this stack; keep the role it points at.
+        role.apply_removal_policy(RemovalPolicy.RETAIN)
+        account = apigw.CfnAccount(self, "Account", cloud_watch_role_arn=role.role_arn)
+        account.apply_removal_policy(RemovalPolicy.RETAIN)
+        self.stage.node.add_dependency(account)
+        self.cloudwatch_role = role
+
+    def management_arn(self, method: str) -> str:
+        """ARN of the management API calls ``method`` on any connection of this API's stage."""
+        return Stack.of(self).format_arn(
+            service="execute-api",
+            resource=self.api.api_id,
+            resource_name=f"{self.stage.stage_name}/{method}/@connections/*",
+        )

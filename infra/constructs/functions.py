@@ -1,0 +1,186 @@
+"""The conductor's Lambda functions, their log groups and execution roles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra import bundling
+from infra.config import LOG_RETENTION_DAYS, StageConfig
+
+RETENTION: dict[int, logs.RetentionDays] = dict(
+    zip(LOG_RETENTION_DAYS, [member for member in logs.RetentionDays if member.name != "INFINITE"], strict=True)
+)
+
+# Item-level actions only: DynamoDB authorizes TransactWriteItems/TransactGetItems per item
+# (PutItem, UpdateItem, DeleteItem, ConditionCheckItem, GetItem), so those cover transactions.
+CONNECTION_TABLE_ACTIONS: tuple[str, ...] = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+)
+MESSAGE_TABLE_ACTIONS: tuple[str, ...] = (*CONNECTION_TABLE_ACTIONS, "dynamodb:Query", "dynamodb:BatchWriteItem")
+
+
+def removal_policy(config: StageConfig) -> RemovalPolicy:
+    return RemovalPolicy.RETAIN if config.retain else RemovalPolicy.DESTROY
+
+
+def log_group(scope: Construct, construct_id: str, config: StageConfig) -> logs.LogGroup:
+    """A log group with the stage's retention and removal policy."""
+    return logs.LogGroup(
+        scope,
+        construct_id,
+        retention=RETENTION[config.log_retention_days],
+        removal_policy=removal_policy(config),
+    )
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """What differs between the conductor's functions."""
+
+    name: str
+    handler: str
+    description: str
+    memory_mb: int
+    timeout: Duration
+    reserved_concurrency: int | None = None
+
+
+class ConductorFunctions(Construct):
+    """connect / message / disconnect (and the optional authorizer), sharing one code asset and one
+    dependency layer, each with its own role, log group and only the permissions it needs."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StageConfig,
+        table: dynamodb.ITable,
+        skip_bundle_deps: bool,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.config = config
+        self.authorizer: lambda_.Function | None = None
+        self.code = bundling.project_code()
+        self.dependencies = lambda_.LayerVersion(
+            self,
+            "Dependencies",
+            code=bundling.dependency_code(skip_install=skip_bundle_deps),
+            compatible_runtimes=[bundling.RUNTIME],
+            compatible_architectures=[bundling.ARCHITECTURE],
+            description="boto3, aws-lambda-powertools and pydantic for the VoiceIDE conductor (arm64, py3.13)",
+            removal_policy=removal_policy(config),
+        )
+        lambdas = config.lambdas
+        self.environment: dict[str, str] = {
+            "CONDUCTOR_TABLE": table.table_name,
+            "BEDROCK_MODEL_ID": config.bedrock.model_id,
+            "BEDROCK_REGION": config.bedrock_region,
+            "BEDROCK_MAX_TOKENS": str(config.bedrock.max_tokens),
+            "CONDUCTOR_MAX_TOOL_ROUNDS": str(config.max_tool_rounds),
+            "CONDUCTOR_TURN_RESERVE_MS": str(lambdas.turn_reserve_ms),
+            "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
+            "POWERTOOLS_SERVICE_NAME": config.service_name,
+            "POWERTOOLS_LOG_LEVEL": config.log_level,
+            "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
+        }
+        short = Duration.seconds(lambdas.handler_timeout_seconds)
+        self.connect = self._function(
+            FunctionSpec(
+                "connect",
+                "lambdas.connect.handler",
+                "WebSocket $connect: maps the connection to its session",
+                lambdas.handler_memory_mb,
+                short,
+            )
+        )
+        self.message = self._function(
+            FunctionSpec(
+                "message",
+                "lambdas.message.handler",
+                "WebSocket $default: runs a conductor turn",
+                lambdas.message_memory_mb,
+                Duration.seconds(lambdas.message_timeout_seconds),
+                lambdas.reserved_concurrency,
+            )
+        )
+        self.disconnect = self._function(
+            FunctionSpec(
+                "disconnect",
+                "lambdas.disconnect.handler",
+                "WebSocket $disconnect: forgets the connection",
+                lambdas.handler_memory_mb,
+                short,
+            )
+        )
+        for fn in (self.connect, self.disconnect):
+            fn.add_to_role_policy(
+                iam.PolicyStatement(actions=list(CONNECTION_TABLE_ACTIONS), resources=[table.table_arn])
+            )
+        self.message.add_to_role_policy(
+            iam.PolicyStatement(actions=list(MESSAGE_TABLE_ACTIONS), resources=[table.table_arn])
+        )
+
+    def add_authorizer(self, secret_arn: str) -> lambda_.Function:
+        """The ``$connect`` REQUEST authorizer function (reads the token signing secret)."""
+        lambdas = self.config.lambdas
+        self.authorizer = self._function(
+            FunctionSpec(
+                "authorizer",
+                "lambdas.authorizer.handler",
+                "WebSocket $connect token authorizer",
+                lambdas.handler_memory_mb,
+                Duration.seconds(lambdas.handler_timeout_seconds),
+            ),
+            environment={
+                "POWERTOOLS_SERVICE_NAME": self.config.service_name,
+                "POWERTOOLS_LOG_LEVEL": self.config.log_level,
+                "CONDUCTOR_AUTH_SECRET_ARN": secret_arn,
+            },
+        )
+        return self.authorizer
+
+    @property
+    def handlers(self) -> tuple[lambda_.Function, ...]:
+        return (self.connect, self.message, self.disconnect)
+
+    def _function(self, spec: FunctionSpec, environment: dict[str, str] | None = None) -> lambda_.Function:
+        scope = Construct(self, spec.name.capitalize())
+        group = log_group(scope, "Logs", self.config)
+        role = iam.Role(
+            scope,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"VoiceIDE conductor {spec.name} function ({self.config.name})",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[group.log_group_arn])
+        )
+        return lambda_.Function(
+            scope,
+            "Function",
+            description=spec.description,
+            runtime=bundling.RUNTIME,
+            architecture=bundling.ARCHITECTURE,
+            handler=spec.handler,
+            code=self.code,
+            layers=[self.dependencies],
+            memory_size=spec.memory_mb,
+            timeout=spec.timeout,
+            reserved_concurrent_executions=spec.reserved_concurrency,
+            environment=environment if environment is not None else self.environment,
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=group,
+            role=role,
+        )

@@ -1,0 +1,110 @@
+"""cdk-nag ``AwsSolutions`` findings this stack accepts, each with the reason it is accepted.
+
+cdk-nag 3 runs as a CDK policy-validation plugin: any finding not acknowledged here fails the
+synth. Findings are acknowledged on the narrowest construct that produces them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import aws_lambda as lambda_
+from constructs import IConstruct
+
+if TYPE_CHECKING:
+    from infra.stack import ConductorStack
+
+XRAY_REASON = (
+    "X-Ray PutTraceSegments/PutTelemetryRecords (added by active tracing) support no resource-level "
+    "permissions; '*' is the only valid resource."
+)
+RUNTIME_REASON = (
+    "Pinned to python3.13 on purpose: the project supports Lambda Python 3.12/3.13 and the dependency "
+    "layer is built from cp313 aarch64 wheels; moving to a newer runtime is a tested change, not automatic."
+)
+MANAGEMENT_API_REASON = (
+    "Connection ids exist only at run time; the statement is limited to POST @connections of this "
+    "API's own stage (arn:...:<apiId>/<stage>/POST/@connections/*)."
+)
+SECRET_ROTATION_REASON = (
+    "HMAC key that signs connect tokens: rotating it invalidates every token issued with it, so it is "
+    "rotated deliberately (put a new value, re-issue tokens; the authorizer caches it for 5 minutes)."
+)
+ROUTE_AUTH_REASON = (
+    "API Gateway WebSocket APIs authorize only on $connect; $default and $disconnect run on a connection "
+    "that already passed $connect."
+)
+CONNECT_AUTH_OFF_REASON = (
+    "The token authorizer is switched off for this stage in cdk.json (development stages only); "
+    "connections are identified by their sessionId alone."
+)
+APIGW_LOGS_ROLE_REASON = (
+    "AmazonAPIGatewayPushToCloudWatchLogs is the AWS-documented policy of API Gateway's account-level "
+    "logging role, which must create log groups for every API in the account and region."
+)
+
+
+def flatten_cfn_reference(node: Any) -> str:
+    """Render a resolved CloudFormation value the way cdk-nag names it in finding ids."""
+    if node is None:
+        return ""
+    if isinstance(node, str):
+        return node.replace("${", "<").replace("}", ">")
+    if isinstance(node, dict):
+        if "Fn::Join" in node:
+            delimiter, items = node["Fn::Join"]
+            return delimiter.join(flatten_cfn_reference(item) for item in items)
+        if "Fn::Sub" in node:
+            return flatten_cfn_reference(node["Fn::Sub"])
+        if "Fn::GetAtt" in node:
+            resource, attribute = node["Fn::GetAtt"]
+            return f"<{flatten_cfn_reference(resource)}.{flatten_cfn_reference(attribute)}>"
+        if "Fn::ImportValue" in node:
+            return flatten_cfn_reference(node["Fn::ImportValue"])
+        if "Ref" in node:
+            return f"<{flatten_cfn_reference(node['Ref'])}>"
+    return json.dumps(node, separators=(",", ":"))
+
+
+def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
+    Validations.of(scope).acknowledge(Acknowledgment(id=rule, reason=reason))
+
+
+def _role_policy(fn: lambda_.Function) -> IConstruct:
+    """The inline policy CDK attaches to a function's role (``<role>/DefaultPolicy``)."""
+    if fn.role is None or (policy := fn.role.node.try_find_child("DefaultPolicy")) is None:
+        raise ValueError(f"{fn.node.path} has no role policy to acknowledge findings on")
+    return policy
+
+
+def _cfn(construct: IConstruct) -> IConstruct:
+    return construct.node.default_child or construct
+
+
+def suppress_findings(stack: ConductorStack) -> None:
+    """Acknowledge the reviewed findings of ``stack``, each on the resource that produces it."""
+    functions = list(stack.functions.handlers)
+    if stack.functions.authorizer is not None:
+        functions.append(stack.functions.authorizer)
+    for fn in functions:
+        acknowledge(_role_policy(fn), "AwsSolutions-IAM5[Resource::*]", XRAY_REASON)
+        acknowledge(_cfn(fn), "AwsSolutions-L1", RUNTIME_REASON)
+
+    management = flatten_cfn_reference(Stack.of(stack).resolve(stack.api.management_arn("POST")))
+    acknowledge(
+        _role_policy(stack.functions.message), f"AwsSolutions-IAM5[Resource::{management}]", MANAGEMENT_API_REASON
+    )
+
+    if stack.auth_secret is not None:
+        acknowledge(_cfn(stack.auth_secret), "AwsSolutions-SMG4", SECRET_ROTATION_REASON)
+
+    for route_key in ("$default", "$disconnect"):
+        acknowledge(_cfn(stack.api.routes[route_key]), "AwsSolutions-APIG4", ROUTE_AUTH_REASON)
+    if not stack.config.authorizer:
+        acknowledge(_cfn(stack.api.routes["$connect"]), "AwsSolutions-APIG4", CONNECT_AUTH_OFF_REASON)
+
+    if stack.api.cloudwatch_role is not None and stack.api.cloudwatch_policy is not None:
+        policy = flatten_cfn_reference(Stack.of(stack).resolve(stack.api.cloudwatch_policy.managed_policy_arn))
+        acknowledge(_cfn(stack.api.cloudwatch_role), f"AwsSolutions-IAM4[Policy::{policy}]", APIGW_LOGS_ROLE_REASON)

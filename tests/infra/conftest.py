@@ -1,0 +1,108 @@
+"""Synthesize each stage once per test session (jsii is slow) and share the results."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.config import StageConfig, read_cdk_json_context
+
+# A stage that switches on every optional feature: alarm e-mail (SNS + KMS), reserved
+# concurrency, a global inference profile in another region, no account-level API Gateway role.
+VARIANT_STAGE = "staging"
+
+
+def variant_stages() -> dict[str, Any]:
+    stages = read_cdk_json_context()["stages"]
+    settings = copy.deepcopy(stages["prod"])
+    settings.update(
+        region="eu-west-1",
+        alarm_email="oncall@example.com",
+        api_gateway_cloudwatch_role=False,
+        log_retention_days=30,
+    )
+    settings["lambdas"]["reserved_concurrency"] = 20
+    settings["bedrock"] = {
+        "model_id": "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "inference_profile_regions": ["eu-west-1", "us-east-1"],
+        "max_tokens": 4096,
+    }
+    return {VARIANT_STAGE: settings}
+
+
+@dataclass
+class Synth:
+    """One synthesized stage: its settings, stack, template and cloud assembly directory."""
+
+    config: StageConfig
+    stack: Any
+    template: dict[str, Any]
+    outdir: Path
+
+    @property
+    def resources(self) -> dict[str, dict[str, Any]]:
+        return self.template["Resources"]
+
+    def of_type(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        return {name: res for name, res in self.resources.items() if res["Type"] == resource_type}
+
+    def one(self, resource_type: str) -> tuple[str, dict[str, Any]]:
+        found = self.of_type(resource_type)
+        assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
+        return next(iter(found.items()))
+
+    def function(self, handler: str) -> tuple[str, dict[str, Any]]:
+        found = {
+            name: res
+            for name, res in self.of_type("AWS::Lambda::Function").items()
+            if res["Properties"]["Handler"] == handler
+        }
+        assert len(found) == 1, f"expected one function with handler {handler}, found {sorted(found)}"
+        return next(iter(found.items()))
+
+
+def synthesize(outdir: Path, stage: str, **overrides: Any) -> Synth:
+    from infra.app import build_app
+
+    # Account-agnostic like a synth without credentials, whatever the developer's shell has.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("CDK_DEFAULT_ACCOUNT", raising=False)
+        app, stack = build_app({"stage": stage, "skip_bundle_deps": "true", **overrides}, outdir=str(outdir))
+    assembly = app.synth()
+    template = assembly.get_stack_by_name(stack.stack_name).template
+    return Synth(config=stack.config, stack=stack, template=json.loads(json.dumps(template)), outdir=outdir)
+
+
+@pytest.fixture(scope="session")
+def synth_stage(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Synth]:
+    cache: dict[str, Synth] = {}
+
+    def get(stage: str) -> Synth:
+        if stage not in cache:
+            outdir = tmp_path_factory.mktemp(f"cdk-{stage}")
+            extra = {"stages": variant_stages()} if stage == VARIANT_STAGE else {}
+            cache[stage] = synthesize(outdir, stage, **extra)
+        return cache[stage]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def dev(synth_stage: Callable[[str], Synth]) -> Synth:
+    return synth_stage("dev")
+
+
+@pytest.fixture(scope="session")
+def prod(synth_stage: Callable[[str], Synth]) -> Synth:
+    return synth_stage("prod")
+
+
+@pytest.fixture(scope="session")
+def variant(synth_stage: Callable[[str], Synth]) -> Synth:
+    return synth_stage(VARIANT_STAGE)

@@ -1,0 +1,96 @@
+"""cfn-lint and cdk-nag on every synthesized template."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cfnlint.api import lint
+
+from tests.infra.conftest import Synth, synthesize
+
+pytestmark = pytest.mark.infra
+
+# CDK adds DependsOn on a function's role although the Role GetAtt already implies it.
+ALLOWED_LINT_WARNINGS = {"W3005"}
+
+REVIEWED_FINDINGS = (
+    "AwsSolutions-L1",
+    "AwsSolutions-IAM5[Resource::*]",
+    "AwsSolutions-IAM5[Resource::arn:aws:execute-api:",
+    "AwsSolutions-SMG4",
+    "AwsSolutions-APIG4",
+    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
+)
+
+
+@pytest.fixture(params=["dev", "prod", "variant"])
+def any_stage(request: pytest.FixtureRequest) -> Synth:
+    return request.getfixturevalue(request.param)
+
+
+def test_cfn_lint_finds_no_errors(any_stage: Synth) -> None:
+    matches = lint(json.dumps(any_stage.template), regions=[any_stage.config.region])
+    errors = [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches if m.rule.id.startswith("E")]
+    assert errors == []
+    warnings = {m.rule.id for m in matches if m.rule.id.startswith("W")}
+    assert warnings <= ALLOWED_LINT_WARNINGS
+
+
+def test_cdk_nag_ran_and_reported_nothing_unacknowledged(any_stage: Synth) -> None:
+    report = json.loads((any_stage.outdir / "validation-report.json").read_text())
+    assert report["pluginReports"] == []
+
+
+def acknowledgments(synth: Synth) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for name, resource in synth.resources.items():
+        for rule in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", []):
+            assert len(rule["reason"]) >= 60, f"{name}: {rule['id']} needs a real reason"
+            found.setdefault(rule["id"], []).append(name)
+    return found
+
+
+def test_every_acknowledgment_is_reviewed_and_reasoned(any_stage: Synth) -> None:
+    found = acknowledgments(any_stage)
+    assert found
+    for rule_id in found:
+        assert rule_id.startswith(REVIEWED_FINDINGS), f"unreviewed acknowledgment {rule_id}"
+
+
+def test_acknowledgments_sit_on_the_resources_that_need_them(dev: Synth, prod: Synth) -> None:
+    found = acknowledgments(prod)
+    functions = set(prod.of_type("AWS::Lambda::Function"))
+    assert set(found["AwsSolutions-L1"]) == functions
+    assert set(found["AwsSolutions-IAM5[Resource::*]"]) == set(prod.of_type("AWS::IAM::Policy"))
+    routes = {res["Properties"]["RouteKey"]: name for name, res in prod.of_type("AWS::ApiGatewayV2::Route").items()}
+    assert set(found["AwsSolutions-APIG4"]) == {routes["$default"], routes["$disconnect"]}
+    assert found["AwsSolutions-SMG4"] == list(prod.of_type("AWS::SecretsManager::Secret"))
+    management = [rule for rule in found if rule.startswith("AwsSolutions-IAM5[Resource::arn:aws:execute-api:")]
+    assert len(management) == 1 and management[0].endswith("/prod/POST/@connections/*]")
+
+    # Without the authorizer, $connect is acknowledged as unauthenticated too (dev only).
+    dev_routes = {res["Properties"]["RouteKey"]: name for name, res in dev.of_type("AWS::ApiGatewayV2::Route").items()}
+    assert set(acknowledgments(dev)["AwsSolutions-APIG4"]) == set(dev_routes.values())
+
+
+def test_an_unacknowledged_finding_fails_the_synth(tmp_path: Path) -> None:
+    from aws_cdk import aws_iam as iam
+
+    from infra.app import build_app
+
+    app, stack = build_app({"stage": "dev", "skip_bundle_deps": "true"}, outdir=str(tmp_path))
+    stack.functions.connect.add_to_role_policy(
+        iam.PolicyStatement(actions=["s3:*"], resources=["arn:aws:s3:::voiceide-example/object"])
+    )
+    with pytest.raises(RuntimeError, match=r"(?s)ValidationFailed: .*AwsSolutions-IAM5\[Action::s3:\*\]"):
+        app.synth()
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    rules = {v["ruleName"] for p in report["pluginReports"] for v in p["violations"]}
+    assert rules == {"AwsSolutions-IAM5[Action::s3:*]"}
+
+
+def test_synthesizing_twice_is_deterministic(tmp_path: Path, prod: Synth) -> None:
+    again = synthesize(tmp_path, "prod")
+    assert again.template == prod.template

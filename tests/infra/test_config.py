@@ -1,0 +1,111 @@
+"""Stage settings: cdk.json parses, bad settings and unknown stages fail with clear messages."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from infra.config import (
+    DEFAULT_STAGE,
+    StageConfigError,
+    UnknownStageError,
+    is_true,
+    read_cdk_json_context,
+    select_stage,
+)
+
+
+@pytest.fixture
+def stages() -> dict[str, Any]:
+    return copy.deepcopy(read_cdk_json_context()["stages"])
+
+
+def test_cdk_json_defines_dev_and_prod_and_every_stage_is_valid(stages: dict[str, Any]) -> None:
+    assert {"dev", "prod"} <= set(stages)
+    for name in stages:
+        assert select_stage(stages, name).name == name
+
+
+def test_default_stage_is_dev(stages: dict[str, Any]) -> None:
+    assert DEFAULT_STAGE == "dev"
+    assert select_stage(stages, None).name == "dev"
+
+
+def test_dev_and_prod_differ_where_they_should(stages: dict[str, Any]) -> None:
+    dev, prod = select_stage(stages, "dev"), select_stage(stages, "prod")
+    assert (dev.removal_policy, prod.removal_policy) == ("destroy", "retain")
+    assert (dev.authorizer, prod.authorizer) == (False, True)
+    assert not dev.bedrock.is_inference_profile
+    assert prod.bedrock.is_inference_profile and prod.bedrock.inference_profile_regions
+    assert prod.lambdas.turn_reserve_ms < prod.lambdas.message_timeout_seconds * 1000
+
+
+def test_unknown_stage_lists_the_known_ones(stages: dict[str, Any]) -> None:
+    with pytest.raises(UnknownStageError) as error:
+        select_stage(stages, "qa")
+    assert str(error.value) == "Unknown stage 'qa'. Known stages: dev, prod. Choose one with -c stage=<name>."
+
+
+def test_stages_may_arrive_as_a_json_string(stages: dict[str, Any]) -> None:
+    assert select_stage(json.dumps(stages), "prod").name == "prod"
+
+
+@pytest.mark.parametrize("raw", [None, {}, "[1, 2]", "not json", 3])
+def test_missing_or_malformed_stages_context(raw: Any) -> None:
+    with pytest.raises(StageConfigError, match="stages"):
+        select_stage(raw, "dev")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("lambdas", "turn_reserve_ms"), 295_000, "must leave at least 10 s"),
+        (("lambdas", "message_timeout_seconds"), 901, "less than or equal to 900"),
+        (("lambdas", "handler_timeout_seconds"), 30, "less than or equal to 29"),
+        (("log_retention_days",), 10, "log_retention_days must be one of"),
+        (("removal_policy",), "snapshot", "'retain' or 'destroy'"),
+        (("region",), "moon-base-1", "String should match pattern"),
+        (("alarm_email",), "not-an-address", "String should match pattern"),
+        (("bedrock", "model_id"), "us.anthropic.claude-3-5-haiku-20241022-v1:0", "inference profile"),
+        (("bedrock", "inference_profile_regions"), ["us-east-1"], "only applies to inference profile ids"),
+        (("throttle", "rate_limit"), 0, "greater than 0"),
+        (("unexpected_key",), True, "Extra inputs are not permitted"),
+    ],
+)
+def test_invalid_settings_name_the_stage_and_field(
+    stages: dict[str, Any], path: tuple[str, ...], value: Any, message: str
+) -> None:
+    settings = stages["dev"]
+    for key in path[:-1]:
+        settings = settings[key]
+    settings[path[-1]] = value
+    with pytest.raises(StageConfigError) as error:
+        select_stage(stages, "dev")
+    assert "stage 'dev' has invalid settings" in str(error.value)
+    assert message in str(error.value)
+
+
+def test_invalid_stage_name(stages: dict[str, Any]) -> None:
+    stages["Bad_Name"] = stages["dev"]
+    with pytest.raises(StageConfigError, match="stage names are"):
+        select_stage(stages, "Bad_Name")
+
+
+def test_inference_profile_ids_map_to_foundation_models(stages: dict[str, Any]) -> None:
+    bedrock = select_stage(stages, "prod").bedrock
+    assert bedrock.profile_geography == "us"
+    assert bedrock.foundation_model_id == bedrock.model_id.removeprefix("us.")
+    dev = select_stage(stages, "dev")
+    assert dev.bedrock.profile_geography is None
+    assert dev.bedrock.foundation_model_id == dev.bedrock.model_id
+    assert dev.bedrock_region == dev.region
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(True, True), ("true", True), ("1", True), ("false", False), (False, False), ("", False)]
+)
+def test_context_flags(value: Any, expected: bool) -> None:
+    assert is_true(value) is expected

@@ -1,0 +1,416 @@
+"""Assertions on the synthesized templates of dev, prod and a stage with every option on."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infra.nag import flatten_cfn_reference
+from tests.infra.conftest import Synth
+
+pytestmark = pytest.mark.infra
+
+HANDLERS = {
+    "$connect": "lambdas.connect.handler",
+    "$default": "lambdas.message.handler",
+    "$disconnect": "lambdas.disconnect.handler",
+}
+AUTHORIZER_HANDLER = "lambdas.authorizer.handler"
+GUARDED_SERVICES = ("bedrock", "execute-api", "dynamodb")
+# Transactions are authorized per item (PutItem, UpdateItem, DeleteItem, ConditionCheckItem).
+CONNECTION_TABLE_ACTIONS = {
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+}
+MESSAGE_TABLE_ACTIONS = CONNECTION_TABLE_ACTIONS | {"dynamodb:Query", "dynamodb:BatchWriteItem"}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def ref_of(value: Any) -> str | None:
+    """The logical id a ``Ref`` or ``Fn::GetAtt`` points at."""
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return value["Ref"]
+        if "Fn::GetAtt" in value:
+            return value["Fn::GetAtt"][0]
+    return None
+
+
+def role_statements(synth: Synth, role_id: str) -> list[dict[str, Any]]:
+    """Every statement granted to a role, inline or through AWS::IAM::Policy resources."""
+    statements: list[dict[str, Any]] = []
+    role = synth.resources[role_id]["Properties"]
+    for policy in role.get("Policies", []):
+        statements += policy["PolicyDocument"]["Statement"]
+    for policy in synth.of_type("AWS::IAM::Policy").values():
+        if any(ref_of(r) == role_id for r in policy["Properties"]["Roles"]):
+            statements += policy["Properties"]["PolicyDocument"]["Statement"]
+    return statements
+
+
+def grants(synth: Synth, role_id: str) -> set[tuple[str, str]]:
+    """(action, flattened resource) pairs of a role's Allow statements."""
+    pairs = set()
+    for statement in role_statements(synth, role_id):
+        assert statement["Effect"] == "Allow"
+        for action in as_list(statement["Action"]):
+            for resource in as_list(statement["Resource"]):
+                pairs.add((action, flatten_cfn_reference(resource)))
+    return pairs
+
+
+def function_role(synth: Synth, handler: str) -> str:
+    _, fn = synth.function(handler)
+    return ref_of(fn["Properties"]["Role"])
+
+
+def service_grants(synth: Synth, handler: str, service: str) -> set[tuple[str, str]]:
+    return {(a, r) for a, r in grants(synth, function_role(synth, handler)) if a.startswith(f"{service}:")}
+
+
+STAGES = ["dev", "prod", "variant"]
+
+
+@pytest.fixture(params=STAGES)
+def any_stage(request: pytest.FixtureRequest) -> Synth:
+    return request.getfixturevalue(request.param)
+
+
+# --- WebSocket API ------------------------------------------------------------------------------
+
+
+def test_three_routes_each_proxy_to_its_function(any_stage: Synth) -> None:
+    routes = {
+        res["Properties"]["RouteKey"]: res["Properties"]
+        for res in any_stage.of_type("AWS::ApiGatewayV2::Route").values()
+    }
+    assert set(routes) == set(HANDLERS)
+    for route_key, handler in HANDLERS.items():
+        fn_id, _ = any_stage.function(handler)
+        target = routes[route_key]["Target"]["Fn::Join"][1]
+        integration = any_stage.resources[ref_of(target[1])]["Properties"]
+        assert integration["IntegrationType"] == "AWS_PROXY"
+        assert fn_id in flatten_cfn_reference(integration["IntegrationUri"])
+    # The message function answers through the management API: no route responses anywhere.
+    assert not any_stage.of_type("AWS::ApiGatewayV2::RouteResponse")
+    assert not any_stage.of_type("AWS::ApiGatewayV2::IntegrationResponse")
+    assert all("RouteResponseSelectionExpression" not in r for r in routes.values())
+
+
+def test_stage_auto_deploys_with_throttling_and_json_access_logs(any_stage: Synth) -> None:
+    _, stage = any_stage.one("AWS::ApiGatewayV2::Stage")
+    props = stage["Properties"]
+    assert props["StageName"] == any_stage.config.name
+    assert props["AutoDeploy"] is True
+    assert props["DefaultRouteSettings"] == {
+        "ThrottlingBurstLimit": any_stage.config.throttle.burst_limit,
+        "ThrottlingRateLimit": any_stage.config.throttle.rate_limit,
+    }
+    log_group = any_stage.resources[ref_of(props["AccessLogSettings"]["DestinationArn"])]
+    assert log_group["Type"] == "AWS::Logs::LogGroup"
+    assert log_group["Properties"]["RetentionInDays"] == any_stage.config.log_retention_days
+    fields = json.loads(props["AccessLogSettings"]["Format"])
+    assert fields["requestId"] == "$context.requestId"
+    assert fields["connectionId"] == "$context.connectionId"
+    assert fields["routeKey"] == "$context.routeKey"
+
+
+def test_account_logging_role_only_where_configured(prod: Synth, variant: Synth) -> None:
+    account_id, account = prod.one("AWS::ApiGateway::Account")
+    assert account["DeletionPolicy"] == "Retain"
+    role = prod.resources[ref_of(account["Properties"]["CloudWatchRoleArn"])]
+    assert role["DeletionPolicy"] == "Retain"
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "apigateway.amazonaws.com"
+    }
+    stage_id, _ = prod.one("AWS::ApiGatewayV2::Stage")
+    assert account_id in as_list(prod.resources[stage_id].get("DependsOn", []))
+    assert not variant.of_type("AWS::ApiGateway::Account")
+
+
+def test_authorizer_only_where_configured(dev: Synth, prod: Synth) -> None:
+    assert not dev.of_type("AWS::ApiGatewayV2::Authorizer")
+    assert not dev.of_type("AWS::SecretsManager::Secret")
+    assert not [
+        f for f in dev.of_type("AWS::Lambda::Function").values() if f["Properties"]["Handler"] == AUTHORIZER_HANDLER
+    ]
+    dev_connect = next(
+        r["Properties"]
+        for r in dev.of_type("AWS::ApiGatewayV2::Route").values()
+        if r["Properties"]["RouteKey"] == "$connect"
+    )
+    assert dev_connect["AuthorizationType"] == "NONE"
+
+    authorizer_id, authorizer = prod.one("AWS::ApiGatewayV2::Authorizer")
+    props = authorizer["Properties"]
+    assert props["AuthorizerType"] == "REQUEST"
+    assert props["IdentitySource"] == ["route.request.querystring.token", "route.request.querystring.sessionId"]
+    fn_id, _ = prod.function(AUTHORIZER_HANDLER)
+    assert fn_id in flatten_cfn_reference(props["AuthorizerUri"])
+    routes = {r["Properties"]["RouteKey"]: r["Properties"] for r in prod.of_type("AWS::ApiGatewayV2::Route").values()}
+    assert routes["$connect"]["AuthorizationType"] == "CUSTOM"
+    assert ref_of(routes["$connect"]["AuthorizerId"]) == authorizer_id
+    assert routes["$default"]["AuthorizationType"] == "NONE"
+
+
+def test_authorizer_reads_only_its_generated_secret(prod: Synth) -> None:
+    secret_id, secret = prod.one("AWS::SecretsManager::Secret")
+    assert secret["Properties"]["GenerateSecretString"]["PasswordLength"] >= 32
+    assert secret["DeletionPolicy"] == "Retain"
+    _, fn = prod.function(AUTHORIZER_HANDLER)
+    assert ref_of(fn["Properties"]["Environment"]["Variables"]["CONDUCTOR_AUTH_SECRET_ARN"]) == secret_id
+    secret_grants = service_grants(prod, AUTHORIZER_HANDLER, "secretsmanager")
+    assert secret_grants == {
+        ("secretsmanager:GetSecretValue", f"<{secret_id}>"),
+        ("secretsmanager:DescribeSecret", f"<{secret_id}>"),
+    }
+    for handler in HANDLERS.values():
+        assert not service_grants(prod, handler, "secretsmanager")
+    for service in GUARDED_SERVICES:
+        assert not service_grants(prod, AUTHORIZER_HANDLER, service)
+
+
+# --- IAM ----------------------------------------------------------------------------------------
+
+
+def test_no_wildcards_on_bedrock_execute_api_or_dynamodb(any_stage: Synth) -> None:
+    checked = 0
+    for role_id in any_stage.of_type("AWS::IAM::Role"):
+        for action, resource in grants(any_stage, role_id):
+            service = action.split(":", 1)[0]
+            if service in GUARDED_SERVICES:
+                checked += 1
+                assert "*" not in action, f"{role_id}: wildcard action {action}"
+                assert resource != "*", f"{role_id}: {action} on '*'"
+    assert checked > 0
+
+
+def test_message_function_streams_only_from_the_configured_model(dev: Synth, prod: Synth, variant: Synth) -> None:
+    handler = HANDLERS["$default"]
+    model = "anthropic.claude-3-haiku-20240307-v1:0"
+    assert service_grants(dev, handler, "bedrock") == {
+        ("bedrock:InvokeModelWithResponseStream", f"arn:aws:bedrock:us-east-1::foundation-model/{model}")
+    }
+    profile = prod.config.bedrock.model_id
+    foundation = prod.config.bedrock.foundation_model_id
+    assert profile.startswith("us.") and foundation == profile[3:]
+    expected = {f"arn:aws:bedrock:us-east-1:<AWS::AccountId>:inference-profile/{profile}"} | {
+        f"arn:aws:bedrock:{region}::foundation-model/{foundation}" for region in ("us-east-1", "us-east-2", "us-west-2")
+    }
+    assert service_grants(prod, handler, "bedrock") == {
+        ("bedrock:InvokeModelWithResponseStream", arn) for arn in expected
+    }
+    variant_arns = {r for _, r in service_grants(variant, handler, "bedrock")}
+    assert "arn:aws:bedrock:::foundation-model/anthropic.claude-sonnet-4-5-20250929-v1:0" in variant_arns
+    assert (
+        "arn:aws:bedrock:eu-west-1:<AWS::AccountId>:inference-profile/global.anthropic.claude-sonnet-4-5-20250929-v1:0"
+        in variant_arns
+    )
+    for other in (HANDLERS["$connect"], HANDLERS["$disconnect"]):
+        assert not service_grants(prod, other, "bedrock")
+
+
+def test_message_function_posts_only_to_its_own_stage(any_stage: Synth) -> None:
+    api_id, _ = any_stage.one("AWS::ApiGatewayV2::Api")
+    region, stage = any_stage.config.region, any_stage.config.name
+    assert service_grants(any_stage, HANDLERS["$default"], "execute-api") == {
+        (
+            "execute-api:ManageConnections",
+            f"arn:aws:execute-api:{region}:<AWS::AccountId>:<{api_id}>/{stage}/POST/@connections/*",
+        )
+    }
+    for handler in (HANDLERS["$connect"], HANDLERS["$disconnect"]):
+        assert not service_grants(any_stage, handler, "execute-api")
+
+
+def test_table_access_is_item_level_on_this_table_only(any_stage: Synth) -> None:
+    table_id, _ = any_stage.one("AWS::DynamoDB::Table")
+    table_arn = f"<{table_id}.Arn>"
+    assert service_grants(any_stage, HANDLERS["$default"], "dynamodb") == {
+        (a, table_arn) for a in MESSAGE_TABLE_ACTIONS
+    }
+    for handler in (HANDLERS["$connect"], HANDLERS["$disconnect"]):
+        assert service_grants(any_stage, handler, "dynamodb") == {(a, table_arn) for a in CONNECTION_TABLE_ACTIONS}
+
+
+def test_function_roles_trust_lambda_and_carry_no_managed_policies(any_stage: Synth) -> None:
+    for fn in any_stage.of_type("AWS::Lambda::Function").values():
+        role = any_stage.resources[ref_of(fn["Properties"]["Role"])]["Properties"]
+        assert role["AssumeRolePolicyDocument"]["Statement"] == [
+            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}}
+        ]
+        assert "ManagedPolicyArns" not in role
+
+
+# --- DynamoDB -----------------------------------------------------------------------------------
+
+
+def test_table_settings(any_stage: Synth) -> None:
+    _, table = any_stage.one("AWS::DynamoDB::Table")
+    props = table["Properties"]
+    assert props["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert props["AttributeDefinitions"] == [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "S"},
+    ]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    # AWS managed key (aws/dynamodb): encrypted with KMS, no customer key referenced.
+    assert props["SSESpecification"] == {"SSEEnabled": True}
+    assert "GlobalSecondaryIndexes" not in props and "LocalSecondaryIndexes" not in props
+
+
+def test_prod_retains_data_and_dev_destroys_it(dev: Synth, prod: Synth) -> None:
+    _, prod_table = prod.one("AWS::DynamoDB::Table")
+    assert prod_table["DeletionPolicy"] == "Retain"
+    assert prod_table["UpdateReplacePolicy"] == "Retain"
+    assert prod_table["Properties"]["DeletionProtectionEnabled"] is True
+    _, dev_table = dev.one("AWS::DynamoDB::Table")
+    assert dev_table["DeletionPolicy"] == "Delete"
+    assert not dev_table["Properties"].get("DeletionProtectionEnabled", False)
+    for synth, policy in ((dev, "Delete"), (prod, "Retain")):
+        for log_group in synth.of_type("AWS::Logs::LogGroup").values():
+            assert log_group["DeletionPolicy"] == policy
+    assert prod.stack.termination_protection is True
+    assert dev.stack.termination_protection is False
+
+
+# --- Lambda -------------------------------------------------------------------------------------
+
+
+def test_functions_share_one_code_asset_and_one_dependency_layer(any_stage: Synth) -> None:
+    functions = any_stage.of_type("AWS::Lambda::Function")
+    expected = 4 if any_stage.config.authorizer else 3
+    assert len(functions) == expected
+    layer_id, layer = any_stage.one("AWS::Lambda::LayerVersion")
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    keys = {json.dumps(fn["Properties"]["Code"], sort_keys=True) for fn in functions.values()}
+    assert len(keys) == 1
+    for fn in functions.values():
+        props = fn["Properties"]
+        assert props["Runtime"] == "python3.13"
+        assert props["Architectures"] == ["arm64"]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert [ref_of(layer) for layer in props["Layers"]] == [layer_id]
+        log_group = any_stage.resources[ref_of(props["LoggingConfig"]["LogGroup"])]
+        assert log_group["Properties"]["RetentionInDays"] == any_stage.config.log_retention_days
+
+
+def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
+    config = any_stage.config
+    table_id, _ = any_stage.one("AWS::DynamoDB::Table")
+    _, message = any_stage.function(HANDLERS["$default"])
+    props = message["Properties"]
+    assert props["Timeout"] == config.lambdas.message_timeout_seconds
+    assert props["MemorySize"] == config.lambdas.message_memory_mb
+    env = props["Environment"]["Variables"]
+    assert ref_of(env.pop("CONDUCTOR_TABLE")) == table_id
+    assert env == {
+        "BEDROCK_MODEL_ID": config.bedrock.model_id,
+        "BEDROCK_REGION": config.bedrock_region,
+        "BEDROCK_MAX_TOKENS": str(config.bedrock.max_tokens),
+        "CONDUCTOR_MAX_TOOL_ROUNDS": str(config.max_tool_rounds),
+        "CONDUCTOR_TURN_RESERVE_MS": str(config.lambdas.turn_reserve_ms),
+        "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
+        "POWERTOOLS_SERVICE_NAME": config.service_name,
+        "POWERTOOLS_LOG_LEVEL": config.log_level,
+        "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
+    }
+    assert int(env["CONDUCTOR_TURN_RESERVE_MS"]) < props["Timeout"] * 1000
+    assert props["Timeout"] >= 300
+    for route_key in ("$connect", "$disconnect"):
+        _, fn = any_stage.function(HANDLERS[route_key])
+        assert fn["Properties"]["Timeout"] == config.lambdas.handler_timeout_seconds <= 29
+        assert fn["Properties"]["Environment"]["Variables"]["CONDUCTOR_TABLE"] == {"Ref": table_id}
+
+
+def test_reserved_concurrency_only_when_configured(prod: Synth, variant: Synth) -> None:
+    for fn in prod.of_type("AWS::Lambda::Function").values():
+        assert "ReservedConcurrentExecutions" not in fn["Properties"]
+    _, message = variant.function(HANDLERS["$default"])
+    assert message["Properties"]["ReservedConcurrentExecutions"] == 20
+    _, connect = variant.function(HANDLERS["$connect"])
+    assert "ReservedConcurrentExecutions" not in connect["Properties"]
+
+
+# --- Alarms and outputs -------------------------------------------------------------------------
+
+
+def _alarms(synth: Synth) -> dict[str, dict[str, Any]]:
+    return {name: res["Properties"] for name, res in synth.of_type("AWS::CloudWatch::Alarm").items()}
+
+
+def test_alarms_on_errors_throttles_and_bedrock(any_stage: Synth) -> None:
+    alarms = _alarms(any_stage)
+    lambda_alarms = {
+        (a["MetricName"], ref_of(a["Dimensions"][0]["Value"]))
+        for a in alarms.values()
+        if a["Namespace"] == "AWS/Lambda"
+    }
+    for fn_id in any_stage.of_type("AWS::Lambda::Function"):
+        assert ("Errors", fn_id) in lambda_alarms
+        assert ("Throttles", fn_id) in lambda_alarms
+    bedrock = [a for a in alarms.values() if a["MetricName"] == "BedrockErrors"]
+    assert len(bedrock) == 1
+    assert bedrock[0]["Namespace"] == any_stage.config.metrics_namespace
+    assert bedrock[0]["Dimensions"] == [{"Name": "service", "Value": any_stage.config.service_name}]
+    for alarm in alarms.values():
+        assert alarm["Threshold"] == 1
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+        assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_alarm_email_adds_an_encrypted_topic(prod: Synth, variant: Synth) -> None:
+    assert not prod.of_type("AWS::SNS::Topic")
+    assert all("AlarmActions" not in a for a in _alarms(prod).values())
+
+    topic_id, topic = variant.one("AWS::SNS::Topic")
+    key_id = ref_of(topic["Properties"]["KmsMasterKeyId"])
+    key = variant.resources[key_id]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    assert any(
+        s["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and "kms:Decrypt" in as_list(s["Action"])
+        for s in key["KeyPolicy"]["Statement"]
+    )
+    _, subscription = variant.one("AWS::SNS::Subscription")
+    assert subscription["Properties"]["Protocol"] == "email"
+    assert subscription["Properties"]["Endpoint"] == "oncall@example.com"
+    for alarm in _alarms(variant).values():
+        assert [ref_of(a) for a in alarm["AlarmActions"]] == [topic_id]
+    _, topic_policy = variant.one("AWS::SNS::TopicPolicy")
+    assert topic_policy["Properties"]["PolicyDocument"]["Statement"][0]["Condition"] == {
+        "Bool": {"aws:SecureTransport": "false"}
+    }
+
+
+def test_outputs(dev: Synth, prod: Synth, variant: Synth) -> None:
+    for synth in (dev, prod, variant):
+        api_id, _ = synth.one("AWS::ApiGatewayV2::Api")
+        outputs = {name: flatten_cfn_reference(o["Value"]) for name, o in synth.template["Outputs"].items()}
+        region, stage = synth.config.region, synth.config.name
+        assert outputs["WebSocketUrl"] == f"wss://<{api_id}>.execute-api.{region}.<AWS::URLSuffix>/{stage}"
+        assert outputs["CallbackUrl"] == f"https://<{api_id}>.execute-api.{region}.<AWS::URLSuffix>/{stage}"
+        assert "TableName" in outputs
+    assert "TokenSigningSecretArn" not in dev.template["Outputs"]
+    assert "TokenSigningSecretArn" in prod.template["Outputs"]
+    assert "AlarmTopicArn" not in prod.template["Outputs"]
+    assert "AlarmTopicArn" in variant.template["Outputs"]
+
+
+def test_stack_names_and_regions(dev: Synth, prod: Synth, variant: Synth) -> None:
+    assert (dev.stack.stack_name, dev.stack.region) == ("VoiceIDEConductor-dev", "us-east-1")
+    assert (prod.stack.stack_name, prod.stack.region) == ("VoiceIDEConductor-prod", "us-east-1")
+    assert (variant.stack.stack_name, variant.stack.region) == ("VoiceIDEConductor-staging", "eu-west-1")
