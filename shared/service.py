@@ -229,7 +229,7 @@ class ConductorService:
             self._reply(request, ErrorCode.NO_SESSION, "the session no longer exists; reconnect")
             return
         if isinstance(payload, SessionStart) and payload.last_seq is not None:
-            self._replay(request, session_id, payload.last_seq)
+            self._replay(request, committed.state, payload.last_seq)
         self._deliver(request, committed)
         if committed.run_model:
             self._run_model(request, session_id, committed.run_model, committed.state)
@@ -405,9 +405,12 @@ class ConductorService:
                 )
                 return
 
-    def _replay(self, request: Request, session_id: str, last_seq: int) -> None:
-        """Re-send, in order, the kept events the app has not seen (``seq`` after ``last_seq``)."""
-        for _seq, frame in self.store.outbox(session_id, after_seq=last_seq):
+    def _replay(self, request: Request, state: SessionState, last_seq: int) -> None:
+        """Re-send, in order, the kept events the app missed: after ``last_seq``, and before the
+        first event that went live to this connection."""
+        for seq, frame in self.store.outbox(state.session_id, after_seq=last_seq):
+            if seq >= state.connection_start_seq:
+                break
             if not self.gateway.post(request.endpoint, request.connection_id, frame):
                 return
 

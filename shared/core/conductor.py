@@ -192,7 +192,8 @@ def handle_barge_in(state: SessionState) -> Outcome:
 
 
 def handle_session_start(state: SessionState, start: SessionStart) -> Outcome:
-    """A (re)connected app: re-send the model's calls still waiting for a result.
+    """A (re)connected app: re-send the model's calls still waiting for a result, except those
+    already sent to this connection.
 
     With ``lastSeq`` the caller replays the kept events instead, pending calls among them.
     """
@@ -203,6 +204,9 @@ def handle_session_start(state: SessionState, start: SessionStart) -> Outcome:
     turn = decision.state.turn
     if start.last_seq is None and turn is not None and turn.tools is not None:
         for call in turn.tools.pending():
+            if call.sent_to == decision.state.connection_id:
+                continue
+            call.sent_to = decision.state.connection_id
             decision.send(ToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments))
     return decision.outcome()
 
@@ -283,6 +287,7 @@ def stream_finished(state: SessionState, stream_id: str, message: ModelMessage, 
                 tool_use_id=use.tool_use_id,
                 name=unwrapped.name,
                 arguments=unwrapped.arguments,
+                sent_to=decision.state.connection_id,
             )
         )
         decision.send(ToolCall(call_id=unwrapped.call_id, name=unwrapped.name, arguments=unwrapped.arguments))

@@ -40,6 +40,7 @@ class ModelCall(_Model):
     name: str
     arguments: str
     result: Block | None = None
+    sent_to: str | None = None  # the connection the toolCall was sent to
 
 
 class ToolRound(_Model):
@@ -80,6 +81,7 @@ class SessionState(_Model):
     session_id: str
     version: int = 0
     connection_id: str | None = None
+    connection_start_seq: int = 1  # first seq sent live to the current connection
     principal: str | None = None
     history_len: int = 0
     last_role: Literal["user", "assistant"] | None = None

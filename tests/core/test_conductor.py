@@ -249,6 +249,7 @@ def test_session_start_resends_pending_model_calls() -> None:
     stream_id = session.say("search").run_model
     assert stream_id
     session.stream(stream_id, wrapper_use("tu-1", "project.search", {"query": "x"}, call_id="c-1"))
+    session.state.connection_id = "conn-after-reconnect"
     out = session.apply(conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION.upper())))
     assert [(c.call_id, c.name) for c in calls(out.events)] == [("c-1", "project.search")]
     wrong = conductor.handle_session_start(session.state, SessionStart(sessionId="someone-else"))
@@ -309,3 +310,17 @@ def test_session_start_with_last_seq_leaves_pending_calls_to_the_replay() -> Non
     session.stream(stream_id, wrapper_use("tu-1", "project.search", {"query": "x"}))
     out = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION, lastSeq=2))
     assert out.events == []
+
+
+def test_session_start_does_not_resend_a_call_already_sent_to_this_connection() -> None:
+    session = Session()
+    stream_id = session.say("search").run_model
+    assert stream_id
+    session.stream(stream_id, wrapper_use("tu-1", "project.search", {"query": "x"}))
+    same_connection = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION))
+    assert calls(same_connection.events) == []
+    session.state.connection_id = "conn-2"
+    moved = session.apply(conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION)))
+    assert [c.call_id for c in calls(moved.events)] == ["tu-1"]
+    again = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION))
+    assert calls(again.events) == []

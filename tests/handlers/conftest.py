@@ -17,9 +17,9 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from conductor_local.bedrock_server import LocalBedrockServer, ScriptedResponder
+from conductor_local.dynamodb_server import SerializedMotoServer
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.tables import create_tables
 from lambdas import connect, disconnect, message, runtime
@@ -45,7 +45,7 @@ class _SwitchableResponder:
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
     port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = SerializedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     url = f"http://127.0.0.1:{port}"
     client = boto3.client(
