@@ -123,7 +123,11 @@ class ConductorService:
             if state.principal and state.principal != principal:
                 raise PermissionError("session belongs to another principal")
             updated = state.model_copy(
-                update={"connection_id": connection_id, "principal": state.principal or principal}
+                update={
+                    "connection_id": connection_id,
+                    "connection_start_seq": state.next_seq,  # from here on, events go live to it
+                    "principal": state.principal or principal,
+                }
             )
             return Outcome(updated)
 
@@ -177,18 +181,26 @@ class ConductorService:
         if body is None:
             self._reply(request, ErrorCode.INVALID_JSON, "empty message body")
             return None
-        if len(body) > self.settings.max_frame_bytes * (4 / 3 if is_base64 else 1):
-            self._reply(
-                request, ErrorCode.FRAME_TOO_LARGE, f"frames are limited to {self.settings.max_frame_bytes} bytes"
-            )
-            return None
-        if not is_base64:
-            return body
-        try:
-            return base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError):
-            self._reply(request, ErrorCode.INVALID_JSON, "binary frame is not valid base64")
-            return None
+        limit = self.settings.max_frame_bytes
+        frame: str | bytes = body
+        if is_base64:
+            if len(body) > (limit // 3 + 1) * 4:  # cannot decode to <= limit bytes
+                return self._too_large(request)
+            try:
+                frame = base64.b64decode(body, validate=True)
+            except (binascii.Error, ValueError):
+                self._reply(request, ErrorCode.INVALID_JSON, "binary frame is not valid base64")
+                return None
+            size = len(frame)
+        else:
+            size = len(body) if len(body) > limit else len(body.encode("utf-8", errors="surrogatepass"))
+        if size > limit:
+            return self._too_large(request)
+        return frame
+
+    def _too_large(self, request: Request) -> None:
+        self._reply(request, ErrorCode.FRAME_TOO_LARGE, f"frames are limited to {self.settings.max_frame_bytes} bytes")
+        return None
 
     def _dispatch(self, request: Request, session_id: str, event: Event) -> None:
         payload = event.payload
@@ -225,10 +237,18 @@ class ConductorService:
         except DuplicateEvent:
             self.log.info("duplicate event ignored", extra={"event_id": event_id, "session_id": session_id})
             return
+        except ConductorBusy:
+            self.log.warning("session kept changing; event not applied", extra={"event_id": event_id})
+            self._reply(request, ErrorCode.CONDUCTOR_ERROR, "the session is busy; send the event again")
+            return
         if committed is None:
             self._reply(request, ErrorCode.NO_SESSION, "the session no longer exists; reconnect")
             return
-        if isinstance(payload, SessionStart) and payload.last_seq is not None:
+        if (
+            isinstance(payload, SessionStart)
+            and payload.last_seq is not None
+            and payload.session_id.lower() == session_id
+        ):
             self._replay(request, committed.state, payload.last_seq)
         self._deliver(request, committed)
         if committed.run_model:
