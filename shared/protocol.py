@@ -25,13 +25,13 @@ from pydantic import (
     field_validator,
 )
 
-UUID_V4_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", re.IGNORECASE)
-TIMESTAMP_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+UUID_V4_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", re.IGNORECASE)
+TIMESTAMP_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
 
 
 def is_uuid_v4(value: object) -> bool:
     """True for a canonical (hyphenated) UUID version 4 string, as sessionIds must be."""
-    return isinstance(value, str) and UUID_V4_PATTERN.match(value) is not None
+    return isinstance(value, str) and UUID_V4_PATTERN.fullmatch(value) is not None
 
 
 class ErrorCode(StrEnum):
@@ -155,7 +155,7 @@ def now_timestamp() -> str:
 
 
 def _validate_timestamp(value: str) -> str:
-    if not TIMESTAMP_PATTERN.match(value):
+    if not TIMESTAMP_PATTERN.fullmatch(value):
         raise ValueError("timestamp must be ISO-8601 UTC with milliseconds and Z, e.g. 2025-01-15T10:30:00.000Z")
     datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")  # rejects month 13, hour 25, ...
     return value
@@ -278,6 +278,12 @@ def parse_event(frame: str | bytes) -> ParseOutcome:
         return ProtocolError(code=ErrorCode.INVALID_JSON, message="message body is not valid JSON")
     if not isinstance(raw, dict):
         return ProtocolError(code=ErrorCode.INVALID_EVENT, message="an event must be a JSON object")
+    try:  # "\ud800" is valid JSON but not Unicode text: nothing downstream could store it
+        json.dumps(raw, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return ProtocolError(code=ErrorCode.INVALID_EVENT, message="strings must be valid Unicode (no lone surrogates)")
+    except RecursionError:
+        return ProtocolError(code=ErrorCode.INVALID_EVENT, message="event nests too deeply")
     raw_id = raw.get("id")
     readable_id = raw_id if isinstance(raw_id, str) and len(raw_id) <= 64 else None
     try:
@@ -346,7 +352,7 @@ def json_schema() -> dict[str, Any]:
         "type": "object",
         "properties": {
             "id": {"type": "string", "pattern": _UUID_PATTERN},
-            "timestamp": {"type": "string", "pattern": TIMESTAMP_PATTERN.pattern},
+            "timestamp": {"type": "string", "pattern": f"^{TIMESTAMP_PATTERN.pattern}$"},
             "seq": {
                 "type": "integer",
                 "minimum": 1,
