@@ -228,7 +228,9 @@ class ConductorService:
             decide = conductor.handle_barge_in
         elif isinstance(payload, SessionStart):
             start = payload
-            decide = lambda state: conductor.handle_session_start(state, start)  # noqa: E731
+            decide = lambda state: conductor.handle_session_start(  # noqa: E731
+                state, start, request.connection_id
+            )
         else:
             self.log.info("event needs no action", extra={"kind": event.kind_name, "event_id": event_id})
             return
@@ -248,6 +250,7 @@ class ConductorService:
             isinstance(payload, SessionStart)
             and payload.last_seq is not None
             and payload.session_id.lower() == session_id
+            and committed.state.connection_id == request.connection_id
         ):
             self._replay(request, committed.state, payload.last_seq)
         self._deliver(request, committed)

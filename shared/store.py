@@ -30,7 +30,10 @@ from shared.core.state import SessionState
 
 STATE_SK = "STATE"
 CONN_SK = "CONN"
-CONNECTION_TTL_SECONDS = 3 * 3600  # API Gateway closes a connection after 2 h at most
+CONNECTION_TTL_SECONDS = 3 * 3600
+MAX_SEQ = (
+    10**10 - 1
+)  # sequence numbers are stored zero-padded to ten digits  # API Gateway closes a connection after 2 h at most
 
 
 class VersionConflict(Exception):
@@ -282,6 +285,8 @@ class SessionStore:
         ]
 
     def outbox(self, session_id: str, after_seq: int = 0) -> list[tuple[int, str]]:
+        if after_seq + 1 > MAX_SEQ:
+            return []
         response_items: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {
             "TableName": self._table,
@@ -289,7 +294,7 @@ class SessionStore:
             "ExpressionAttributeValues": {
                 ":pk": {"S": _session_pk(session_id)},
                 ":low": {"S": _outbox_sk(after_seq + 1)},
-                ":high": {"S": _outbox_sk(10**10 - 1)},
+                ":high": {"S": _outbox_sk(MAX_SEQ)},
             },
             "ConsistentRead": True,
         }

@@ -191,7 +191,7 @@ def handle_barge_in(state: SessionState) -> Outcome:
     return decision.outcome()
 
 
-def handle_session_start(state: SessionState, start: SessionStart) -> Outcome:
+def handle_session_start(state: SessionState, start: SessionStart, connection_id: str) -> Outcome:
     """A (re)connected app: re-send the model's calls still waiting for a result, except those
     already sent to this connection.
 
@@ -200,6 +200,9 @@ def handle_session_start(state: SessionState, start: SessionStart) -> Outcome:
     decision = _Decision(state)
     if start.session_id.lower() != state.session_id:
         decision.send(_error(ErrorCode.INVALID_EVENT, "sessionStart.sessionId does not match the connection's session"))
+        return decision.outcome()
+    if connection_id != decision.state.connection_id:
+        decision.notes.append("sessionStart from a connection the session has left: nothing to re-send")
         return decision.outcome()
     turn = decision.state.turn
     if start.last_seq is None and turn is not None and turn.tools is not None:

@@ -250,9 +250,13 @@ def test_session_start_resends_pending_model_calls() -> None:
     assert stream_id
     session.stream(stream_id, wrapper_use("tu-1", "project.search", {"query": "x"}, call_id="c-1"))
     session.state.connection_id = "conn-after-reconnect"
-    out = session.apply(conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION.upper())))
+    out = session.apply(
+        conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION.upper()), "conn-after-reconnect")
+    )
     assert [(c.call_id, c.name) for c in calls(out.events)] == [("c-1", "project.search")]
-    wrong = conductor.handle_session_start(session.state, SessionStart(sessionId="someone-else"))
+    wrong = conductor.handle_session_start(
+        session.state, SessionStart(sessionId="someone-else"), "conn-after-reconnect"
+    )
     assert [e.code for e in wrong.events if isinstance(e, ErrorPayload)] == ["invalid_event"]
 
 
@@ -308,7 +312,7 @@ def test_session_start_with_last_seq_leaves_pending_calls_to_the_replay() -> Non
     stream_id = session.say("search").run_model
     assert stream_id
     session.stream(stream_id, wrapper_use("tu-1", "project.search", {"query": "x"}))
-    out = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION, lastSeq=2))
+    out = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION, lastSeq=2), "conn-1")
     assert out.events == []
 
 
@@ -317,10 +321,12 @@ def test_session_start_does_not_resend_a_call_already_sent_to_this_connection() 
     stream_id = session.say("search").run_model
     assert stream_id
     session.stream(stream_id, wrapper_use("tu-1", "project.search", {"query": "x"}))
-    same_connection = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION))
+    same_connection = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION), "conn-1")
     assert calls(same_connection.events) == []
     session.state.connection_id = "conn-2"
-    moved = session.apply(conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION)))
+    stale = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION), "conn-1")
+    assert calls(stale.events) == []  # the session already moved on from conn-1
+    moved = session.apply(conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION), "conn-2"))
     assert [c.call_id for c in calls(moved.events)] == ["tu-1"]
-    again = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION))
+    again = conductor.handle_session_start(session.state, SessionStart(sessionId=SESSION), "conn-2")
     assert calls(again.events) == []
