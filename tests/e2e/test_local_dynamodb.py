@@ -1,0 +1,115 @@
+"""The local stack's DynamoDB: it must keep what it committed while other requests run, and not leak.
+
+The stack serves DynamoDB from moto's server. moto runs TransactWriteItems as a sequence of
+single writes and, when one condition fails, puts back a copy of the whole table taken when the
+transaction began, so a write another request committed in between would be erased. The
+conductor's handlers commit concurrently all the time (a lost version race IS a failed
+transaction): with requests served concurrently, the same transcript delivered twice started
+no turn at all in 4 of 40 tries and turns stalled at random. The stack serves DynamoDB requests
+one at a time (``conductor_local/dynamodb_server.py``); the first test holds a failing
+transaction inside moto and checks that another commit neither overtakes it nor is erased.
+
+Also: moto deep-copies the whole table once per action of every TransactWriteItems (its rollback
+snapshot), and its ``BaseModel`` keeps a reference to every instance it ever built (for its
+dashboard). Unless the stack drops those references, every commit leaves copies of the table
+alive: ``make run`` grew without bound (1.4 GB after some 100 turns) and commits got slower as
+the garbage grew. The second test checks that commits leave no such copies behind.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import Item
+
+from conductor_local.stack import LocalStack
+from shared.core.state import SessionState
+from shared.store import SessionStore, VersionConflict
+from tests.e2e.conftest import WAIT_S, session_store
+
+pytestmark = pytest.mark.e2e
+
+OVERTAKE_WAIT_S = 0.5
+"""How long the second commit gets to overtake a held one; served one at a time, it never does."""
+
+
+def test_a_commit_survives_a_concurrent_commit_that_loses_its_version_race(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = session_store(stack)
+    loser_id, winner_id = str(uuid.uuid4()), str(uuid.uuid4())
+    stale = SessionState(session_id=loser_id)
+    store.commit(stale, [])  # version 1 is stored: a commit of version 0 now loses the race
+
+    # Hold the losing transaction right after it began (moto has taken its table copy).
+    inside, resume = threading.Event(), threading.Event()
+    check_item = DynamoDBBackend.get_item
+    loser_key = {"S": f"SESSION#{loser_id}"}
+
+    def held_get_item(backend: DynamoDBBackend, table_name: str, keys: dict[str, Any], *args: Any) -> Any:
+        if keys.get("pk") == loser_key and not inside.is_set():
+            inside.set()
+            resume.wait(WAIT_S)
+        return check_item(backend, table_name, keys, *args)
+
+    monkeypatch.setattr(DynamoDBBackend, "get_item", held_get_item)
+    outcomes: dict[str, Any] = {}
+
+    def run(name: str, commit: Any) -> None:
+        try:
+            outcomes[name] = commit()
+        except BaseException as exc:
+            outcomes[name] = exc
+
+    # A claimed client event makes it a transaction, as for every client frame.
+    loser = threading.Thread(
+        target=run, args=("loser", lambda: store.commit(stale, [], claim_event_id=str(uuid.uuid4())))
+    )
+    winner_store = SessionStore(stack.dynamodb_client(), stack.table_name, ttl_seconds=3600)
+    winner = threading.Thread(
+        target=run, args=("winner", lambda: winner_store.commit(SessionState(session_id=winner_id), []))
+    )
+    loser.start()
+    try:
+        assert inside.wait(WAIT_S), "the losing transaction never reached its condition check"
+        winner.start()  # another session's commit, meanwhile
+        winner.join(OVERTAKE_WAIT_S)
+        overtook = not winner.is_alive()
+    finally:
+        resume.set()
+        loser.join(WAIT_S)
+        if winner.ident is not None:
+            winner.join(WAIT_S)
+
+    assert isinstance(outcomes.get("loser"), VersionConflict), outcomes
+    assert isinstance(outcomes.get("winner"), SessionState), outcomes
+    kept = store.load(winner_id)
+    assert kept is not None, "a committed session state was erased by another request's rollback"
+    assert kept.version == 1
+    assert not overtook, "DynamoDB requests are not served one at a time"
+
+
+def live_moto_items() -> int:
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if type(obj) is Item)
+
+
+def test_commits_do_not_keep_copies_of_the_table_alive(stack: LocalStack) -> None:
+    store = session_store(stack)
+    for _ in range(50):  # a table of some size, whatever ran before
+        store.commit(SessionState(session_id=str(uuid.uuid4())), [])
+    table_size = stack.dynamodb_client().scan(TableName=stack.table_name, Select="COUNT")["Count"]
+    state = store.commit(SessionState(session_id=str(uuid.uuid4())), [])
+    before = live_moto_items()
+    commits = 10
+    for _ in range(commits):
+        # A claimed client event makes it a transaction (two actions), as for every client frame.
+        state = store.commit(state, [], claim_event_id=str(uuid.uuid4()))
+    grown = live_moto_items() - before
+    # What the commits stored: one claim each (the state item is replaced). Allow for slack.
+    assert grown <= 3 * commits, f"{grown} more live items after {commits} commits to a {table_size}-item table"
