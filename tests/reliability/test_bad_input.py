@@ -223,6 +223,7 @@ def strict_between(query: Callable[..., Any]) -> Callable[..., Any]:
 def test_a_huge_last_seq_replays_nothing_and_breaks_nothing(
     conductor: Harness, monkeypatch: pytest.MonkeyPatch, last_seq: int
 ) -> None:
+    """Fixed in c0c1a88 (lastSeq 99999999990 reversed the outbox query's BETWEEN: handler_error on AWS)."""
     conductor.script.push(message("Hello."))
     first = conductor.connect()
     conductor.say(first, "hello")

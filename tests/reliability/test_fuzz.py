@@ -8,9 +8,10 @@ small oracle, written from the spec (not from the parser), says what each frame 
 * ``invalid_json``: no body, not base64 (binary frames), not UTF-8, not JSON (nesting too deep
   for the parser counts as not JSON);
 * ``frame_too_large``: more bytes than the frame limit;
-* ``invalid_event``: not an object, a bad envelope (id not a UUID string, timestamp not
-  ``YYYY-MM-DDTHH:MM:SS.mmmZ``, kind not exactly one key, seq not an integer), a known kind whose
-  payload has a missing field, a wrong type or a bad length; a sessionStart for another session;
+* ``invalid_event``: not an object, a string that is not Unicode text (a lone surrogate), a bad
+  envelope (id not a UUID string, timestamp not ``YYYY-MM-DDTHH:MM:SS.mmmZ`` in ASCII digits,
+  kind not exactly one key, seq not an integer), a known kind whose payload has a missing field,
+  a wrong type or a bad length; a sessionStart for another session;
 * nothing: an unknown kind (the spec's forward compatibility), a kind the app need not send,
   a duplicate event id;
 * ``transcript_too_long`` / ``empty_transcript`` / ``no_pending_tool_call``: as the spec says;
