@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import shutil
 import sys
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TextIO
 
@@ -21,7 +22,7 @@ class SpeakerError(RuntimeError):
     """Playback failed (not interrupted): the tool answers with an error result."""
 
 
-class Speaker:
+class Speaker(ABC):
     """Base class: subclasses implement ``_play``; ``speak``/``stop`` handle interruption."""
 
     def __init__(self) -> None:
@@ -54,8 +55,9 @@ class Speaker:
         for play in list(self._playing):
             play.cancel()
 
+    @abstractmethod
     async def _play(self, text: str) -> None:
-        raise NotImplementedError
+        """Play ``text`` to the end; cancellation means the user barged in."""
 
 
 class SilentSpeaker(Speaker):
