@@ -11,7 +11,9 @@ from typing import Any
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ReadTimeoutError as BotocoreReadTimeout
 from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeout
 
 from shared.core.messages import Message
 from shared.core.model_output import (
@@ -23,15 +25,18 @@ from shared.core.model_output import (
     parse_tool_input,
 )
 
+_STALLS = (BotocoreReadTimeout, Urllib3ReadTimeout)  # no byte from the model within the read timeout
+
 
 class BrainError(Exception):
     """The model could not answer; ``during_stream`` tells whether output had started."""
 
-    def __init__(self, code: str, message: str, *, during_stream: bool) -> None:
+    def __init__(self, code: str, message: str, *, during_stream: bool, stalled: bool = False) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.during_stream = during_stream
+        self.stalled = stalled  # no byte from the model within the read timeout
 
 
 def bedrock_client_config(connect_timeout: float, read_timeout: float, max_attempts: int) -> Config:
@@ -78,7 +83,8 @@ class BedrockBrain:
                 during_stream=False,
             ) from error
         except BotoCoreError as error:
-            raise BrainError(type(error).__name__, str(error), during_stream=False) from error
+            stalled = isinstance(error, _STALLS)
+            raise BrainError(type(error).__name__, str(error), during_stream=False, stalled=stalled) from error
         events = response["stream"]
         try:
             yield from _translate(events)
@@ -91,7 +97,8 @@ class BedrockBrain:
         except (BotoCoreError, Urllib3Error, OSError) as error:
             # botocore reads the event stream straight from urllib3: a stall surfaces as
             # urllib3's ReadTimeoutError, a dropped connection as its ProtocolError.
-            raise BrainError(type(error).__name__, str(error), during_stream=True) from error
+            stalled = isinstance(error, _STALLS)
+            raise BrainError(type(error).__name__, str(error), during_stream=True, stalled=stalled) from error
         finally:
             events.close()
 

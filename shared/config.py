@@ -43,7 +43,6 @@ class Settings(BaseModel):
     max_tokens: int = Field(default=1024, ge=1)
     temperature: float = Field(default=0.3, ge=0, le=1)
     bedrock_connect_timeout_s: float = 5.0
-    bedrock_read_timeout_s: float = 60.0
     bedrock_max_attempts: int = Field(default=4, ge=1)
     max_tool_rounds: int = Field(default=8, ge=1)
     history_window: int = Field(default=80, ge=2)
@@ -75,7 +74,6 @@ class Settings(BaseModel):
             "bedrock_region": "BEDROCK_REGION",
             "max_tokens": "BEDROCK_MAX_TOKENS",
             "temperature": "BEDROCK_TEMPERATURE",
-            "bedrock_read_timeout_s": "BEDROCK_READ_TIMEOUT_S",
             "bedrock_max_attempts": "BEDROCK_MAX_ATTEMPTS",
             "max_tool_rounds": "CONDUCTOR_MAX_TOOL_ROUNDS",
             "history_window": "CONDUCTOR_HISTORY_WINDOW",

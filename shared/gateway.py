@@ -52,9 +52,3 @@ class ConnectionGateway:
         except BotoCoreError:
             return False
         return True
-
-    def close(self, endpoint: str, connection_id: str) -> None:
-        try:
-            self._client(endpoint).delete_connection(ConnectionId=connection_id)
-        except (ClientError, BotoCoreError):
-            self._gone.add(connection_id)

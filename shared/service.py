@@ -20,7 +20,7 @@ from shared.config import Settings
 from shared.core import conductor
 from shared.core.conductor import Outcome, StreamSuperseded
 from shared.core.messages import Message
-from shared.core.model_output import MessageEnd, ModelMessage, StreamItem, TextDelta, ToolUseRequest, ToolUseStarted
+from shared.core.model_output import ModelMessage, StreamItem, TextDelta, ToolUseStarted
 from shared.core.state import SessionState
 from shared.protocol import (
     AssistantSpeechPartial,
@@ -277,7 +277,7 @@ class ConductorService:
                     "model failed",
                     extra={"session_id": session_id, "bedrock_code": error.code, "during_stream": error.during_stream},
                 )
-                stalled = error.code == "ReadTimeoutError"
+                stalled = error.stalled
                 self._fail_stream(
                     request,
                     session_id,
@@ -337,9 +337,7 @@ class ConductorService:
             )
         elif isinstance(item, ToolUseStarted):
             decide = lambda fresh: conductor.stream_tool_started(fresh, stream_id)  # noqa: E731
-        elif isinstance(item, ToolUseRequest | MessageEnd):
-            return state
-        else:
+        else:  # complete tool uses and the message end are decided once the stream is over
             return state
         committed = self._apply(session_id, decide, hint=state)
         assert committed is not None
