@@ -11,13 +11,14 @@ import base64
 import binascii
 import random
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.brain import BrainError
 from shared.config import Settings
-from shared.core import conductor
+from shared.core import conductor, connection
 from shared.core.conductor import Outcome, StreamSuperseded
 from shared.core.messages import Message
 from shared.core.model_output import ModelMessage, StreamItem, TextDelta, ToolUseStarted
@@ -119,21 +120,9 @@ class ConductorService:
         if self.settings.require_principal and not principal:
             return ConnectResult(401, "an authenticated principal is required")
 
-        def bind(state: SessionState) -> Outcome:
-            if state.principal and state.principal != principal:
-                raise PermissionError("session belongs to another principal")
-            updated = state.model_copy(
-                update={
-                    "connection_id": connection_id,
-                    "connection_start_seq": state.next_seq,  # from here on, events go live to it
-                    "principal": state.principal or principal,
-                }
-            )
-            return Outcome(updated)
-
         try:
-            self._apply(session_id, bind, create=True)
-        except PermissionError:
+            self._apply(session_id, lambda state: connection.bind(state, connection_id, principal), create=True)
+        except connection.SessionOwnedElsewhere:
             return ConnectResult(403, "this session belongs to another user")
         self.store.put_connection(connection_id, session_id, principal)
         return ConnectResult(200)
@@ -144,12 +133,7 @@ class ConductorService:
         if info is None:
             return
 
-        def unbind(state: SessionState) -> Outcome:
-            if state.connection_id != connection_id:
-                return Outcome(state)  # the session already moved to a newer connection
-            return Outcome(state.model_copy(update={"connection_id": None}))
-
-        self._apply(info.session_id, unbind)
+        self._apply(info.session_id, lambda state: connection.unbind(state, connection_id))
 
     # ---- $default -------------------------------------------------------------------------
 
@@ -238,6 +222,9 @@ class ConductorService:
             committed = self._apply(session_id, decide, claim_event_id=event_id)
         except DuplicateEvent:
             self.log.info("duplicate event ignored", extra={"event_id": event_id, "session_id": session_id})
+            stored = self.store.load(session_id)  # a retry after a reconnect still catches the app up
+            if stored is not None and connection.needs_catch_up(stored, request.connection_id):
+                self._catch_up(request, stored, stored.connection_start_seq - 1)
             return
         except ConductorBusy:
             self.log.warning("session kept changing; event not applied", extra={"event_id": event_id})
@@ -246,16 +233,21 @@ class ConductorService:
         if committed is None:
             self._reply(request, ErrorCode.NO_SESSION, "the session no longer exists; reconnect")
             return
-        if (
-            isinstance(payload, SessionStart)
-            and payload.last_seq is not None
-            and payload.session_id.lower() == session_id
-            and committed.state.connection_id == request.connection_id
-        ):
-            self._replay(request, committed.state, payload.last_seq)
-        self._deliver(request, committed)
+        state = committed.state
+        last_seq = (
+            payload.last_seq if isinstance(payload, SessionStart) and payload.session_id.lower() == session_id else None
+        )
+        if state.connection_id != request.connection_id:
+            self._deliver(request, committed)  # the session moved on to a newer connection
+        elif connection.needs_catch_up(state, request.connection_id):
+            after_seq = state.connection_start_seq - 1 if last_seq is None else last_seq
+            state = self._catch_up(request, state, after_seq) or state
+        else:
+            if last_seq is not None:
+                self._replay(request, state, last_seq)
+            self._deliver(request, committed)
         if committed.run_model:
-            self._run_model(request, session_id, committed.run_model, committed.state)
+            self._run_model(request, session_id, committed.run_model, state)
 
     # ---- the model ---------------------------------------------------------------------------
 
@@ -414,9 +406,9 @@ class ConductorService:
     def _deliver(self, request: Request, committed: Committed) -> None:
         """Post the events to the session's current connection (the outbox already has them)."""
         connection_id = committed.state.connection_id
-        if connection_id is None:
+        if connection_id is None or not committed.state.connection_live:
             if committed.frames:
-                self.log.info("no connection: events kept for replay", extra={"session_id": committed.state.session_id})
+                self.log.info("no live connection: events kept", extra={"session_id": committed.state.session_id})
             return
         for _seq, frame in committed.frames:
             if not self.gateway.post(request.endpoint, connection_id, frame):
@@ -426,14 +418,60 @@ class ConductorService:
                 )
                 return
 
+    def _catch_up(self, request: Request, state: SessionState, after_seq: int) -> SessionState | None:
+        """Post a newly bound connection the kept events after ``after_seq``, then make it live.
+
+        One invocation claims the catch-up, so concurrent first events don't post everything twice.
+        The live mark is committed on the version whose outbox was just posted; if the session moved
+        on meanwhile, only the newer kept events are posted and it is tried again. So the app hears
+        every event in seq order: nothing goes live to it before the replay is through. Returns the
+        live state, or None if another invocation is catching up, the connection is gone, or the
+        session moved on to a newer connection.
+        """
+        owner = uuid.uuid4().hex
+        now = time.time()
+        try:
+            claimed = self._apply(
+                state.session_id,
+                lambda fresh: connection.claim_catch_up(fresh, request.connection_id, owner, now=now),
+                hint=state,
+            )
+        except ConductorBusy:
+            return self._busy_catching_up(request, state)
+        if claimed is None or not connection.catching_up(claimed.state, request.connection_id, owner):
+            return None
+        state = claimed.state
+        posted_until = min(after_seq, state.next_seq - 1)
+        for attempt in range(COMMIT_ATTEMPTS):
+            if not self._post_kept(request, state.session_id, posted_until, state.next_seq):
+                return None
+            posted_until = state.next_seq - 1
+            try:
+                return self.store.commit(connection.mark_live(state))
+            except VersionConflict:
+                self.metrics.count("StateConflicts")
+                time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+                fresh = self.store.load(state.session_id)
+                if fresh is None or not connection.catching_up(fresh, request.connection_id, owner):
+                    return None
+                state = fresh
+        return self._busy_catching_up(request, state)
+
+    def _busy_catching_up(self, request: Request, state: SessionState) -> None:
+        self.log.warning("session kept changing; connection not caught up", extra={"session_id": state.session_id})
+        self._reply(request, ErrorCode.CONDUCTOR_ERROR, "the session is busy; send sessionStart again to catch up")
+
     def _replay(self, request: Request, state: SessionState, last_seq: int) -> None:
-        """Re-send, in order, the kept events the app missed: after ``last_seq``, and before the
-        first event that went live to this connection."""
-        for seq, frame in self.store.outbox(state.session_id, after_seq=last_seq):
-            if seq >= state.connection_start_seq:
-                break
+        """Re-send, in order, the kept events after ``last_seq`` that came before this (live)
+        connection's first live event."""
+        self._post_kept(request, state.session_id, last_seq, state.connection_start_seq)
+
+    def _post_kept(self, request: Request, session_id: str, after_seq: int, before_seq: int) -> bool:
+        """Post the kept events with ``after_seq < seq < before_seq`` to the requesting connection."""
+        for _seq, frame in self.store.outbox(session_id, after_seq=after_seq, before_seq=before_seq):
             if not self.gateway.post(request.endpoint, request.connection_id, frame):
-                return
+                return False
+        return True
 
     def _reply(self, request: Request, code: ErrorCode, message: str) -> None:
         """An error about the frame itself, to the connection that sent it."""

@@ -30,10 +30,8 @@ from shared.core.state import SessionState
 
 STATE_SK = "STATE"
 CONN_SK = "CONN"
-CONNECTION_TTL_SECONDS = 3 * 3600
-MAX_SEQ = (
-    10**10 - 1
-)  # sequence numbers are stored zero-padded to ten digits  # API Gateway closes a connection after 2 h at most
+CONNECTION_TTL_SECONDS = 3 * 3600  # API Gateway closes a connection after 2 h at most
+MAX_SEQ = 10**10 - 1  # sequence numbers are stored zero-padded to ten digits
 
 
 class VersionConflict(Exception):
@@ -284,8 +282,10 @@ class SessionStore:
             for seq, frame in entries
         ]
 
-    def outbox(self, session_id: str, after_seq: int = 0) -> list[tuple[int, str]]:
-        if after_seq + 1 > MAX_SEQ:
+    def outbox(self, session_id: str, after_seq: int = 0, before_seq: int = MAX_SEQ + 1) -> list[tuple[int, str]]:
+        """The kept frames with ``after_seq < seq < before_seq``, in seq order."""
+        before_seq = min(before_seq, MAX_SEQ + 1)
+        if after_seq + 1 > before_seq - 1:
             return []
         response_items: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {
@@ -294,7 +294,7 @@ class SessionStore:
             "ExpressionAttributeValues": {
                 ":pk": {"S": _session_pk(session_id)},
                 ":low": {"S": _outbox_sk(after_seq + 1)},
-                ":high": {"S": _outbox_sk(MAX_SEQ)},
+                ":high": {"S": _outbox_sk(before_seq - 1)},
             },
             "ConsistentRead": True,
         }

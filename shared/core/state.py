@@ -81,7 +81,12 @@ class SessionState(_Model):
     session_id: str
     version: int = 0
     connection_id: str | None = None
-    connection_start_seq: int = 1  # first seq sent live to the current connection
+    connection_start_seq: int = 1  # bound: first seq made after the bind; live: first seq sent live
+    # A newly bound connection is not live until the app's first event has brought it up to date:
+    # until then events are only kept in the outbox, so replay always comes before live events.
+    connection_live: bool = True
+    catch_up_owner: str | None = None  # the invocation posting the kept events to the new connection
+    catch_up_since: float | None = None  # epoch seconds
     principal: str | None = None
     history_len: int = 0
     last_role: Literal["user", "assistant"] | None = None

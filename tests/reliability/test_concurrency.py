@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from conductor_local.bedrock_server import Script, Text, message, tool_call
 from lambdas import runtime
 from tests.handlers.conftest import Connection, Harness, summarize
@@ -226,3 +228,79 @@ def test_the_same_frame_delivered_twice_at_once_is_processed_once(
         assert user_texts(conductor.history(conn.session_id)) == [tag]
         assert_delivered_once(conductor, conn)
     report("the same frame twice at once", ITERATIONS, conflicts)
+
+
+def test_a_reconnect_s_session_start_racing_the_turn_it_missed(
+    conductor: Harness, route: Route, conflicts: ConflictCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app's network drops mid-turn, after "Opening it." was said (and kept, unheard). Its new
+    connection's sessionStart(lastSeq) then races the rest of the turn, the model's toolCall.
+    Whatever the interleaving, the new connection hears what it missed and everything later
+    exactly once, in seq order: nothing goes live to it before its catch-up is through.
+    """
+    gates: dict[int, tuple[threading.Event, threading.Event]] = {}
+
+    def rule(request: dict[str, Any]) -> Script:
+        if answers_tools(request):
+            return message("Done.")
+        i = int(last_user_text(request).rsplit(" ", 1)[-1])
+        use = tool_call("editor.openFile", {"path": "a"}, pause=0.003 * (i % 4))  # vary who wins
+        return gated(message("Opening it.", use), gates[i][0], after_deltas=1, after_3=gates[i][1])
+
+    route(rule)
+    store = runtime.store()
+    commit = store.commit
+    speak_kept: dict[str, threading.Event] = {}
+
+    def watching_commit(state: Any, history: Any = (), **kwargs: Any) -> Any:
+        committed = commit(state, history, **kwargs)
+        if any('"tts.speak"' in item for _, item in kwargs.get("outbox", ())) and state.session_id in speak_kept:
+            speak_kept[state.session_id].set()
+        return committed
+
+    monkeypatch.setattr(store, "commit", watching_commit)
+    outcomes = {"toolCall made before the catch-up": 0, "toolCall made after it": 0}
+    for i in range(ITERATIONS):
+        gates[i] = (threading.Event(), threading.Event())
+        first = conductor.connect()
+        speak_kept[first.session_id] = threading.Event()
+        conductor.start_session(first)
+        talking = conductor.send_in_background(first, "userAudioTranscriptFinal", {"text": f"open it {i}"})
+        wait_partials(conductor, first, 1)
+        conductor.management.gone.add(first.connection_id)  # the network drops
+        gates[i][0].set()
+        assert speak_kept[first.session_id].wait(10)  # "Opening it." was said to nobody
+        second = conductor.connect(first.session_id)
+        last_seq = max(seqs(conductor.events(first)))
+        run_in_threads(
+            lambda c=second, n=last_seq: conductor.send(c, "sessionStart", {"sessionId": c.session_id, "lastSeq": n}),
+            gates[i][1].set,
+        )
+        talking.join(30)
+        assert not talking.is_alive()
+
+        received = seqs(conductor.events(second))
+        assert received == sorted(set(received)), f"iteration {i}: out of order or repeated: {received}"
+        assert summarize(non_partial(conductor.events(second))) == [
+            ("final", "Opening it."),
+            ("toolCall", "tts.speak", {"text": "Opening it."}),
+            ("toolCall", "editor.openFile", {"path": "a"}),
+        ]
+        call = model_calls(conductor.events(second))[0]
+        state = store.load(first.session_id)
+        assert state is not None and state.connection_live
+        outcomes[
+            "toolCall made before the catch-up" if call.seq < state.connection_start_seq else "toolCall made after it"
+        ] += 1
+
+        conductor.answer(second, call.payload.call_id)
+        conductor.finish_turn(second)
+        assert summarize(non_partial(by_seq(conductor.events(second))))[-1] == IDLE
+        assert errors(conductor.events(second)) == []
+        assert_valid_history(conductor.history(first.session_id))
+        received = seqs(conductor.events(second))
+        assert received == sorted(set(received))
+        heard = sorted(seqs(non_partial(conductor.events(first))) + seqs(non_partial(conductor.events(second))))
+        assert heard == outbox_seqs(first.session_id)
+        release_moto_copies()
+    report("sessionStart racing the turn it missed", ITERATIONS, conflicts, **outcomes)

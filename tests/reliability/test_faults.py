@@ -341,7 +341,9 @@ def test_a_reconnect_committed_during_a_transcript_is_not_overwritten(
     new = reconnected[0]
     assert conflicts.conflicts >= 1
     assert store.load(old.session_id).connection_id == new.connection_id  # type: ignore[union-attr]
-    assert conductor.events(old) == []  # the redone decision delivered to the new connection
+    assert conductor.events(old) == []  # the redone decision is the new connection's
+    assert conductor.events(new) == []  # kept until the new connection has said sessionStart
+    conductor.start_session(new)
     assert summarize(non_partial(conductor.events(new))) == [
         THINKING,
         ("final", "Hello."),
@@ -387,6 +389,7 @@ def test_the_other_tool_result_committed_first_is_kept(
 def test_a_dynamodb_error_mid_stream_ends_the_turn_cleanly(conductor: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     conductor.script.push(message(SENTENCE))
     conn = conductor.connect()
+    conductor.start_session(conn)
     store = runtime.store()
     commit = store.commit
     stream_commits: list[int] = []
@@ -460,6 +463,7 @@ def test_a_result_sent_on_the_old_connection_after_the_reconnect_still_counts(co
     second = conductor.connect(first.session_id)  # the old socket is not closed yet
     conductor.answer(first, use.tool_use_id, '{"passed":12}')
     assert len(conductor.script.requests) == 2
+    conductor.start_session(second)  # the app's sessionStart on its new socket catches it up
     assert ("final", "All green.") in conductor.summary(second)  # replies go to the current connection
     assert not [e for e in conductor.events(first) if e.kind_name == "assistantSpeechFinal"]
     conductor.disconnect(first)  # a late $disconnect of the old socket does not unbind the session

@@ -183,12 +183,15 @@ def test_last_seq_zero_replays_everything_kept_and_a_future_last_seq_nothing(con
     assert conductor.events(future) == []
 
 
-def reconnect_mid_turn(conductor: Harness, monkeypatch: pytest.MonkeyPatch) -> tuple[Connection, Connection]:
+def reconnect_mid_turn(
+    conductor: Harness, monkeypatch: pytest.MonkeyPatch, *, session_start_before_the_rest: bool
+) -> tuple[Connection, Connection]:
     """The app's network drops mid-turn (410) and the turn goes on; the app reconnects and says
-    ``sessionStart(lastSeq)`` once the rest of the turn has already gone live to its new socket.
+    ``sessionStart(lastSeq)`` either while the turn still runs or once it is over.
 
-    "Opening it." (final + tts.speak) is made while nobody listens, so it is kept; ``$connect``
-    re-binds the session, so the model's toolCall is posted live to the new connection.
+    "Opening it." (final + tts.speak) is made while nobody listens, so it is kept. The model's
+    toolCall comes after ``$connect`` re-bound the session: it must not reach the new connection
+    before the missed events do.
     """
     store = runtime.store()
     commit = store.commit
@@ -206,25 +209,39 @@ def reconnect_mid_turn(conductor: Harness, monkeypatch: pytest.MonkeyPatch) -> t
     steps = message("Opening it.", use)  # deltas: "Opening", " it.", then the tool input in 3 parts
     conductor.script.push(gated(steps, first_gate, after_deltas=1, after_3=second_gate), message("Open."))
     first = conductor.connect()
+    conductor.start_session(first)
     talking = conductor.send_in_background(first, "userAudioTranscriptFinal", {"text": "open a"})
     wait_partials(conductor, first, 1)
     conductor.management.gone.add(first.connection_id)
     first_gate.set()
     assert kept_unheard.wait(10)
     second = conductor.connect(first.session_id)
-    second_gate.set()
-    conductor.wait_for(second, lambda events: bool(model_calls(events)))  # the toolCall went live
+    if session_start_before_the_rest:
+        start_session_after(conductor, second, max(seqs(conductor.events(first))))
+        second_gate.set()
+    else:
+        second_gate.set()
+        talking.join(30)
+        assert conductor.events(second) == []  # nothing goes live before the app's sessionStart
+        start_session_after(conductor, second, max(seqs(conductor.events(first))))
     talking.join(30)
     assert not talking.is_alive()
-    start_session_after(conductor, second, max(seqs(conductor.events(first))))
     return first, second
 
 
+WHEN_THE_APP_STARTS = pytest.mark.parametrize(
+    "session_start_before_the_rest", [True, False], ids=["sessionStart-mid-turn", "sessionStart-after-the-turn"]
+)
+
+
+@WHEN_THE_APP_STARTS
 def test_reconnect_while_the_turn_still_runs_loses_nothing_and_repeats_nothing(
-    conductor: Harness, monkeypatch: pytest.MonkeyPatch
+    conductor: Harness, monkeypatch: pytest.MonkeyPatch, session_start_before_the_rest: bool
 ) -> None:
     """Before 65cfec4 the replay re-sent what had gone live (twice); in 65cfec4 it sent nothing."""
-    first, second = reconnect_mid_turn(conductor, monkeypatch)
+    first, second = reconnect_mid_turn(
+        conductor, monkeypatch, session_start_before_the_rest=session_start_before_the_rest
+    )
     assert_nothing_lost(conductor, first.session_id, first, second)
     assert len(seqs(conductor.events(second))) == len(set(seqs(conductor.events(second))))
     call = model_calls(conductor.events(second))[0]
@@ -232,17 +249,49 @@ def test_reconnect_while_the_turn_still_runs_loses_nothing_and_repeats_nothing(
     assert ("final", "Open.") in conductor.summary(second)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: after a reconnect mid-turn the rest goes live before sessionStart replays what was missed",
-)
+@WHEN_THE_APP_STARTS
 def test_reconnect_while_the_turn_still_runs_gets_the_missed_events_in_order(
-    conductor: Harness, monkeypatch: pytest.MonkeyPatch
+    conductor: Harness, monkeypatch: pytest.MonkeyPatch, session_start_before_the_rest: bool
 ) -> None:
-    """The app hears the toolCall (seq 6) before the "Opening it." final and speak (4, 5) it missed."""
-    _, second = reconnect_mid_turn(conductor, monkeypatch)
-    received = seqs(non_partial(conductor.events(second)))
+    """The app hears the "Opening it." final and speak it missed before the model's toolCall.
+
+    (Until the catch-up, $connect made the new connection live at once, so the toolCall went out
+    live before the sessionStart replayed the two events made before it.)
+    """
+    first, second = reconnect_mid_turn(
+        conductor, monkeypatch, session_start_before_the_rest=session_start_before_the_rest
+    )
+    received = seqs(conductor.events(second))
     assert received == sorted(received), f"seqs out of order on the new connection: {received}"
+    assert summarize(non_partial(conductor.events(second))) == [
+        ("final", "Opening it."),
+        ("toolCall", "tts.speak", {"text": "Opening it."}),
+        ("toolCall", "editor.openFile", {"path": "a.swift"}),
+    ]
+    last_seen = max(seqs(conductor.events(first)))
+    assert received == [seq for seq in outbox_seqs(first.session_id) if seq > last_seen]  # all it missed, no more
+
+
+def test_a_new_connection_hears_nothing_until_its_first_event_then_everything_after_the_bind(
+    conductor: Harness,
+) -> None:
+    """An app that never says sessionStart is caught up by its first event of any kind."""
+    gate = threading.Event()
+    conductor.script.push(gated(message(SENTENCE), gate, after_deltas=1), message("Hi again."))
+    first = conductor.connect()
+    talking = conductor.send_in_background(first, "userAudioTranscriptFinal", {"text": "count"})
+    wait_partials(conductor, first, 1)
+    second = conductor.connect(first.session_id)  # the old socket is still open
+    gate.set()
+    talking.join(30)
+    assert conductor.events(second) == [] and len(non_partial(conductor.events(first))) == 1  # just "thinking"
+    conductor.say(second, "hello?")  # a transcript, no sessionStart: the missed turn end comes first
+    assert summarize(non_partial(conductor.events(second)))[:2] == [
+        ("final", SENTENCE),
+        ("toolCall", "tts.speak", {"text": SENTENCE}),
+    ]
+    assert seqs(conductor.events(second)) == sorted(seqs(conductor.events(second)))
+    assert_nothing_lost(conductor, first.session_id, first, second)
 
 
 def test_replayed_frames_are_the_original_events(conductor: Harness) -> None:

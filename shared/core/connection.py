@@ -1,0 +1,74 @@
+"""Which connection hears the session's events, and when.
+
+A connection is *bound* at ``$connect``; from then on the session's events are kept in the outbox
+but not posted to it. Its first event makes one invocation the *catcher-up*: it posts the kept
+events the app missed, in seq order, and only then marks the connection *live*. So an app that
+reconnects in the middle of a turn never hears a live event before the ones it missed.
+"""
+
+from __future__ import annotations
+
+from shared.core.conductor import Outcome
+from shared.core.state import SessionState
+
+# A catcher-up that has not finished in this time (its invocation died) may be replaced.
+CATCH_UP_TAKEOVER_S = 10.0
+
+
+class SessionOwnedElsewhere(Exception):
+    """The session belongs to another principal."""
+
+
+def bind(state: SessionState, connection_id: str, principal: str | None) -> Outcome:
+    """``$connect``: the session's events now go to this connection, once it is caught up."""
+    if state.principal and state.principal != principal:
+        raise SessionOwnedElsewhere(state.session_id)
+    return Outcome(
+        state.model_copy(
+            update={
+                "connection_id": connection_id,
+                "connection_start_seq": state.next_seq,
+                "connection_live": False,
+                "catch_up_owner": None,
+                "catch_up_since": None,
+                "principal": state.principal or principal,
+            }
+        )
+    )
+
+
+def unbind(state: SessionState, connection_id: str) -> Outcome:
+    """``$disconnect``: only the session's current connection is forgotten, not an older one."""
+    if state.connection_id != connection_id:
+        return Outcome(state)
+    return Outcome(state.model_copy(update={"connection_id": None, "catch_up_owner": None, "catch_up_since": None}))
+
+
+def needs_catch_up(state: SessionState, connection_id: str) -> bool:
+    return state.connection_id == connection_id and not state.connection_live
+
+
+def claim_catch_up(state: SessionState, connection_id: str, owner: str, *, now: float) -> Outcome:
+    """Make ``owner`` the one invocation that catches this connection up, unless another one is
+    already doing it (and has not been at it for longer than ``CATCH_UP_TAKEOVER_S``)."""
+    if not needs_catch_up(state, connection_id) or state.catch_up_owner == owner:
+        return Outcome(state)
+    if state.catch_up_owner is not None and now - (state.catch_up_since or 0.0) < CATCH_UP_TAKEOVER_S:
+        return Outcome(state)
+    return Outcome(state.model_copy(update={"catch_up_owner": owner, "catch_up_since": now}))
+
+
+def catching_up(state: SessionState, connection_id: str, owner: str) -> bool:
+    return needs_catch_up(state, connection_id) and state.catch_up_owner == owner
+
+
+def mark_live(state: SessionState) -> SessionState:
+    """Everything kept before ``next_seq`` has been posted: later events go live."""
+    return state.model_copy(
+        update={
+            "connection_live": True,
+            "connection_start_seq": state.next_seq,
+            "catch_up_owner": None,
+            "catch_up_since": None,
+        }
+    )
