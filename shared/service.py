@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import random
 import time
 import uuid
@@ -455,6 +456,10 @@ class ConductorService:
                 if fresh is None or not connection.catching_up(fresh, request.connection_id, owner):
                     return None
                 state = fresh
+        with contextlib.suppress(ConductorBusy):  # else the claim lapses after CATCH_UP_TAKEOVER_S
+            self._apply(
+                state.session_id, lambda fresh: connection.release_catch_up(fresh, request.connection_id, owner)
+            )
         return self._busy_catching_up(request, state)
 
     def _busy_catching_up(self, request: Request, state: SessionState) -> None:

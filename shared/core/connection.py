@@ -62,6 +62,13 @@ def catching_up(state: SessionState, connection_id: str, owner: str) -> bool:
     return needs_catch_up(state, connection_id) and state.catch_up_owner == owner
 
 
+def release_catch_up(state: SessionState, connection_id: str, owner: str) -> Outcome:
+    """The catcher-up gave up (the session kept changing): the next event may try at once."""
+    if not catching_up(state, connection_id, owner):
+        return Outcome(state)
+    return Outcome(state.model_copy(update={"catch_up_owner": None, "catch_up_since": None}))
+
+
 def mark_live(state: SessionState) -> SessionState:
     """Everything kept before ``next_seq`` has been posted: later events go live."""
     return state.model_copy(

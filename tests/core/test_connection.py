@@ -56,3 +56,11 @@ def test_a_late_disconnect_of_the_old_socket_keeps_the_new_binding() -> None:
     state = bound()
     assert connection.unbind(state, "conn-a").state == state
     assert connection.unbind(state, "conn-b").state.connection_id is None
+
+
+def test_only_the_catcher_up_itself_can_give_way() -> None:
+    claimed = connection.claim_catch_up(bound(), "conn-b", "me", now=0.0).state
+    assert connection.release_catch_up(claimed, "conn-b", "someone-else").state == claimed
+    released = connection.release_catch_up(claimed, "conn-b", "me").state
+    assert released.catch_up_owner is None and not released.connection_live
+    assert connection.catching_up(connection.claim_catch_up(released, "conn-b", "next", now=1.0).state, "conn-b", "next")

@@ -436,6 +436,43 @@ def test_a_session_that_keeps_changing_is_answered_conductor_error(
     assert_next_turn_succeeds(conductor, conn)
 
 
+def test_a_catch_up_that_keeps_losing_races_gives_way_and_the_next_session_start_succeeds(
+    conductor: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new connection's catch-up cannot commit the live mark: the app is told to say
+    sessionStart again, and the claim is released so that it works at once."""
+    conductor.script.push(message("Kept for you."))
+    first = conductor.connect()
+    conductor.start_session(first)
+    conductor.say(first, "hello")
+    conductor.disconnect(first)
+    second = conductor.connect(first.session_id)
+    store = runtime.store()
+    commit = store.commit
+    busy = [True]
+
+    def contended_commit(state: Any, *args: Any, **kwargs: Any) -> Any:
+        if busy[0] and state.connection_live:  # the live mark
+            bump_version_behind_its_back(store, state.session_id)
+        return commit(state, *args, **kwargs)
+
+    monkeypatch.setattr(store, "commit", contended_commit)
+    start_again = {"sessionId": second.session_id, "lastSeq": 0}
+    conductor.send(second, "sessionStart", start_again)
+    assert errors(conductor.events(second)) == ["conductor_error"]
+    state = store.load(first.session_id)
+    assert state is not None and not state.connection_live and state.catch_up_owner is None
+    busy[0] = False
+    conductor.send(second, "sessionStart", start_again)  # a new event id: a fresh try
+    kept = seqs(non_partial(conductor.events(first)))
+    events = conductor.events(second)
+    gave_way = next(i for i, e in enumerate(events) if e.kind_name == "error")
+    assert seqs(events[:gave_way]) == kept  # the first try had posted them (the app dedupes by seq)
+    assert seqs(events[gave_way + 1 :]) == kept  # the second posts them again, in order, and goes live
+    conductor.finish_turn(second)
+    assert_next_turn_succeeds(conductor, second)
+
+
 # ---- reconnects in the middle of a tool call -------------------------------------------------------
 
 
