@@ -63,4 +63,5 @@ def test_only_the_catcher_up_itself_can_give_way() -> None:
     assert connection.release_catch_up(claimed, "conn-b", "someone-else").state == claimed
     released = connection.release_catch_up(claimed, "conn-b", "me").state
     assert released.catch_up_owner is None and not released.connection_live
-    assert connection.catching_up(connection.claim_catch_up(released, "conn-b", "next", now=1.0).state, "conn-b", "next")
+    reclaimed = connection.claim_catch_up(released, "conn-b", "next", now=1.0).state
+    assert connection.catching_up(reclaimed, "conn-b", "next")
