@@ -15,7 +15,7 @@ import inspect
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, Self
@@ -140,6 +140,7 @@ class ConductorClient:
         self.duplicates: list[Event] = []
         self.ignored: list[IgnoredEvent] = []
         self.tool_calls: list[ToolInvocation] = []
+        self.repeated_calls: list[ToolCall] = []  # toolCalls for a callId already run: not run again
         self.turns: list[TurnResult] = []
         self.connections = 0
         self.reconnect_attempts = 0
@@ -155,6 +156,8 @@ class ConductorClient:
         self._waiters: set[asyncio.Future[None]] = set()
         self._seen_ids: set[str] = set()
         self._seen_seqs: set[int] = set()
+        self._call_ids: set[str] = set()
+        self._answers: dict[str, Event] = {}  # callId -> the toolResult event sent for it
         self.tools.add_state_listener(self._on_state)
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -437,7 +440,7 @@ class ConductorClient:
         self._renderer.received(event)
         self._notify()
         if isinstance(event.payload, ToolCall):
-            self._start_tool(event.payload, turn)
+            self._on_tool_call(event.payload, turn)
             # let a tool that finishes at once (convo.setState) take effect before the next event
             await asyncio.sleep(0)
         await self._emit(event)
@@ -453,22 +456,45 @@ class ConductorClient:
 
     # ---- tools and turns ---------------------------------------------------------------------
 
+    def _on_tool_call(self, call: ToolCall, turn: TurnResult | None) -> None:
+        """Run each callId once. The conductor re-sends a call still waiting for its result after a
+        reconnect (as a new event); the tool is not run again (a build, an edit): the result already
+        sent is sent again, the same event, so the conductor takes it at most once."""
+        if call.call_id not in self._call_ids:
+            self._call_ids.add(call.call_id)
+            self._start_tool(call, turn)
+            return
+        self.repeated_calls.append(call)
+        answer = self._answers.get(call.call_id)
+        if answer is not None:  # else the tool is still running and answers when done
+            self._spawn(self._send_answer(answer), f"re-answer {call.name}")
+
     def _start_tool(self, call: ToolCall, turn: TurnResult | None) -> None:
         invocation = ToolInvocation(call_id=call.call_id, name=call.name, arguments=call.arguments)
         self.tool_calls.append(invocation)
         if turn is not None:
             turn.tool_calls.append(invocation)
-        task = asyncio.create_task(self._run_tool(call, invocation, turn), name=f"tool {call.name}")
+        self._spawn(self._run_tool(call, invocation, turn), f"tool {call.name}")
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(work, name=name)
         self._tool_tasks.add(task)
         task.add_done_callback(self._tool_tasks.discard)
+
+    async def _send_answer(self, answer: Event) -> bool:
+        try:
+            await self._send(answer)
+        except ClientClosed:
+            return False
+        return True
 
     async def _run_tool(self, call: ToolCall, invocation: ToolInvocation, turn: TurnResult | None) -> None:
         result = await self.tools.execute(call)
         invocation.result, invocation.error, invocation.finished = result.result, result.error, True
         self._notify()
-        try:
-            await self._send(make_event(result))
-        except ClientClosed:
+        answer = make_event(result)
+        self._answers[call.call_id] = answer
+        if not await self._send_answer(answer):
             return
         args = invocation.args
         ends_turn = call.name == SET_STATE and isinstance(args, dict) and args.get("state") == "idle"

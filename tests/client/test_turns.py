@@ -14,7 +14,9 @@ from shared.protocol import (
     AssistantSpeechPartial,
     ErrorCode,
     ErrorPayload,
+    Event,
     ToolCall,
+    ToolResult,
     make_event,
     now_timestamp,
 )
@@ -165,6 +167,51 @@ async def test_unknown_kinds_ignored_and_duplicates_handled_once() -> None:
     assert len(client.duplicates) == 2
     assert result.final_text == "Opened." and result.completed
     assert client.last_seq == 4
+    assert client.errors == []
+
+
+@async_test
+async def test_a_call_sent_again_as_a_new_event_is_not_run_again_its_result_is_resent() -> None:
+    """After a reconnect the conductor re-sends a call still waiting for its result (a new event,
+    new seq, same callId): the build is not run twice; the same toolResult event goes again."""
+    builds: list[str] = []
+    release = asyncio.Event()
+    build_calls_seen: list[Event] = []
+
+    def release_after_the_repeat(event: Event) -> None:  # runs once the client has handled the event
+        if isinstance(event.payload, ToolCall) and event.payload.call_id == "c-build":
+            build_calls_seen.append(event)
+            if len(build_calls_seen) == 2:
+                release.set()
+
+    async def build(arguments: dict[str, Any]) -> dict[str, str]:
+        builds.append(arguments["scheme"])
+        await release.wait()
+        return {"status": "succeeded"}
+
+    async def turn(session: FakeSession, text: str) -> None:
+        build_call = ToolCall(call_id="c-build", name="build.run", arguments='{"scheme":"App"}')
+        await session.send(build_call)
+        await session.send(build_call)  # while it still runs: answered once, when done
+        await session.wait_until(lambda: len(session.results()) == 1)
+        await session.send(build_call)  # after it answered: the answer goes again
+        await session.wait_until(lambda: len(session.results()) == 2)
+        await session.send(AssistantSpeechFinal(text="Built."))
+        await session.call_nowait("convo.setState", {"state": "idle"})
+
+    async with (
+        FakeConductor(turn) as fake,
+        ConductorClient(fake.url, tools={"build.run": build}, on_event=release_after_the_repeat) as client,
+    ):
+        result = await client.say("build it")
+        session = fake.sessions[client.session_id]
+
+    assert builds == ["App"]
+    assert [c.call_id for c in client.repeated_calls] == ["c-build", "c-build"]
+    answers = [e for _, e in session.received if isinstance(e.payload, ToolResult) and e.payload.call_id == "c-build"]
+    assert len(answers) == 2 and answers[0] == answers[1]  # the same event: the conductor takes it once
+    assert answers[0].payload.result == '{"status":"succeeded"}'
+    assert result.completed and result.final_text == "Built."
     assert client.errors == []
 
 
