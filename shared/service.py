@@ -409,7 +409,10 @@ class ConductorService:
         connection_id = committed.state.connection_id
         if connection_id is None or not committed.state.connection_live:
             if committed.frames:
-                self.log.info("no live connection: events kept", extra={"session_id": committed.state.session_id})
+                self.log.debug(
+                    "no live connection: nothing posted (the outbox keeps all but partials)",
+                    extra={"session_id": committed.state.session_id},
+                )
             return
         for _seq, frame in committed.frames:
             if not self.gateway.post(request.endpoint, connection_id, frame):
