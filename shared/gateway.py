@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+
+GONE_REMEMBERED = 4096  # a warm container sees many connections come and go
 
 
 def callback_endpoint(domain_name: str, stage: str) -> str:
@@ -26,7 +29,7 @@ class ConnectionGateway:
     def __init__(self, client_factory: Callable[[str], Any]) -> None:
         self._client_factory = client_factory
         self._clients: dict[str, Any] = {}
-        self._gone: set[str] = set()
+        self._gone: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
 
     def _client(self, endpoint: str) -> Any:
@@ -36,9 +39,6 @@ class ConnectionGateway:
                 client = self._clients[endpoint] = self._client_factory(endpoint)
             return client
 
-    def is_gone(self, connection_id: str) -> bool:
-        return connection_id in self._gone
-
     def post(self, endpoint: str, connection_id: str, frame: str) -> bool:
         """Deliver one frame; False when the connection is gone or delivery failed."""
         if connection_id in self._gone:
@@ -47,8 +47,14 @@ class ConnectionGateway:
             self._client(endpoint).post_to_connection(ConnectionId=connection_id, Data=frame.encode("utf-8"))
         except ClientError as error:
             if error.response["Error"]["Code"] == "GoneException":
-                self._gone.add(connection_id)
+                self._remember_gone(connection_id)
             return False
         except BotoCoreError:
             return False
         return True
+
+    def _remember_gone(self, connection_id: str) -> None:
+        with self._lock:
+            self._gone[connection_id] = None
+            while len(self._gone) > GONE_REMEMBERED:
+                self._gone.popitem(last=False)

@@ -225,7 +225,7 @@ class ConductorService:
             self.log.info("duplicate event ignored", extra={"event_id": event_id, "session_id": session_id})
             stored = self.store.load(session_id)  # a retry after a reconnect still catches the app up
             if stored is not None and connection.needs_catch_up(stored, request.connection_id):
-                self._catch_up(request, stored, stored.connection_start_seq - 1)
+                self._catch_up(request, stored, last_seq=None)
             return
         except ConductorBusy:
             self.log.warning("session kept changing; event not applied", extra={"event_id": event_id})
@@ -241,8 +241,7 @@ class ConductorService:
         if state.connection_id != request.connection_id:
             self._deliver(request, committed)  # the session moved on to a newer connection
         elif connection.needs_catch_up(state, request.connection_id):
-            after_seq = state.connection_start_seq - 1 if last_seq is None else last_seq
-            state = self._catch_up(request, state, after_seq) or state
+            state = self._catch_up(request, state, last_seq=last_seq) or state
         else:
             if last_seq is not None:
                 self._replay(request, state, last_seq)
@@ -422,8 +421,8 @@ class ConductorService:
                 )
                 return
 
-    def _catch_up(self, request: Request, state: SessionState, after_seq: int) -> SessionState | None:
-        """Post a newly bound connection the kept events after ``after_seq``, then make it live.
+    def _catch_up(self, request: Request, state: SessionState, *, last_seq: int | None) -> SessionState | None:
+        """Post a newly bound connection the kept events it missed, then make it live.
 
         One invocation claims the catch-up, so concurrent first events don't post everything twice.
         The live mark is committed on the version whose outbox was just posted; if the session moved
@@ -445,7 +444,7 @@ class ConductorService:
         if claimed is None or not connection.catching_up(claimed.state, request.connection_id, owner):
             return None
         state = claimed.state
-        posted_until = min(after_seq, state.next_seq - 1)
+        posted_until = connection.catch_up_after(state, last_seq)
         for attempt in range(COMMIT_ATTEMPTS):
             if not self._post_kept(request, state.session_id, posted_until, state.next_seq):
                 return None

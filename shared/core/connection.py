@@ -48,6 +48,13 @@ def needs_catch_up(state: SessionState, connection_id: str) -> bool:
     return state.connection_id == connection_id and not state.connection_live
 
 
+def catch_up_after(state: SessionState, last_seq: int | None) -> int:
+    """The last seq the app has: its ``lastSeq``, else the last one made before it connected.
+    Never beyond what exists, so events made while catching up are not skipped."""
+    after = state.connection_start_seq - 1 if last_seq is None else last_seq
+    return min(after, state.next_seq - 1)
+
+
 def claim_catch_up(state: SessionState, connection_id: str, owner: str, *, now: float) -> Outcome:
     """Make ``owner`` the one invocation that catches this connection up, unless another one is
     already doing it (and has not been at it for longer than ``CATCH_UP_TAKEOVER_S``)."""

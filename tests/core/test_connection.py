@@ -65,3 +65,10 @@ def test_only_the_catcher_up_itself_can_give_way() -> None:
     assert released.catch_up_owner is None and not released.connection_live
     reclaimed = connection.claim_catch_up(released, "conn-b", "next", now=1.0).state
     assert connection.catching_up(reclaimed, "conn-b", "next")
+
+
+def test_the_catch_up_starts_after_last_seq_or_else_after_the_last_event_before_the_bind() -> None:
+    state = bound(next_seq=7)  # events 1..6 were made before this connection
+    assert connection.catch_up_after(state, None) == 6
+    assert connection.catch_up_after(state, 2) == 2
+    assert connection.catch_up_after(state, 10_000) == 6  # a lastSeq from the future skips nothing made later
