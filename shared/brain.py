@@ -122,9 +122,7 @@ def _translate(events: Any) -> Iterator[StreamItem]:
         elif "contentBlockStop" in event:
             if tool is not None:
                 raw = "".join(tool["input"])
-                yield ToolUseRequest(
-                    tool_use_id=tool["id"], name=tool["name"], input=parse_tool_input(raw), raw_input=raw
-                )
+                yield ToolUseRequest(tool_use_id=tool["id"], name=tool["name"], input=parse_tool_input(raw))
                 tool = None
         elif "messageStop" in event:
             stop_reason = event["messageStop"].get("stopReason", "")

@@ -27,7 +27,6 @@ class ToolUseRequest:
     tool_use_id: str
     name: str
     input: dict[str, Any] | None
-    raw_input: str
 
 
 @dataclass(frozen=True)

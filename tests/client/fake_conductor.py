@@ -139,9 +139,6 @@ class FakeSession:
 
     # -- what tests inspect --
 
-    def received_kinds(self) -> list[str]:
-        return [event.kind_name for _, event in self.received]
-
     def results(self) -> list[ToolResult]:
         return [e.payload for _, e in self.received if isinstance(e.payload, ToolResult)]
 

@@ -74,7 +74,7 @@ def wrapper_use(tool_use_id: str, name: str, arguments: object, call_id: str | N
     tool_input: dict[str, object] = {"name": name, "arguments": arguments}
     if call_id:
         tool_input["call_id"] = call_id
-    return ToolUseRequest(tool_use_id, "tool_call", tool_input, json.dumps(tool_input))
+    return ToolUseRequest(tool_use_id, "tool_call", tool_input)
 
 
 def calls(events: list[object]) -> list[ToolCall]:
@@ -153,10 +153,10 @@ def test_malformed_wrapper_is_reported_and_answered_to_the_model() -> None:
     out = session.stream(
         stream_id,
         wrapper_use("tu-1", "shell.exec", {"cmd": "rm -rf /"}),
-        ToolUseRequest("tu-2", "read_file", {"path": "x"}, '{"path":"x"}'),
+        ToolUseRequest("tu-2", "read_file", {"path": "x"}),
         wrapper_use("tu-3", "editor.openFile", [1, 2]),
-        ToolUseRequest("tu-4", "tool_call", {"arguments": {}}, "{}"),
-        ToolUseRequest("tu-5", "tool_call", None, "{not json"),
+        ToolUseRequest("tu-4", "tool_call", {"arguments": {}}),
+        ToolUseRequest("tu-5", "tool_call", None),  # the input was "{not json",
     )
     errors = [e for e in out.events if isinstance(e, ErrorPayload)]
     assert [e.code for e in errors] == ["invalid_tool_call"] * 5

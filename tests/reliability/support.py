@@ -14,7 +14,7 @@ from conductor_local.bedrock_server import RecordedRequest, RejectRequest, Scrip
 from conductor_local.lambda_context import LocalLambdaContext
 from lambdas import message, runtime
 from shared.protocol import Event, now_timestamp, parse_event
-from tests.handlers.conftest import Connection, Harness, summarize
+from tests.handlers.conftest import Connection, Harness
 
 OK = {"statusCode": 200}
 THINKING = ("toolCall", "convo.setState", {"state": "thinking"})
@@ -85,10 +85,6 @@ def count_partials(events: list[Event]) -> int:
 
 def wait_partials(harness: Harness, conn: Connection, n: int, timeout: float = 10) -> list[Event]:
     return harness.wait_for(conn, lambda events: count_partials(events) >= n, timeout)
-
-
-def last_summary(harness: Harness, conn: Connection, n: int) -> list[tuple[Any, ...]]:
-    return summarize(non_partial(by_seq(harness.events(conn))))[-n:]
 
 
 # ---- Bedrock scripts -------------------------------------------------------------------------

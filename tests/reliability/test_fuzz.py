@@ -431,11 +431,7 @@ bad_timestamps = st.one_of(
     not_a_string,
     near_miss_timestamps,
     timestamps.map(lambda ts: ts[:4].translate(ARABIC_INDIC) + ts[4:]),  # digits, but not ASCII ones
-    timestamps.map(
-        lambda ts: ts.translate(
-            str.maketrans("0123456789", "\uff10\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff18\uff19")
-        )
-    ),
+    timestamps.map(lambda ts: ts.translate(FULLWIDTH)),
     st.text(max_size=40).filter(lambda s: not good_timestamp(s)),
 )
 unknown_kinds = st.text(min_size=1, max_size=40).filter(lambda name: name not in KIND_FIELDS)
@@ -590,11 +586,6 @@ def multibyte_frame(size: int, char: str) -> str:
     event = json.loads(frame("userAudioTranscriptPartial", {"text": ""}))
     event["kind"]["userAudioTranscriptPartial"]["text"] = char * count
     return json.dumps(event, ensure_ascii=False)
-
-
-def padded_partial(n: int) -> str:
-    event = json.loads(frame("userAudioTranscriptPartial", {"text": "p"}))
-    return json.dumps({**event, "pad": [7] * n})
 
 
 raw_frames = st.one_of(
