@@ -1,11 +1,17 @@
 """A local API Gateway WebSocket API: the three routes and the management API on one port.
 
 WebSocket clients connect to ``ws://HOST:PORT/?sessionId=...``; the gateway turns the handshake,
-every frame and the close into API-Gateway-shaped Lambda proxy events for the ``$connect``,
-``$default`` and ``$disconnect`` handlers. Every invocation runs in its own worker thread, as on
-Lambda, so frames of one connection may be handled concurrently. Handlers answer clients
-through the management API on the same port (``POST|GET|DELETE /{stage}/@connections/{id}``),
-so the real ``apigatewaymanagementapi`` client works against it unchanged.
+every message and the close into API-Gateway-shaped Lambda proxy events for the ``$connect``,
+``$default`` and ``$disconnect`` handlers (after an optional ``$connect`` REQUEST authorizer).
+Every invocation runs in its own worker thread, as on Lambda, so messages of one connection may
+be handled concurrently. Handlers answer clients through the management API on the same port
+(``POST|GET|DELETE /{stage}/@connections/{id}``), so the real ``apigatewaymanagementapi``
+client works against it unchanged.
+
+It is as strict as API Gateway's documented WebSocket quotas: frames of at most 32 KB, messages
+(text only) of at most 128 KB made of such frames, a 29 s integration timeout, the gateway's own
+``{"message": ...}`` frames when ``$default`` times out or fails, and posted messages sent out
+in frames of at most 32 KB.
 
 Plain HTTP requests for ``@connections`` are told apart from WebSocket handshakes by their
 request line before the bytes reach the ``websockets`` protocol, because its HTTP parser
@@ -17,14 +23,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import copy
+import email.utils
+import http
 import json
 import logging
+import re
 import secrets
 import socket
 import string
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -33,9 +43,11 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError
+from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
-from websockets.protocol import State
+from websockets.protocol import Event, State
 
 from conductor_local import management
 from conductor_local.lambda_context import LocalLambdaContext
@@ -45,10 +57,18 @@ logger = logging.getLogger(__name__)
 Handler = Callable[[dict[str, Any], Any], Any]
 """A Lambda handler: ``(event, context) -> {"statusCode": int, ...}``."""
 
+MAX_FRAME_BYTES = 32 * 1024
+"""API Gateway's WebSocket frame size quota; a larger frame closes the connection with 1009."""
 MAX_MESSAGE_BYTES = 128 * 1024
-"""API Gateway's WebSocket message limit; a larger frame closes the connection with 1009."""
-CONNECT_TIMEOUT_S = 29.0
-"""API Gateway's integration timeout, which bounds the ``$connect`` handler."""
+"""API Gateway's message payload quota (a message may span several frames); more closes with 1009."""
+INTEGRATION_TIMEOUT_S = 29.0
+"""API Gateway's integration timeout: how long it waits for a route's (or the authorizer's) Lambda."""
+MAX_AUTHORIZER_RESULT_BYTES = 8 * 1024
+"""API Gateway's Lambda authorizer result size quota."""
+AUTHORIZER_ROUTE = "$connect authorizer"
+"""The name under which the ``$connect`` authorizer's invocations are logged and given a context."""
+TIMED_OUT = "Endpoint request timed out"
+INTERNAL_ERROR = "Internal server error"
 
 _DEFAULT_DISCONNECT_REASONS = {
     1005: "Client-side close frame status not set",
@@ -63,11 +83,38 @@ class RouteHandlers:
     connect: Handler
     message: Handler
     disconnect: Handler
+    authorizer: Handler | None = None
+    """A ``$connect`` REQUEST authorizer: called before ``$connect`` with the authorizer event; it
+    returns an IAM policy (``principalId``, ``policyDocument``, optional ``context``) or raises
+    ``Exception("Unauthorized")``."""
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What one Lambda invocation came to: its return value, or the exception it raised."""
+
+    value: Any = None
+    error: Exception | None = None
+    latency_ms: int = 0
+
+    @property
+    def status(self) -> int:
+        """The HTTP status API Gateway takes from a proxy integration's answer."""
+        if self.error is not None:
+            return 500
+        if isinstance(self.value, Mapping):
+            try:
+                return int(self.value.get("statusCode", 200))
+            except (TypeError, ValueError):
+                return 502
+        return 200
 
 
 def default_context_factory(route_key: str) -> LocalLambdaContext:
     """A fresh context per invocation, named after the function serving the route."""
-    function = {"$connect": "connect", "$disconnect": "disconnect"}.get(route_key, "message")
+    function = {"$connect": "connect", "$disconnect": "disconnect", AUTHORIZER_ROUTE: "authorizer"}.get(
+        route_key, "message"
+    )
     return LocalLambdaContext(function_name=f"voiceide-conductor-{function}")
 
 
@@ -90,7 +137,7 @@ def summarize(frame: str | bytes, limit: int = 120) -> str:
     return _clip(f"{kind} {detail}", limit)
 
 
-def _resolve(future: asyncio.Future[int], result: int) -> None:
+def _resolve(future: asyncio.Future[Invocation], result: Invocation) -> None:
     if not future.done():
         future.set_result(result)
 
@@ -121,6 +168,154 @@ def _multi_value(pairs: list[tuple[str, str]]) -> tuple[dict[str, str], dict[str
     return {name: values[-1] for name, values in multi.items()}, multi
 
 
+def split_frames(payload: str | bytes, max_frame_bytes: int) -> list[str] | list[bytes]:
+    """``payload`` cut into fragments of at most ``max_frame_bytes`` bytes each, as API Gateway
+    sends a long message; text is cut between characters, so every fragment is valid UTF-8."""
+    if isinstance(payload, bytes):
+        return [payload[i : i + max_frame_bytes] for i in range(0, len(payload), max_frame_bytes)] or [b""]
+    data = payload.encode("utf-8")
+    fragments: list[str] = []
+    start = 0
+    while len(data) - start > max_frame_bytes:
+        end = start + max_frame_bytes
+        while data[end] & 0xC0 == 0x80:  # never cut inside a character
+            end -= 1
+        fragments.append(data[start:end].decode("utf-8"))
+        start = end
+    fragments.append(data[start:].decode("utf-8"))
+    return fragments
+
+
+def gateway_message(message: str, connection_id: str, request_id: str) -> str:
+    """The frame API Gateway itself sends a client when a route's integration fails, spelled as it does."""
+    ids = f'"connectionId":{json.dumps(connection_id)}, "requestId":{json.dumps(request_id)}'
+    return f'{{"message": {json.dumps(message)}, {ids}}}'
+
+
+def handshake_refusal(status: int, message: str) -> Response:
+    """An HTTP answer to a refused WebSocket handshake, with API Gateway's ``{"message": ...}`` body."""
+    body = json.dumps({"message": message}, separators=(",", ":")).encode()
+    headers = Headers(
+        [
+            ("Date", email.utils.formatdate(usegmt=True)),
+            ("Connection", "close"),
+            ("Content-Length", str(len(body))),
+            ("Content-Type", "application/json"),
+            ("x-amzn-RequestId", _aws_id()),
+        ]
+    )
+    try:
+        phrase = http.HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""
+    return Response(status, phrase, headers, body)
+
+
+# ---- the $connect authorizer's answer ----------------------------------------------------------
+
+
+class AuthorizerError(Exception):
+    """The authorizer's answer is not a valid policy: API Gateway answers 500."""
+
+
+def authorizer_decision(invocation: Invocation, method_arn: str) -> tuple[int, dict[str, Any] | None]:
+    """The handshake status an authorizer invocation leads to, and (if allowed) the
+    ``requestContext.authorizer`` every route of the connection then sees.
+
+    ``Exception("Unauthorized")`` → 401; a policy that does not allow ``execute-api:Invoke`` on
+    ``method_arn`` (an explicit Deny, or no matching Allow) → 403; anything malformed → 500.
+    """
+    if invocation.error is not None:
+        return (401 if str(invocation.error) == "Unauthorized" else 500), None
+    try:
+        principal_id, document, context = _parse_authorizer_result(invocation.value)
+        allowed = policy_allows(document, method_arn)
+    except AuthorizerError as exc:
+        logger.error("the $connect authorizer answered an invalid policy: %s", exc)
+        return 500, None
+    if not allowed:
+        return 403, None
+    strings = {key: _context_string(value) for key, value in context.items()}
+    return 200, {**strings, "principalId": principal_id, "integrationLatency": invocation.latency_ms}
+
+
+def _parse_authorizer_result(result: Any) -> tuple[str, Mapping[str, Any], Mapping[str, Any]]:
+    if not isinstance(result, Mapping):
+        raise AuthorizerError("not a JSON object")
+    try:
+        size = len(json.dumps(result, separators=(",", ":")).encode())
+    except (TypeError, ValueError) as exc:
+        raise AuthorizerError(f"not serializable: {exc}") from None
+    if size > MAX_AUTHORIZER_RESULT_BYTES:
+        raise AuthorizerError(f"{size} bytes, over the {MAX_AUTHORIZER_RESULT_BYTES} byte quota")
+    principal_id = result.get("principalId")
+    document = result.get("policyDocument")
+    context = result.get("context") or {}
+    if not isinstance(principal_id, str) or not principal_id:
+        raise AuthorizerError("no principalId")
+    if not isinstance(document, Mapping):
+        raise AuthorizerError("no policyDocument")
+    if not isinstance(context, Mapping):
+        raise AuthorizerError("context is not an object")
+    for key, value in context.items():
+        if not isinstance(value, str | int | float | bool):
+            raise AuthorizerError(f"context value of {key!r} is not a string, number or boolean")
+    return principal_id, document, context
+
+
+def policy_allows(document: Mapping[str, Any], resource: str, action: str = "execute-api:Invoke") -> bool:
+    """IAM evaluation of one policy document for one action on one resource: an explicit Deny wins,
+    else some Allow must match; ``*`` and ``?`` are wildcards (actions match case-insensitively)."""
+    statements = document.get("Statement")
+    if isinstance(statements, Mapping):
+        statements = [statements]
+    if not isinstance(statements, list) or not statements:
+        raise AuthorizerError("policyDocument has no Statement")
+    allowed = False
+    for statement in statements:
+        if not isinstance(statement, Mapping) or statement.get("Effect") not in ("Allow", "Deny"):
+            raise AuthorizerError("a Statement without an Allow or Deny Effect")
+        actions, resources = _strings(statement.get("Action")), _strings(statement.get("Resource"))
+        if not any(_wildcard_match(pattern, action, ignore_case=True) for pattern in actions):
+            continue
+        if not any(_wildcard_match(pattern, resource) for pattern in resources):
+            continue
+        if statement["Effect"] == "Deny":
+            return False
+        allowed = True
+    return allowed
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    raise AuthorizerError("Action and Resource must be strings or lists of strings")
+
+
+def _wildcard_match(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL) is not None
+
+
+def _context_string(value: str | float | bool) -> str:
+    """Authorizer context values reach the routes as strings (``true``, ``123``)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _identity_value(request: Request, source: str) -> str | None:
+    """The value of one identity source (``route.request.header.X`` / ``route.request.querystring.X``)."""
+    kind, _, name = source.removeprefix("route.request.").partition(".")
+    if kind == "header":
+        values = request.headers.get_all(name)
+        return values[-1] if values else None
+    if kind == "querystring":
+        query = dict(parse_qsl(urlsplit(request.path).query, keep_blank_values=True))
+        return query.get(name)
+    raise ValueError(f"unsupported identity source {source!r}")
+
+
 class _GatewayConnection(ServerConnection):
     """One TCP connection to the gateway: a WebSocket, or a single management API request."""
 
@@ -132,12 +327,14 @@ class _GatewayConnection(ServerConnection):
         self._reader: management.RequestReader | None = None
         self._reply_task: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
-        # Set once the handshake reaches $connect.
+        self._refused = False
+        # Set once the handshake reaches $connect (the authorizer's context once it allowed it).
         self.connection_id = ""
         self.connected_at = 0.0
         self.last_active_at = 0.0
         self.source_ip = ""
         self.user_agent: str | None = None
+        self.authorizer: dict[str, Any] | None = None
 
     def data_received(self, data: bytes) -> None:
         if self.route == "websocket":
@@ -195,12 +392,48 @@ class _GatewayConnection(ServerConnection):
     def close_in_background(self, code: int = 1000) -> None:
         self._close_task = self.loop.create_task(self.close(code))
 
+    def process_event(self, event: Event) -> None:
+        """Frames as API Gateway takes them: a binary frame closes the connection with 1003
+        (text only), and nothing after it is read. Frame and message sizes are bounded by the
+        protocol's ``max_size`` (see ``LocalApiGateway._serve``)."""
+        if isinstance(event, Frame):
+            if self._refused:
+                return
+            if event.opcode is Opcode.BINARY:
+                self._refused = True
+                self.gateway._log(f"x conn {self.connection_id} binary frame refused")
+                self._close_task = self.loop.create_task(
+                    self._fail(CloseCode.UNSUPPORTED_DATA, "Binary frames are not supported")
+                )
+                return
+        super().process_event(event)
+
+    async def _fail(self, code: CloseCode, reason: str) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            async with self.send_context():
+                self.protocol.fail(code, reason)
+
+    def close_status(self) -> tuple[int, str]:
+        """The close code and reason of a closed connection: the peer's, or else the one this end
+        sent when it failed the connection (1003, 1009), or 1006 when none was exchanged."""
+        close = self.protocol.close_rcvd or self.protocol.close_sent
+        if close is None:
+            return 1006, _DEFAULT_DISCONNECT_REASONS[1006]
+        return close.code, close.reason or _DEFAULT_DISCONNECT_REASONS.get(close.code, "")
+
 
 class LocalApiGateway:
     """API Gateway's WebSocket API for the given route handlers, on one loopback port.
 
     ``start()``/``stop()`` are called from ordinary (sync) code; the server runs its own event
     loop in a thread. ``on_log`` receives one readable line per event in or out (None: quiet).
+
+    The limits default to API Gateway's: ``max_frame_bytes`` (32 KB) and ``max_message_bytes``
+    (128 KB) for what clients send and what is posted to them, ``integration_timeout`` (29 s) for
+    the authorizer and each route. ``authorizer_identity_source`` lists the identity sources of
+    the authorizer (``route.request.querystring.token``, ``route.request.header.Auth``): a
+    handshake missing one is refused 401 without calling it. ``region`` and ``account_id`` go
+    into the authorizer's ``methodArn``.
     """
 
     def __init__(
@@ -213,11 +446,26 @@ class LocalApiGateway:
         context_factory: Callable[[str], Any] = default_context_factory,
         on_log: Callable[[str], None] | None = None,
         disconnect_timeout: float = 10.0,
+        integration_timeout: float = INTEGRATION_TIMEOUT_S,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        authorizer_identity_source: Sequence[str] = (),
+        region: str = "us-east-1",
+        account_id: str = "123456789012",
     ) -> None:
         self.handlers = handlers
         self.host = host
         self.stage = stage
         self.api_id = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(10))
+        self.region = region
+        self.account_id = account_id
+        self.integration_timeout = integration_timeout
+        self.max_frame_bytes = max_frame_bytes
+        self.max_message_bytes = max_message_bytes
+        self.authorizer_identity_source = tuple(authorizer_identity_source)
+        for source in self.authorizer_identity_source:
+            if not source.startswith(("route.request.header.", "route.request.querystring.")):
+                raise ValueError(f"unsupported identity source {source!r}")
         self._requested_port = port
         self._context_factory = context_factory
         self._on_log = on_log
@@ -228,6 +476,7 @@ class LocalApiGateway:
         self._server: Server | None = None
         self._open: dict[str, _GatewayConnection] = {}
         self._tcp: set[_GatewayConnection] = set()
+        self._integrations: set[asyncio.Task[None]] = set()
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -284,6 +533,11 @@ class LocalApiGateway:
         """The management API endpoint, as given to ``apigatewaymanagementapi`` clients."""
         return f"http://{self.domain_name}/{self.stage}"
 
+    @property
+    def connect_method_arn(self) -> str:
+        """The ``methodArn`` the ``$connect`` authorizer is asked about."""
+        return f"arn:aws:execute-api:{self.region}:{self.account_id}:{self.api_id}/{self.stage}/$connect"
+
     async def _serve(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.create_server((self.host, self._requested_port), family=family)
@@ -294,9 +548,11 @@ class LocalApiGateway:
             process_response=self._connect,
             compression=None,
             ping_interval=None,
-            open_timeout=CONNECT_TIMEOUT_S + 1,
+            # the authorizer and $connect each get the integration timeout
+            open_timeout=2 * self.integration_timeout + 5,
             close_timeout=5,
-            max_size=MAX_MESSAGE_BYTES,
+            # (message, frame) limits: the protocol fails the connection with 1009 past either
+            max_size=(self.max_message_bytes, self.max_frame_bytes),
         )
         self._port = sock.getsockname()[1]
 
@@ -307,6 +563,9 @@ class LocalApiGateway:
             if conn.route is None or (conn.route == "websocket" and conn.request is None):
                 conn.transport.abort()  # connected but never sent a request
         await self._server.wait_closed()
+        for task in list(self._integrations):  # nobody is left to hear of a slow $default
+            task.cancel()
+        await asyncio.gather(*self._integrations, return_exceptions=True)
 
     def _stop_loop(self) -> None:
         loop, thread = self._loop, self._thread
@@ -332,7 +591,17 @@ class LocalApiGateway:
         ws.source_ip = str(ws.remote_address[0])
         agents = request.headers.get_all("User-Agent")
         ws.user_agent = agents[-1] if agents else None
-        status = await self._invoke(self.handlers.connect, self._connect_event(ws, request))
+        context = self._request_context(ws, "$connect", "CONNECT")
+        if self.handlers.authorizer is not None:
+            refusal = await self._authorize(ws, request, context)
+            if refusal is not None:
+                return refusal
+            context["authorizer"] = dict(ws.authorizer or {})
+        invocation = await self._integrate(self.handlers.connect, self._connect_event(ws, request, context), "$connect")
+        if invocation is None:
+            self._log(f"+ conn {ws.connection_id} $connect {request.path} → timed out")
+            return handshake_refusal(504, TIMED_OUT)
+        status = invocation.status
         self._log(f"+ conn {ws.connection_id} $connect {request.path} → {status}")
         if status < 400:
             return None
@@ -341,59 +610,108 @@ class LocalApiGateway:
         except ValueError:  # not a registered HTTP status
             return ws.respond(500, "Internal server error\n")
 
+    async def _authorize(self, ws: _GatewayConnection, request: Request, context: dict[str, Any]) -> Response | None:
+        """Run the ``$connect`` authorizer; None if it allows the connection, else the refusal."""
+        assert self.handlers.authorizer is not None
+        missing = [source for source in self.authorizer_identity_source if not _identity_value(request, source)]
+        if missing:
+            self._log(f"x conn {ws.connection_id} $connect: no {', '.join(missing)} → 401")
+            return handshake_refusal(401, "Unauthorized")
+        event = self._authorizer_event(ws, request, context)
+        invocation = await self._integrate(self.handlers.authorizer, event, AUTHORIZER_ROUTE)
+        if invocation is None:
+            status, ws.authorizer = 500, None
+        else:
+            status, ws.authorizer = authorizer_decision(invocation, event["methodArn"])
+        self._log(f"+ conn {ws.connection_id} $connect authorizer → {status}")
+        if status == 200:
+            return None
+        message = {401: "Unauthorized", 403: "Forbidden"}.get(status, INTERNAL_ERROR)
+        return handshake_refusal(status, message)
+
     async def _session(self, ws: ServerConnection) -> None:
         """Runs while a WebSocket is open: each frame is a ``$default`` invocation."""
         assert isinstance(ws, _GatewayConnection)
         self._open[ws.connection_id] = ws
         try:
-            async for frame in ws:
-                if ws.connection_id in self._open:  # frames after a DELETE are dropped
-                    self._on_frame(ws, frame)
+            async for message in ws:
+                if ws.connection_id in self._open:  # messages after a DELETE are dropped
+                    assert isinstance(message, str)  # binary frames never get here (process_event)
+                    self._on_frame(ws, message)
         except ConnectionClosedError:
             pass
         finally:
             self._open.pop(ws.connection_id, None)
             await self._disconnect(ws)
 
-    def _on_frame(self, ws: _GatewayConnection, frame: str | bytes) -> None:
+    def _on_frame(self, ws: _GatewayConnection, message: str) -> None:
         ws.last_active_at = time.time()
         if self._on_log is not None:
-            self._log(f"→ conn {ws.connection_id} {summarize(frame)}")
-        self._invoke(self.handlers.message, self._message_event(ws, frame))
+            self._log(f"→ conn {ws.connection_id} {summarize(message)}")
+        task = asyncio.get_running_loop().create_task(self._default_route(ws, self._message_event(ws, message)))
+        self._integrations.add(task)
+        task.add_done_callback(self._integrations.discard)
+
+    async def _default_route(self, ws: _GatewayConnection, event: dict[str, Any]) -> None:
+        """One ``$default`` integration. Past the integration timeout, or when the handler fails
+        (raises, or answers 5xx), the client hears it from API Gateway itself; a late handler
+        runs on, as a Lambda does."""
+        invocation = await self._integrate(self.handlers.message, event, "$default")
+        if invocation is None:
+            message = TIMED_OUT
+        elif invocation.status >= 500:
+            message = INTERNAL_ERROR
+        else:
+            return
+        if ws.connection_id not in self._open or ws.state is not State.OPEN:
+            return
+        frame = gateway_message(message, ws.connection_id, event["requestContext"]["requestId"])
+        with contextlib.suppress(ConnectionClosed):
+            await ws.send(frame)
+            self._log(f"← conn {ws.connection_id} {message}")
 
     async def _disconnect(self, ws: _GatewayConnection) -> None:
         await ws.wait_closed()
-        code = ws.close_code or 1006
-        reason = ws.close_reason or _DEFAULT_DISCONNECT_REASONS.get(code, "")
+        code, reason = ws.close_status()
         self._log(f"- conn {ws.connection_id} $disconnect {code} {reason}".rstrip())
-        done = self._invoke(self.handlers.disconnect, self._disconnect_event(ws, code, reason))
+        done = self._invoke(self.handlers.disconnect, self._disconnect_event(ws, code, reason), "$disconnect")
         await asyncio.wait([done], timeout=self._disconnect_timeout)
 
-    def _invoke(self, handler: Handler, event: dict[str, Any]) -> asyncio.Future[int]:
-        """Run one invocation in its own worker thread; the future gets its HTTP status.
+    async def _integrate(self, handler: Handler, event: dict[str, Any], route: str) -> Invocation | None:
+        """Invoke ``handler`` and wait for it as API Gateway does: at most the integration
+        timeout (None past it; the invocation itself runs on)."""
+        invocation = self._invoke(handler, event, route)
+        try:
+            return await asyncio.wait_for(asyncio.shield(invocation), self.integration_timeout)
+        except TimeoutError:
+            return None
+
+    def _invoke(self, handler: Handler, event: dict[str, Any], route: str) -> asyncio.Future[Invocation]:
+        """Run one invocation in its own worker thread; the future gets what it came to.
 
         Workers are daemon threads, not a pool, so an in-flight turn never holds up shutdown.
         """
         loop = asyncio.get_running_loop()
-        status: asyncio.Future[int] = loop.create_future()
+        outcome: asyncio.Future[Invocation] = loop.create_future()
 
         def work() -> None:
-            result = self._call(handler, event)
+            result = self._call(handler, event, route)
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits for it
-                loop.call_soon_threadsafe(_resolve, status, result)
+                loop.call_soon_threadsafe(_resolve, outcome, result)
 
-        route = event["requestContext"]["routeKey"]
         threading.Thread(target=work, name=f"lambda {route}", daemon=True).start()
-        return status
+        return outcome
 
-    def _call(self, handler: Handler, event: dict[str, Any]) -> int:
-        context = event["requestContext"]
+    def _call(self, handler: Handler, event: dict[str, Any], route: str) -> Invocation:
+        connection_id = event["requestContext"]["connectionId"]
+        started = time.monotonic()
         try:
-            result = handler(event, self._context_factory(context["routeKey"]))
-            return int(result.get("statusCode", 200)) if isinstance(result, Mapping) else 200
-        except Exception:
-            logger.exception("%s handler failed for connection %s", context["routeKey"], context["connectionId"])
-            return 500
+            result = handler(event, self._context_factory(route))
+        except Exception as exc:
+            if not (route == AUTHORIZER_ROUTE and str(exc) == "Unauthorized"):
+                logger.exception("%s handler failed for connection %s", route, connection_id)
+            return Invocation(error=exc, latency_ms=int((time.monotonic() - started) * 1000))
+        return Invocation(value=result, latency_ms=int((time.monotonic() - started) * 1000))
 
     # ---- management API ---------------------------------------------------------------------
 
@@ -418,8 +736,9 @@ class LocalApiGateway:
                 frame: str | bytes = request.body.decode("utf-8")
             except UnicodeDecodeError:
                 frame = request.body
+            fragments = split_frames(frame, self.max_frame_bytes)
             try:
-                await ws.send(frame)
+                await ws.send(fragments[0] if len(fragments) == 1 else fragments)
             except ConnectionClosed:
                 return management.gone(connection_id)
             ws.last_active_at = time.time()
@@ -462,31 +781,54 @@ class LocalApiGateway:
             "domainName": self.domain_name,
             "connectionId": ws.connection_id,
             "apiId": self.api_id,
+            **({"authorizer": dict(ws.authorizer)} if ws.authorizer is not None else {}),
         }
 
-    def _connect_event(self, ws: _GatewayConnection, request: Request) -> dict[str, Any]:
-        pairs = [(name, value) for name, value in request.headers.raw_items() if name.lower() not in _HOP_BY_HOP]
-        pairs += [
+    def _forwarded_headers(
+        self, ws: _GatewayConnection, request: Request, *, hop_by_hop: bool
+    ) -> list[tuple[str, str]]:
+        pairs = [(name, value) for name, value in request.headers.raw_items()]
+        if not hop_by_hop:
+            pairs = [(name, value) for name, value in pairs if name.lower() not in _HOP_BY_HOP]
+        return [
+            *pairs,
             ("X-Amzn-Trace-Id", f"Root=1-{int(time.time()):08x}-{secrets.token_hex(12)}"),
             ("X-Forwarded-For", ws.source_ip),
             ("X-Forwarded-Port", str(self.port)),
             ("X-Forwarded-Proto", "http"),
         ]
-        headers, multi_value_headers = _multi_value(pairs)
+
+    def _connect_event(self, ws: _GatewayConnection, request: Request, context: dict[str, Any]) -> dict[str, Any]:
+        headers, multi_value_headers = _multi_value(self._forwarded_headers(ws, request, hop_by_hop=False))
         event: dict[str, Any] = {"headers": headers, "multiValueHeaders": multi_value_headers}
         query = parse_qsl(urlsplit(request.path).query, keep_blank_values=True)
         if query:
             event["queryStringParameters"], event["multiValueQueryStringParameters"] = _multi_value(query)
-        event["requestContext"] = self._request_context(ws, "$connect", "CONNECT")
+        event["requestContext"] = context
         event["isBase64Encoded"] = False
         return event
 
-    def _message_event(self, ws: _GatewayConnection, frame: str | bytes) -> dict[str, Any]:
+    def _authorizer_event(self, ws: _GatewayConnection, request: Request, context: dict[str, Any]) -> dict[str, Any]:
+        """API Gateway's WebSocket REQUEST authorizer input: the handshake's headers (the
+        upgrade ones too) and query string, and the ``$connect`` request context."""
+        headers, multi_value_headers = _multi_value(self._forwarded_headers(ws, request, hop_by_hop=True))
+        event: dict[str, Any] = {
+            "type": "REQUEST",
+            "methodArn": self.connect_method_arn,
+            "headers": headers,
+            "multiValueHeaders": multi_value_headers,
+        }
+        query = parse_qsl(urlsplit(request.path).query, keep_blank_values=True)
+        if query:
+            event["queryStringParameters"], event["multiValueQueryStringParameters"] = _multi_value(query)
+        event["stageVariables"] = {}
+        event["requestContext"] = copy.deepcopy(context)
+        return event
+
+    def _message_event(self, ws: _GatewayConnection, message: str) -> dict[str, Any]:
         context = self._request_context(ws, "$default", "MESSAGE")
         context["messageId"] = _aws_id()
-        if isinstance(frame, bytes):
-            return {"requestContext": context, "body": base64.b64encode(frame).decode(), "isBase64Encoded": True}
-        return {"requestContext": context, "body": frame, "isBase64Encoded": False}
+        return {"requestContext": context, "body": message, "isBase64Encoded": False}
 
     def _disconnect_event(self, ws: _GatewayConnection, code: int, reason: str) -> dict[str, Any]:
         headers, multi_value_headers = _multi_value(

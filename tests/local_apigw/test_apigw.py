@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import threading
@@ -67,22 +66,23 @@ def test_connect_handler_refusal_is_the_handshake_status(
     assert routes.disconnects.empty()
 
 
-def test_frames_reach_the_default_route(gateway: LocalApiGateway, routes: StandInRoutes, session_url: str) -> None:
+def test_messages_reach_the_default_route(gateway: LocalApiGateway, routes: StandInRoutes, session_url: str) -> None:
     with connect(session_url) as ws:
         connection_id = _connection_id(routes)
         ws.send('{"kind": {"sessionStart": {"sessionId": "s"}}}')
-        text = next_event(routes.messages)
-        ws.send(b"\x00\xffbinary")
-        binary = next_event(routes.messages)
+        first = next_event(routes.messages)
+        ws.send("second")
+        second = next_event(routes.messages)
 
-    for event in (text, binary):
+    for event in (first, second):
         parsed = APIGatewayWebSocketMessageEventModel.model_validate(event)
         assert parsed.request_context.route_key == "$default"
         assert parsed.request_context.event_type == "MESSAGE"
         assert parsed.request_context.connection_id == connection_id
-    assert text["body"] == '{"kind": {"sessionStart": {"sessionId": "s"}}}' and text["isBase64Encoded"] is False
-    assert base64.b64decode(binary["body"]) == b"\x00\xffbinary" and binary["isBase64Encoded"] is True
-    assert text["requestContext"]["messageId"] != binary["requestContext"]["messageId"]
+        assert event["isBase64Encoded"] is False
+        assert "authorizer" not in event["requestContext"]  # no authorizer configured
+    assert first["body"] == '{"kind": {"sessionStart": {"sessionId": "s"}}}' and second["body"] == "second"
+    assert first["requestContext"]["messageId"] != second["requestContext"]["messageId"]
 
 
 def test_frames_of_one_connection_are_handled_concurrently(
@@ -119,7 +119,10 @@ def test_a_failing_message_handler_leaves_the_connection_open(
     with connect(session_url) as ws:
         connection_id = _connection_id(routes)
         ws.send("boom")
-        next_event(routes.messages)
+        request_id = next_event(routes.messages)["requestContext"]["requestId"]
+        assert ws.recv(timeout=WAIT_S) == (
+            f'{{"message": "Internal server error", "connectionId":"{connection_id}", "requestId":"{request_id}"}}'
+        )
         ws.send("fine")
         assert next_event(routes.messages)["body"] == "fine"
         management.post_to_connection(ConnectionId=connection_id, Data=b"still here")
