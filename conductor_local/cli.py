@@ -1,4 +1,5 @@
-"""``voiceide-conductor local``: the whole conductor on this machine, no AWS account needed."""
+"""``voiceide-conductor``: ``local`` runs the whole conductor on this machine, no AWS account needed;
+``doctor`` checks a deployed stage with the operator's AWS credentials."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import warnings
 from collections.abc import Sequence
 from types import FrameType
 
+from conductor_local import doctor
 from conductor_local.stack import LocalStack
+
+EXIT_NO_CREDENTIALS = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,11 +39,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the real Amazon Bedrock with your AWS credentials and region instead of the offline brain",
     )
     local.add_argument("--quiet", action="store_true", help="do not log each event in and out")
+    check = commands.add_parser(
+        "doctor",
+        help="check a deployed stage: model lifecycle and access, the stack, the table",
+        description="Check a deployed stage with your AWS credentials: the configured Bedrock model is Active "
+        "and answers, the stage's CloudFormation stack and WebSocket API are deployed, its DynamoDB table is "
+        "ACTIVE. One line per check; exit code 0 only when every check passed.",
+    )
+    check.add_argument("--stage", default=None, help="stage in cdk.json (default: dev)")
+    check.add_argument("--region", default=None, help="region of the stack (default: the stage's region)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "doctor":
+        return doctor.main(args.stage, args.region)
+    return run_local(args)
+
+
+def run_local(args: argparse.Namespace) -> int:
+    if args.bedrock:
+        # Checked before anything starts: without credentials every connect would fail later.
+        try:
+            doctor.credentialed_session()
+        except doctor.CannotRun as reason:
+            print(f"voiceide-conductor: --bedrock needs AWS credentials: {reason}", file=sys.stderr)
+            return EXIT_NO_CREDENTIALS
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Metrics are off locally (no CloudWatch); Powertools still warns on every invocation.
     warnings.filterwarnings("ignore", message="No application metrics to publish")

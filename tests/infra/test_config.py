@@ -38,8 +38,8 @@ def test_dev_and_prod_differ_where_they_should(stages: dict[str, Any]) -> None:
     dev, prod = select_stage(stages, "dev"), select_stage(stages, "prod")
     assert (dev.removal_policy, prod.removal_policy) == ("destroy", "retain")
     assert (dev.authorizer, prod.authorizer) == (False, True)
-    assert not dev.bedrock.is_inference_profile
-    assert prod.bedrock.is_inference_profile and prod.bedrock.inference_profile_regions
+    assert dev.bedrock.is_inference_profile and prod.bedrock.is_inference_profile
+    assert dev.bedrock.model_id != prod.bedrock.model_id  # dev: the fast cheap model, prod: a stronger one
     assert prod.lambdas.turn_reserve_ms < prod.lambdas.message_timeout_seconds * 1000
 
 
@@ -69,8 +69,8 @@ def test_missing_or_malformed_stages_context(raw: Any) -> None:
         (("removal_policy",), "snapshot", "'retain' or 'destroy'"),
         (("region",), "moon-base-1", "String should match pattern"),
         (("alarm_email",), "not-an-address", "String should match pattern"),
-        (("bedrock", "model_id"), "us.anthropic.claude-3-5-haiku-20241022-v1:0", "inference profile"),
-        (("bedrock", "inference_profile_regions"), ["us-east-1"], "only applies to inference profile ids"),
+        (("bedrock", "inference_profile_regions"), [], "list the regions it routes to"),
+        (("bedrock", "model_id"), "anthropic.claude-haiku-5-5", "only applies to inference profile ids"),
         (("throttle", "rate_limit"), 0, "greater than 0"),
         (("unexpected_key",), True, "Extra inputs are not permitted"),
     ],
@@ -95,13 +95,47 @@ def test_invalid_stage_name(stages: dict[str, Any]) -> None:
 
 
 def test_inference_profile_ids_map_to_foundation_models(stages: dict[str, Any]) -> None:
-    bedrock = select_stage(stages, "prod").bedrock
-    assert bedrock.profile_geography == "us"
-    assert bedrock.foundation_model_id == bedrock.model_id.removeprefix("us.")
+    for name in ("dev", "prod"):
+        bedrock = select_stage(stages, name).bedrock
+        assert bedrock.profile_geography == "us"
+        assert bedrock.foundation_model_id == bedrock.model_id.removeprefix("us.")
+    stages["dev"]["bedrock"] = {"model_id": "anthropic.claude-haiku-5-5"}
     dev = select_stage(stages, "dev")
     assert dev.bedrock.profile_geography is None
     assert dev.bedrock.foundation_model_id == dev.bedrock.model_id
     assert dev.bedrock_region == dev.region
+
+
+# Claude models Amazon Bedrock lists as Active, checked on MODELS_CHECKED_ON (README: Models). A model
+# change in cdk.json or in the code default must come with a new check of the lifecycle pages here.
+MODELS_CHECKED_ON = "2026-11-23"
+ACTIVE_MODEL_IDS = frozenset(
+    {
+        "us.anthropic.claude-haiku-5-5",  # Claude Haiku 5.5: launched 2026-10-07, EOL no sooner than 2027-10-07
+        "us.anthropic.claude-sonnet-5-5",  # Claude Sonnet 5.5: launched 2026-09-28
+    }
+)
+# Legacy or past end of life on Amazon Bedrock by MODELS_CHECKED_ON: never configure these again.
+RETIRED_MODEL_IDS = frozenset(
+    {
+        "anthropic.claude-3-haiku-20240307-v1:0",  # Legacy, EOL 2026-09-10
+        "us.anthropic.claude-3-5-haiku-20241022-v1:0",  # Legacy, EOL 2026-06-19
+        "us.anthropic.claude-sonnet-4-20250514-v1:0",  # Legacy (Claude Sonnet 4)
+    }
+)
+
+
+def test_every_stage_uses_a_model_known_active(stages: dict[str, Any]) -> None:
+    for name in stages:
+        model_id = select_stage(stages, name).bedrock.model_id
+        assert model_id in ACTIVE_MODEL_IDS, f"stage {name!r}: {model_id} was not checked Active ({MODELS_CHECKED_ON})"
+        assert model_id not in RETIRED_MODEL_IDS
+
+
+def test_the_code_default_model_is_known_active() -> None:
+    from shared.config import Settings
+
+    assert Settings().model_id in ACTIVE_MODEL_IDS, f"shared/config.py: {Settings().model_id} is not known Active"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,454 @@
+"""``voiceide-conductor doctor`` against real wire protocols.
+
+CloudFormation and DynamoDB are a moto server. moto implements none of Bedrock's
+``GetFoundationModel``, ``GetInferenceProfile`` or ``Converse``, so a small HTTP endpoint here
+serves them: its requests and responses are validated against the installed botocore service
+models (required members, types, enums, patterns), errors carry Bedrock's rest-json error shape.
+The real boto3 clients reach both through ``AWS_ENDPOINT_URL_<SERVICE>``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import boto3
+import botocore.session
+import pytest
+from botocore.validate import ParamValidator
+from moto.server import ThreadedMotoServer
+
+from conductor_local import doctor
+
+REPO = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+PROFILE_ID = "us.anthropic.claude-haiku-5-5"
+FOUNDATION_ID = "anthropic.claude-haiku-5-5"
+PROFILE_REGIONS = ("us-east-1", "us-east-2", "us-west-1", "us-west-2")
+USE_CASE_MESSAGE = (
+    "Model use case details have not been submitted for this account. Fill out the Anthropic use case "
+    "details form before using the model. If you have already filled out the form, try again in 15 minutes."
+)
+
+_LOADER = botocore.session.get_session()
+BEDROCK = _LOADER.get_service_model("bedrock")
+RUNTIME = _LOADER.get_service_model("bedrock-runtime")
+
+
+def _enum_and_pattern_problems(shape: Any, value: Any, path: str) -> list[str]:
+    """What botocore's validator leaves out: enum members and string patterns, recursively."""
+    problems: list[str] = []
+    if shape.type_name == "structure" and isinstance(value, dict):
+        for name, member in shape.members.items():
+            if name in value:
+                problems += _enum_and_pattern_problems(member, value[name], f"{path}.{name}")
+    elif shape.type_name == "list" and isinstance(value, list):
+        for index, item in enumerate(value):
+            problems += _enum_and_pattern_problems(shape.member, item, f"{path}[{index}]")
+    elif shape.type_name == "string" and isinstance(value, str):
+        if shape.enum and value not in shape.enum:
+            problems.append(f"{path}: {value!r} is not one of {shape.enum}")
+        pattern = shape.metadata.get("pattern")
+        if pattern and not re.fullmatch(pattern, value):
+            problems.append(f"{path}: {value!r} does not match {pattern}")
+    return problems
+
+
+def strict(shape: Any, value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` when it is a valid instance of ``shape``; AssertionError otherwise."""
+    report = ParamValidator().validate(value, shape)
+    problems = ([report.generate_report()] if report.has_errors() else []) + _enum_and_pattern_problems(
+        shape, value, shape.name
+    )
+    assert not problems, "\n".join(problems)
+    return value
+
+
+def lifecycle(status: str, **dates: str) -> dict[str, Any]:
+    return {"status": status, "startOfLifeTime": "2026-10-07T00:00:00Z", **dates}
+
+
+def foundation_model(model_id: str, region: str, life: dict[str, Any]) -> dict[str, Any]:
+    details = {
+        "modelArn": f"arn:aws:bedrock:{region}::foundation-model/{model_id}",
+        "modelId": model_id,
+        "modelName": "Claude",
+        "providerName": "Anthropic",
+        "inputModalities": ["TEXT", "IMAGE"],
+        "outputModalities": ["TEXT"],
+        "responseStreamingSupported": True,
+        "inferenceTypesSupported": ["ON_DEMAND"],
+        "modelLifecycle": life,
+    }
+    return strict(BEDROCK.operation_model("GetFoundationModel").output_shape, {"modelDetails": details})
+
+
+def inference_profile(profile_id: str, foundation_id: str, regions: tuple[str, ...]) -> dict[str, Any]:
+    body = {
+        "inferenceProfileName": "US Anthropic Claude Haiku",
+        "inferenceProfileArn": f"arn:aws:bedrock:{REGION}:123456789012:inference-profile/{profile_id}",
+        "inferenceProfileId": profile_id,
+        "models": [{"modelArn": f"arn:aws:bedrock:{r}::foundation-model/{foundation_id}"} for r in regions],
+        "status": "ACTIVE",
+        "type": "SYSTEM_DEFINED",
+    }
+    return strict(BEDROCK.operation_model("GetInferenceProfile").output_shape, body)
+
+
+CONVERSE_REPLY = strict(
+    RUNTIME.operation_model("Converse").output_shape,
+    {
+        "output": {"message": {"role": "assistant", "content": [{"text": "OK"}]}},
+        "stopReason": "max_tokens",
+        "usage": {"inputTokens": 11, "outputTokens": 1, "totalTokens": 12},
+        "metrics": {"latencyMs": 180},
+    },
+)
+
+
+@dataclass
+class BedrockState:
+    """What the fake Bedrock knows: models by id, profiles by id, an error Converse answers with."""
+
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    converse_error: tuple[int, str, str] | None = None
+    converse_requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+class _BedrockHandler(BaseHTTPRequestHandler):
+    server: _BedrockServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        state = self.server.state
+        path = urlsplit(self.path).path
+        if match := re.fullmatch(r"/foundation-models/([^/]+)", path):
+            model_id = unquote(match.group(1))
+            body = state.models.get(model_id)
+            if body is None:
+                self._error(404, "ResourceNotFoundException", "The requested model could not be found.")
+            else:
+                self._json(200, body)
+        elif match := re.fullmatch(r"/inference-profiles/([^/]+)", path):
+            body = state.profiles.get(unquote(match.group(1)))
+            if body is None:
+                self._error(404, "ResourceNotFoundException", "The provided inference profile could not be found.")
+            else:
+                self._json(200, body)
+        else:
+            self._error(404, "UnknownOperationException", f"no such operation: GET {path}")
+
+    def do_POST(self) -> None:
+        state = self.server.state
+        path = urlsplit(self.path).path
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        match = re.fullmatch(r"/model/([^/]+)/converse", path)
+        if match is None:
+            self._error(404, "UnknownOperationException", f"no such operation: POST {path}")
+            return
+        model_id = unquote(match.group(1))
+        strict(RUNTIME.operation_model("Converse").input_shape, {"modelId": model_id, **request})
+        state.converse_requests.append((model_id, request))
+        if state.converse_error is not None:
+            self._error(*state.converse_error)
+        elif model_id not in state.profiles and model_id not in state.models:
+            self._error(400, "ValidationException", "The provided model identifier is invalid.")
+        else:
+            self._json(200, CONVERSE_REPLY)
+
+    def _json(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-amzn-RequestId", "5c8b6bd8-7a5e-4b8e-9b1e-8c8f4b7d2a10")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, error_type: str, message: str) -> None:
+        data = json.dumps({"message": message}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-amzn-ErrorType", f"{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/")
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _BedrockServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, state: BedrockState) -> None:
+        super().__init__(("127.0.0.1", 0), _BedrockHandler)
+        self.state = state
+
+
+@pytest.fixture
+def bedrock_state() -> BedrockState:
+    return BedrockState(
+        models={FOUNDATION_ID: foundation_model(FOUNDATION_ID, REGION, lifecycle("ACTIVE"))},
+        profiles={PROFILE_ID: inference_profile(PROFILE_ID, FOUNDATION_ID, PROFILE_REGIONS)},
+    )
+
+
+@pytest.fixture
+def endpoints(bedrock_state: BedrockState, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """Credentials and endpoints for the real clients: moto for CloudFormation/DynamoDB, the fake Bedrock."""
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    fake = _BedrockServer(bedrock_state)
+    thread = threading.Thread(target=fake.serve_forever, daemon=True)
+    thread.start()
+    moto_url = "http://{}:{}".format(*moto.get_host_and_port())
+    # The server's backends live in this process and outlive it: start from none.
+    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10).close()
+    bedrock_url = f"http://127.0.0.1:{fake.server_address[1]}"
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ENDPOINT_URL_CLOUDFORMATION": moto_url,
+        "AWS_ENDPOINT_URL_DYNAMODB": moto_url,
+        "AWS_ENDPOINT_URL_BEDROCK": bedrock_url,
+        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": bedrock_url,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    try:
+        yield env
+    finally:
+        fake.shutdown()
+        fake.server_close()
+        moto.stop()
+
+
+STACK_TEMPLATE = {
+    "Resources": {
+        "Table": {
+            "Type": "AWS::DynamoDB::Table",
+            "Properties": {
+                "AttributeDefinitions": [
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                "BillingMode": "PAY_PER_REQUEST",
+            },
+        }
+    },
+    "Outputs": {
+        "WebSocketUrl": {"Value": "wss://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/dev"},
+        "TableName": {"Value": {"Ref": "Table"}},
+    },
+}
+
+
+@pytest.fixture
+def deployed(endpoints: dict[str, str]) -> str:
+    """The dev stage's stack, deployed through CloudFormation; its table name."""
+    cloudformation = boto3.client("cloudformation", region_name=REGION)
+    cloudformation.create_stack(StackName="VoiceIDEConductor-dev", TemplateBody=json.dumps(STACK_TEMPLATE))
+    outputs = cloudformation.describe_stacks(StackName="VoiceIDEConductor-dev")["Stacks"][0]["Outputs"]
+    return next(item["OutputValue"] for item in outputs if item["OutputKey"] == "TableName")
+
+
+def target(**changes: Any) -> doctor.Target:
+    settings: dict[str, Any] = {
+        "stage": "dev",
+        "stack_name": "VoiceIDEConductor-dev",
+        "region": REGION,
+        "model_id": PROFILE_ID,
+        "bedrock_region": REGION,
+        "profile_regions": PROFILE_REGIONS,
+        **changes,
+    }
+    return doctor.Target(**settings)
+
+
+def run_doctor(checked: doctor.Target) -> tuple[int, list[str]]:
+    out = io.StringIO()
+    code = doctor.run(checked, None, out)
+    return code, out.getvalue().splitlines()
+
+
+def line(lines: list[str], name: str) -> str:
+    found = [text for text in lines if text[2:].startswith(f"{name}:")]
+    assert len(found) == 1, f"expected one {name!r} line in {lines}"
+    return found[0]
+
+
+# --- all green -------------------------------------------------------------------------------------
+
+
+def test_every_check_passes_on_a_healthy_stage(deployed: str, bedrock_state: BedrockState) -> None:
+    code, lines = run_doctor(target())
+    assert code == doctor.EXIT_OK, lines
+    assert line(lines, "inference profile").startswith("✓")
+    assert "us-east-1, us-east-2, us-west-1, us-west-2" in line(lines, "inference profile")
+    assert line(lines, "profile regions").startswith("✓")
+    assert line(lines, "model lifecycle") == f"✓ model lifecycle: {FOUNDATION_ID} is ACTIVE"
+    assert line(lines, "model invocation").startswith("✓")
+    assert line(lines, "stack").endswith("wss://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/dev")
+    assert line(lines, "table") == f"✓ table: {deployed} is ACTIVE"
+    # One output token, with the temperature the message Lambda sends.
+    (model_id, request), *_ = bedrock_state.converse_requests
+    assert model_id == PROFILE_ID
+    assert request["inferenceConfig"]["maxTokens"] == 1
+    assert 0 <= request["inferenceConfig"]["temperature"] <= 1
+
+
+def test_a_foundation_model_id_is_checked_directly(deployed: str, bedrock_state: BedrockState) -> None:
+    code, lines = run_doctor(target(model_id=FOUNDATION_ID, profile_regions=()))
+    assert code == doctor.EXIT_OK, lines
+    assert not [text for text in lines if "inference profile" in text or "profile regions" in text]
+    assert bedrock_state.converse_requests[0][0] == FOUNDATION_ID
+
+
+# --- failures --------------------------------------------------------------------------------------
+
+
+def test_a_legacy_model_fails_with_its_dates(deployed: str, bedrock_state: BedrockState) -> None:
+    legacy_id = "anthropic.claude-3-haiku-20240307-v1:0"
+    bedrock_state.models[legacy_id] = foundation_model(
+        legacy_id,
+        REGION,
+        lifecycle("LEGACY", legacyTime="2026-03-10T00:00:00Z", endOfLifeTime="2026-09-10T00:00:00Z"),
+    )
+    code, lines = run_doctor(target(model_id=legacy_id, profile_regions=()))
+    assert code == doctor.EXIT_FAILED
+    assert line(lines, "model lifecycle") == (
+        f"✗ model lifecycle: {legacy_id} is LEGACY (legacy since 2026-03-10, end of life 2026-09-10) "
+        "→ move bedrock.model_id in cdk.json to an Active model and deploy (README: Models)"
+    )
+    assert line(lines, "table").startswith("✓")  # the other checks still ran
+
+
+def test_a_profile_routing_outside_the_granted_regions_fails(deployed: str) -> None:
+    code, lines = run_doctor(target(profile_regions=("us-east-1", "us-east-2", "us-west-2")))
+    assert code == doctor.EXIT_FAILED
+    assert line(lines, "profile regions").startswith(
+        "✗ profile regions: the profile routes to us-west-1, which bedrock.inference_profile_regions does not list"
+    )
+
+
+def test_the_use_case_form_error_says_to_submit_it(deployed: str, bedrock_state: BedrockState) -> None:
+    bedrock_state.converse_error = (403, "AccessDeniedException", USE_CASE_MESSAGE)
+    code, lines = run_doctor(target())
+    assert code == doctor.EXIT_FAILED
+    text = line(lines, "model invocation")
+    assert text.startswith(f"✗ model invocation: AccessDeniedException: {USE_CASE_MESSAGE}")
+    assert "submit Anthropic's one-time use case form" in text
+
+
+def test_missing_marketplace_permissions_are_named(deployed: str, bedrock_state: BedrockState) -> None:
+    message = (
+        "Model access is denied due to IAM user or service role is not authorized to perform the required "
+        "AWS Marketplace actions (aws-marketplace:ViewSubscriptions, aws-marketplace:Subscribe) to enable "
+        "access to this model."
+    )
+    bedrock_state.converse_error = (403, "AccessDeniedException", message)
+    code, lines = run_doctor(target())
+    assert code == doctor.EXIT_FAILED
+    assert "allow the caller aws-marketplace:Subscribe, aws-marketplace:ViewSubscriptions" in line(
+        lines, "model invocation"
+    )
+
+
+def test_an_unknown_profile_fails(deployed: str) -> None:
+    code, lines = run_doctor(target(model_id="us.anthropic.claude-3-5-haiku-20241022-v1:0"))
+    assert code == doctor.EXIT_FAILED
+    assert line(lines, "inference profile").startswith(
+        "✗ inference profile: us.anthropic.claude-3-5-haiku-20241022-v1:0 does not exist in us-east-1"
+    )
+    assert line(lines, "model invocation").startswith("✗ model invocation: ValidationException")
+
+
+def test_a_missing_table_fails(deployed: str) -> None:
+    boto3.client("dynamodb", region_name=REGION).delete_table(TableName=deployed)
+    code, lines = run_doctor(target())
+    assert code == doctor.EXIT_FAILED
+    assert line(lines, "table").startswith(f"✗ table: {deployed} does not exist in us-east-1 → deploy the stack again")
+    assert line(lines, "stack").startswith("✓")
+
+
+def test_a_stage_never_deployed_fails_stack_and_table(endpoints: dict[str, str]) -> None:
+    code, lines = run_doctor(target())
+    assert code == doctor.EXIT_FAILED
+    assert line(lines, "stack") == (
+        "✗ stack: VoiceIDEConductor-dev is not deployed in us-east-1 → deploy it: npx aws-cdk@2 deploy -c stage=dev"
+    )
+    assert line(lines, "table").startswith("✗ table: unknown: the stack has no TableName output")
+
+
+def test_stage_settings_come_from_cdk_json() -> None:
+    dev = doctor.load_target("dev", None)
+    assert (dev.stack_name, dev.region) == ("VoiceIDEConductor-dev", "us-east-1")
+    assert dev.model_id.startswith("us.") and dev.is_profile
+    assert doctor.load_target("prod", "us-west-2").region == "us-west-2"
+    with pytest.raises(
+        doctor.CannotRun, match=re.escape("Unknown stage 'qa'. Known stages: dev, prod. Choose one with --stage")
+    ):
+        doctor.load_target("qa", None)
+
+
+# --- without credentials: one line, no traceback ---------------------------------------------------
+
+
+def no_credentials_env(tmp_path: Path) -> dict[str, str]:
+    """An environment where botocore's provider chain finds nothing (and does not wait for IMDS)."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("AWS_") or name in ("AWS_CA_BUNDLE", "AWS_DEFAULT_REGION")
+    }
+    env.update(
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"),
+        AWS_CONFIG_FILE=str(tmp_path / "config"),
+        AWS_EC2_METADATA_DISABLED="true",
+        HOME=str(tmp_path),
+    )
+    return env
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "conductor_local", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_doctor_without_credentials_prints_one_line(tmp_path: Path) -> None:
+    result = run_cli(["doctor", "--stage", "prod"], no_credentials_env(tmp_path))
+    assert result.returncode == doctor.EXIT_CANNOT_RUN
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("voiceide-conductor doctor: no AWS credentials found: set AWS_PROFILE=")
+
+
+def test_doctor_with_an_unknown_profile_prints_one_line(tmp_path: Path) -> None:
+    env = {**no_credentials_env(tmp_path), "AWS_PROFILE": "missing"}
+    result = run_cli(["doctor"], env)
+    assert result.returncode == doctor.EXIT_CANNOT_RUN
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "The config profile (missing) could not be found" in result.stderr
