@@ -6,6 +6,10 @@ connection drops, reconnects with the spec's backoff (1, 2, 4, 8, 16 s; 5 attemp
 fails the client reports ``reconnect_failed`` and hands transcripts to a LocalConductorStub.
 Outgoing events wait for a live link, so a tool that finishes during a reconnect answers on
 the new connection.
+
+As on API Gateway, no frame is larger than 32 KB: a longer event goes out as one message in
+several frames. Frames that are not protocol events (JSON objects without ``kind``, such as API
+Gateway's own ``{"message": "Endpoint request timed out", ...}``) are logged and ignored.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
 DEFAULT_MAX_ATTEMPTS = 5
+MAX_FRAME_BYTES = 32 * 1024
+"""API Gateway's WebSocket frame quota: a larger frame closes the connection (1009)."""
 _CONNECT_ERRORS = (OSError, WebSocketException, TimeoutError)
 
 EventCallback = Callable[[Event], Any]
@@ -69,6 +75,34 @@ def session_url(url: str, session_id: str) -> str:
 
 def _url_session_id(url: str) -> str | None:
     return dict(parse_qsl(urlsplit(url).query)).get("sessionId")
+
+
+def frames_of(text: str, max_frame_bytes: int = MAX_FRAME_BYTES) -> str | list[str]:
+    """``text`` as one frame, or, when longer than ``max_frame_bytes`` in UTF-8, as fragments of
+    at most that many bytes each (cut between characters) to send as one fragmented message."""
+    data = text.encode("utf-8")
+    if len(data) <= max_frame_bytes:
+        return text
+    fragments: list[str] = []
+    start = 0
+    while len(data) - start > max_frame_bytes:
+        end = start + max_frame_bytes
+        while data[end] & 0xC0 == 0x80:  # a UTF-8 continuation byte: back off to the character's start
+            end -= 1
+        fragments.append(data[start:end].decode("utf-8"))
+        start = end
+    fragments.append(data[start:].decode("utf-8"))
+    return fragments
+
+
+def gateway_frame(frame: str | bytes) -> dict[str, Any] | None:
+    """The frame as a JSON object if it is not a protocol event (no ``kind``), e.g. API Gateway's
+    own ``{"message": "Internal server error", "connectionId": ..., "requestId": ...}``."""
+    try:
+        value = json.loads(frame)
+    except (ValueError, TypeError):
+        return None
+    return value if isinstance(value, dict) and "kind" not in value else None
 
 
 class ConductorUnavailable(ConnectionError):
@@ -95,8 +129,9 @@ class ConductorClient:
 
     ``events`` are the distinct events received (server and, once offline, the local stub),
     ``sent`` the events written to the WebSocket, ``errors`` the client-side error events
-    (``ws_*``, ``decode_error``, ``reconnect_failed``). ``on_event`` (sync or async) sees both
-    received events and client-side errors.
+    (``ws_*``, ``decode_error``, ``reconnect_failed``), ``gateway_frames`` the ignored frames
+    that are not protocol events. ``on_event`` (sync or async) sees both received events and
+    client-side errors. Events longer than ``max_frame_bytes`` are sent in several frames.
     """
 
     def __init__(
@@ -115,6 +150,7 @@ class ConductorClient:
         open_timeout: float = 10.0,
         close_timeout: float = 2.0,
         offline_reply: str = OFFLINE_REPLY,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:
         if isinstance(tools, ToolRouter):
             if speaker is not None:
@@ -130,6 +166,7 @@ class ConductorClient:
         self.open_timeout = open_timeout
         self.close_timeout = close_timeout
         self.offline_reply = offline_reply
+        self.max_frame_bytes = max_frame_bytes
         self._on_event = on_event
         self._renderer: Renderer = renderer or NullRenderer()
         self._sleep = sleep
@@ -139,6 +176,7 @@ class ConductorClient:
         self.errors: list[Event] = []
         self.duplicates: list[Event] = []
         self.ignored: list[IgnoredEvent] = []
+        self.gateway_frames: list[dict[str, Any]] = []  # e.g. API Gateway's {"message": ...}: ignored
         self.tool_calls: list[ToolInvocation] = []
         self.repeated_calls: list[ToolCall] = []  # toolCalls for a callId already run: not run again
         self.turns: list[TurnResult] = []
@@ -308,7 +346,7 @@ class ConductorClient:
         ws = await connect(self.url, open_timeout=self.open_timeout, close_timeout=self.close_timeout)
         start = make_event(SessionStart(session_id=self.session_id, last_seq=self.last_seq))
         try:
-            await ws.send(start.to_json())
+            await ws.send(frames_of(start.to_json(), self.max_frame_bytes))
         except ConnectionClosed:
             ws.transport.abort()
             raise
@@ -396,7 +434,7 @@ class ConductorClient:
             assert ws is not None
             try:
                 async with self._send_lock:
-                    await ws.send(event.to_json())
+                    await ws.send(frames_of(event.to_json(), self.max_frame_bytes))
             except ConnectionClosed as exc:
                 self._mark_down(ws)
                 await self._client_error(
@@ -414,6 +452,12 @@ class ConductorClient:
     # ---- receiving ---------------------------------------------------------------------------
 
     async def _on_frame(self, frame: str | bytes) -> None:
+        notice = gateway_frame(frame)
+        if notice is not None:
+            logger.debug("ignoring a frame that is not a protocol event: %s", notice)
+            self.gateway_frames.append(notice)
+            self._notify()
+            return
         outcome = parse_event(frame)
         if isinstance(outcome, ProtocolError):
             await self._client_error(ErrorCode.DECODE_ERROR, f"{outcome.code}: {outcome.message}")
