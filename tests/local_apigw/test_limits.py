@@ -124,3 +124,17 @@ def test_split_frames_cuts_between_characters(limit: int) -> None:
     assert all(0 < len(fragment.encode()) <= limit for fragment in fragments)
     assert split_frames(b"\x00" * 9, 4) == [b"\x00" * 4, b"\x00" * 4, b"\x00"]
     assert split_frames("", 4) == [""]
+
+
+def test_posts_of_up_to_128_kb_are_delivered_and_larger_ones_are_413(
+    gateway: LocalApiGateway, routes: StandInRoutes, session_url: str, management: Any
+) -> None:
+    with connect(session_url) as ws:
+        connection_id = next_event(routes.connects)["requestContext"]["connectionId"]
+        management.post_to_connection(ConnectionId=connection_id, Data=b"p" * (128 * KB))
+        assert ws.recv(timeout=WAIT_S) == "p" * (128 * KB)
+        with pytest.raises(management.exceptions.PayloadTooLargeException) as too_large:
+            management.post_to_connection(ConnectionId=connection_id, Data=b"p" * (128 * KB + 1))
+    error = too_large.value.response
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 413
+    assert error["Error"]["Code"] == "PayloadTooLargeException" and error["Error"]["Message"]
