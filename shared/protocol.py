@@ -8,6 +8,7 @@ Everything here is camelCase on the wire. Parsing never raises: it returns an ``
 
 from __future__ import annotations
 
+import calendar
 import json
 import re
 import uuid
@@ -25,13 +26,56 @@ from pydantic import (
     field_validator,
 )
 
-UUID_V4_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", re.IGNORECASE)
-TIMESTAMP_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+UUID_V4_PATTERN = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", re.IGNORECASE | re.ASCII
+)
+# RFC 3339 section 5.6 ``date-time``, in a syntax both Python and ECMA-262 (the JSON Schema) read:
+# ASCII digits only (``[0-9]``, never ``\d``), T/t and Z/z in either case (section 5.6 allows
+# lower case), a fraction of 1 to 9 digits (nanoseconds: the finest any client platform writes),
+# a numeric offset within +-23:59. Whether the day exists in its month and whether a second 60
+# is a leap second is checked in code (``is_rfc3339_timestamp``).
+TIMESTAMP_SYNTAX = (
+    r"([0-9]{4})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    r"[Tt]([01][0-9]|2[0-3]):([0-5][0-9]):([0-5][0-9]|60)(?:\.[0-9]{1,9})?"
+    r"(?:[Zz]|([+-])([01][0-9]|2[0-3]):([0-5][0-9]))"
+)
+TIMESTAMP_PATTERN = re.compile(TIMESTAMP_SYNTAX)
+MINUTES_PER_DAY = 24 * 60
 
 
 def is_uuid_v4(value: object) -> bool:
     """True for a canonical (hyphenated) UUID version 4 string, as sessionIds must be."""
     return isinstance(value, str) and UUID_V4_PATTERN.fullmatch(value) is not None
+
+
+def is_rfc3339_timestamp(value: object) -> bool:
+    """True for an RFC 3339 ``date-time`` whose date and time exist.
+
+    Accepted: ``2025-01-15T10:30:00Z`` (Swift's ``.iso8601``), ``2025-01-15T10:30:00.000Z``
+    (JavaScript's ``toISOString``), ``2025-01-15t12:30:00.123456789+02:00``, ``-00:00``.
+    A second ``60`` is accepted only where RFC 3339 section 5.7 puts a leap second: the last
+    second of a month in UTC (23:59:60Z, shifted by the offset). Leap seconds cannot be predicted,
+    so any month end is allowed rather than a table of past ones.
+    """
+    if not isinstance(value, str):
+        return False
+    match = TIMESTAMP_PATTERN.fullmatch(value)
+    if match is None:
+        return False
+    year, month, day, hour, minute, second = (int(part) for part in match.group(1, 2, 3, 4, 5, 6))
+    days_in_month = calendar.monthrange(year, month)[1]  # proleptic Gregorian, year 0000 included
+    if day > days_in_month:
+        return False
+    if second < 60:
+        return True
+    sign, offset_hours, offset_minutes = match.group(7, 8, 9)
+    offset = 0 if sign is None else (int(offset_hours) * 60 + int(offset_minutes)) * (1 if sign == "+" else -1)
+    day_shift, utc_minute = divmod(hour * 60 + minute - offset, MINUTES_PER_DAY)  # day_shift is -1, 0 or 1
+    if utc_minute != MINUTES_PER_DAY - 1:
+        return False
+    if day_shift < 0:  # the UTC date is the day before: the last of the previous month only on the 1st
+        return day == 1
+    return day + day_shift == days_in_month
 
 
 class ErrorCode(StrEnum):
@@ -149,15 +193,17 @@ KIND_NAMES: dict[type[_Payload], str] = {model: name for name, model in KINDS.it
 
 
 def now_timestamp() -> str:
-    """ISO-8601 UTC with milliseconds and ``Z``, as the spec's examples."""
+    """UTC with milliseconds and ``Z``, as the spec's examples (what the conductor writes)."""
     now = datetime.now(UTC)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
 def _validate_timestamp(value: str) -> str:
-    if not TIMESTAMP_PATTERN.fullmatch(value):
-        raise ValueError("timestamp must be ISO-8601 UTC with milliseconds and Z, e.g. 2025-01-15T10:30:00.000Z")
-    datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")  # rejects month 13, hour 25, ...
+    if not is_rfc3339_timestamp(value):
+        raise ValueError(
+            "timestamp must be an RFC 3339 date-time in ASCII digits with Z or an offset, "
+            "e.g. 2025-01-15T10:30:00Z or 2025-01-15T10:30:00.000+02:00"
+        )
     return value
 
 
@@ -352,7 +398,16 @@ def json_schema() -> dict[str, Any]:
         "type": "object",
         "properties": {
             "id": {"type": "string", "pattern": _UUID_PATTERN},
-            "timestamp": {"type": "string", "pattern": f"^{TIMESTAMP_PATTERN.pattern}$"},
+            "timestamp": {
+                "type": "string",
+                "format": "date-time",
+                "pattern": f"^{TIMESTAMP_SYNTAX}$",
+                "description": (
+                    "RFC 3339 date-time: Z/z or a numeric offset, 0 to 9 fraction digits, T/t separator, "
+                    "ASCII digits. The day must exist in its month; a second 60 only as a leap second "
+                    "(the last second of a month in UTC). The conductor writes UTC with milliseconds and Z."
+                ),
+            },
             "seq": {
                 "type": "integer",
                 "minimum": 1,

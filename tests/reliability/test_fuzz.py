@@ -9,8 +9,8 @@ small oracle, written from the spec (not from the parser), says what each frame 
   for the parser counts as not JSON);
 * ``frame_too_large``: more bytes than the frame limit;
 * ``invalid_event``: not an object, a string that is not Unicode text (a lone surrogate), a bad
-  envelope (id not a UUID string, timestamp not ``YYYY-MM-DDTHH:MM:SS.mmmZ`` in ASCII digits,
-  kind not exactly one key, seq not an integer), a known kind whose payload has a missing field,
+  envelope (id not a UUID string, timestamp not an RFC 3339 date-time in ASCII digits that
+  exists, kind not exactly one key, seq not an integer), a known kind whose payload has a missing field,
   a wrong type or a bad length; a sessionStart for another session;
 * nothing: an unknown kind (the spec's forward compatibility), a kind the app need not send,
   a duplicate event id;
@@ -30,7 +30,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -87,17 +87,36 @@ def fuzz_settings(n: int) -> settings:
 
 # ---- the oracle ------------------------------------------------------------------------------
 
-ASCII_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z", re.ASCII)
+# RFC 3339 section 5.6 date-time (T/Z in either case), at most 9 fraction digits, ASCII digits only
+RFC3339 = re.compile(
+    r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[Tt](?P<h>[0-9]{2}):(?P<m>[0-9]{2}):(?P<s>[0-9]{2})(\.[0-9]{1,9})?"
+    r"(?P<offset>[Zz]|[+-][0-9]{2}:[0-9]{2})",
+    re.ASCII,
+)
 
 
 def good_timestamp(value: object) -> bool:
-    if not isinstance(value, str) or not ASCII_TIMESTAMP.fullmatch(value):
+    """The date exists (the Gregorian calendar repeats every 400 years, which brings year 0000
+    into datetime's range), the time exists, and a second 60 is a leap second: 23:59:60 UTC on
+    the last day of a month (RFC 3339 section 5.7)."""
+    match = RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        return False
+    year, month, day = (int(part) for part in match["date"].split("-"))
+    hour, minute, second = int(match["h"]), int(match["m"]), int(match["s"])
+    offset = match["offset"].upper()
+    offset_hours, offset_minutes = (0, 0) if offset == "Z" else (int(offset[1:3]), int(offset[4:6]))
+    if hour > 23 or minute > 59 or second > 60 or offset_hours > 23 or offset_minutes > 59:
         return False
     try:
-        datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")
+        local = datetime(2000 + year % 400, month, day, hour, minute)
     except ValueError:
         return False
-    return True
+    if second < 60:
+        return True
+    shift = timedelta(hours=offset_hours, minutes=offset_minutes) * (-1 if offset.startswith("-") else 1)
+    utc = local - shift
+    return (utc.hour, utc.minute) == (23, 59) and (utc + timedelta(days=1)).day == 1
 
 
 def good_uuid(value: object) -> bool:
@@ -392,8 +411,19 @@ uuid_spellings = st.tuples(st.uuids(), st.sampled_from(["str", "upper", "hex", "
         "urn": pair[0].urn,
     }[pair[1]]
 )
-timestamps = st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2200, 12, 31)).map(
+millisecond_timestamps = st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2200, 12, 31)).map(
     lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
+)  # JavaScript's toISOString, the conductor's own
+timestamps = st.one_of(
+    millisecond_timestamps,
+    millisecond_timestamps.map(lambda ts: ts[:19] + "Z"),  # Swift's JSONEncoder .iso8601
+    st.tuples(
+        millisecond_timestamps,
+        st.text(alphabet="0123456789", max_size=9),
+        st.sampled_from(["Z", "z", "+00:00", "-00:00", "+05:30", "-08:00", "+23:59", "-23:59"]),
+        st.sampled_from("Tt"),
+    ).map(lambda p: p[0][:10] + p[3] + p[0][11:19] + (f".{p[1]}" if p[1] else "") + p[2]),
+    st.sampled_from(["2016-12-31T23:59:60Z", "2017-01-01T08:59:60.5+09:00", "0000-02-29T00:00:00Z"]),
 )
 bad_ids = st.one_of(
     not_a_string,
@@ -406,22 +436,24 @@ bad_ids = st.one_of(
     uuids.map(lambda u: u[:8] + "g" + u[9:]),
     st.just(""),
 )
-near_miss_timestamps = timestamps.flatmap(
+near_miss_timestamps = millisecond_timestamps.flatmap(
     lambda ts: st.sampled_from(
         [
-            ts[:-1],  # no Z
-            ts[:19] + "Z",  # no milliseconds
+            ts[:-1],  # no offset
             ts.replace("T", " "),
-            ts[:-1] + "+00:00",
+            ts[:-1] + "+0000",
+            ts[:-1] + "+24:00",
+            ts[:19] + ".Z",  # a dot without digits
+            ts[:19] + ".1234567890Z",  # more than 9 fraction digits
             ts + "\n",
             " " + ts,
             ts[:5] + "13" + ts[7:],  # month 13
             ts[:11] + "25" + ts[13:],  # hour 25
             ts[:8] + "32" + ts[10:],  # day 32
-            ts[:19] + ".1234Z",
-            ts.lower(),
+            ts[:17] + "60Z",  # second 60 that is no leap second (unless ts is a month's 23:59)
             "2025-02-30T10:30:00.000Z",
-            "2023-02-29T10:30:00.000Z",
+            "2023-02-29T10:30:00Z",
+            "2016-12-31T23:59:60+01:00",
         ]
     )
 )
@@ -430,8 +462,8 @@ ARABIC_INDIC = str.maketrans("0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665
 bad_timestamps = st.one_of(
     not_a_string,
     near_miss_timestamps,
-    timestamps.map(lambda ts: ts[:4].translate(ARABIC_INDIC) + ts[4:]),  # digits, but not ASCII ones
-    timestamps.map(lambda ts: ts.translate(FULLWIDTH)),
+    millisecond_timestamps.map(lambda ts: ts[:4].translate(ARABIC_INDIC) + ts[4:]),  # digits, but not ASCII ones
+    millisecond_timestamps.map(lambda ts: ts.translate(FULLWIDTH)),
     st.text(max_size=40).filter(lambda s: not good_timestamp(s)),
 )
 unknown_kinds = st.text(min_size=1, max_size=40).filter(lambda name: name not in KIND_FIELDS)
