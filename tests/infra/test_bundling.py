@@ -5,9 +5,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import platform
+import shutil
+import stat
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -19,6 +24,8 @@ from infra import bundling
 ROOT = bundling.PROJECT_ROOT
 RUNTIME_DEPENDENCIES = {"boto3", "aws-lambda-powertools", "pydantic"}
 EM_AARCH64 = 183
+PYC_TAG = f"cpython-{bundling.PYTHON_VERSION.replace('.', '')}"
+UNCHECKED_HASH_FLAGS = 0b01  # PEP 552: hash-based, check_source unset
 
 
 def _requirements(lines: list[str]) -> dict[str, Requirement]:
@@ -87,6 +94,19 @@ def test_project_files_leave_out_caches_tests_and_infra(tmp_path: Path) -> None:
     assert bundling.project_fingerprint(tmp_path) != before
 
 
+def test_fingerprints_follow_the_bundle_format_and_the_bytecode_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("pydantic>=2.7,<3\n")
+    project = bundling.project_fingerprint()
+    dependencies = bundling.dependencies_fingerprint(requirements, "3.13", skip=False)
+    assert bundling.project_fingerprint(python_version="3.14") != project
+    monkeypatch.setattr(bundling, "BUNDLE_FORMAT", "previous")
+    assert bundling.project_fingerprint() != project
+    assert bundling.dependencies_fingerprint(requirements, "3.13", skip=False) != dependencies
+
+
 def test_dependency_fingerprint_tracks_requirements_and_skip_flag(tmp_path: Path) -> None:
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("pydantic>=2.7,<3\n")
@@ -127,24 +147,43 @@ def _relative_files(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.infra
-@pytest.mark.timeout(600)
-def test_app_py_bundles_for_lambda_without_docker(tmp_path: Path) -> None:
-    """``python app.py`` with CDK_OUTDIR builds the real layer (pip) and the code asset."""
+@dataclass(frozen=True)
+class AppBundle:
+    site: Path  # the layer's python/ directory
+    code: Path  # the function code asset
+    handlers: list[str]
+
+
+@pytest.fixture(scope="module")
+def app_bundle(tmp_path_factory: pytest.TempPathFactory) -> AppBundle:
+    """``python app.py`` with CDK_OUTDIR builds the real layer (pip) and the code asset, once."""
+    outdir = tmp_path_factory.mktemp("cdk-bundle")
     env = {k: v for k, v in os.environ.items() if k != "CDK_DEFAULT_ACCOUNT"}
-    env.update(CDK_OUTDIR=str(tmp_path), CDK_CONTEXT_JSON=json.dumps({"stage": "dev"}))
+    env.update(CDK_OUTDIR=str(outdir), CDK_CONTEXT_JSON=json.dumps({"stage": "dev"}))
     result = subprocess.run(
         [sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=540, check=False
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    template = json.loads((tmp_path / "VoiceIDEConductor-dev.template.json").read_text())
+    template = json.loads((outdir / "VoiceIDEConductor-dev.template.json").read_text())
     resources = template["Resources"]
     layer = next(r for r in resources.values() if r["Type"] == "AWS::Lambda::LayerVersion")
     functions = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::Function"]
-
-    layer_dir = _asset_dir(tmp_path, layer["Properties"]["Content"])
+    layer_dir = _asset_dir(outdir, layer["Properties"]["Content"])
     assert {p.name for p in layer_dir.iterdir()} == {"python"}
-    site = layer_dir / "python"
+    code_dirs = {_asset_dir(outdir, fn["Code"]) for fn in functions}
+    assert len(code_dirs) == 1
+    return AppBundle(layer_dir / "python", code_dirs.pop(), sorted({fn["Handler"] for fn in functions}))
+
+
+@pytest.fixture(scope="module")
+def runtime_python() -> bundling.RuntimePython:
+    return bundling.find_runtime_python()
+
+
+@pytest.mark.infra
+@pytest.mark.timeout(600)
+def test_app_py_bundles_for_lambda_without_docker(app_bundle: AppBundle) -> None:
+    site = app_bundle.site
     shared_objects = list((site / "pydantic_core").glob("_pydantic_core.cpython-313-aarch64-linux-gnu.so"))
     assert len(shared_objects) == 1
     header = shared_objects[0].read_bytes()[:20]
@@ -153,20 +192,157 @@ def test_app_py_bundles_for_lambda_without_docker(tmp_path: Path) -> None:
     for package in ("aws_lambda_powertools", "pydantic", "boto3", "botocore"):
         assert (site / package / "__init__.py").is_file(), package
     assert not {"tests", "infra", "lambdas", "shared"} & {p.name for p in site.iterdir()}
-    assert not list(site.rglob("__pycache__"))
 
-    code_dirs = {_asset_dir(tmp_path, fn["Code"]) for fn in functions}
-    assert len(code_dirs) == 1
-    code_dir = code_dirs.pop()
-    files = _relative_files(code_dir)
-    assert {path.split("/", 1)[0] for path in files} == {"lambdas", "shared"}
-    assert not [f for f in files if "tests" in f.split("/") or "infra" in f.split("/")]
-    assert not [f for f in files if f.endswith((".pyc", ".pyo")) or "__pycache__" in f]
-    assert {"shared/auth_tokens.py", "lambdas/authorizer.py", "lambdas/__init__.py", "shared/__init__.py"} <= files
-    assert files == {p.relative_to(ROOT).as_posix() for p in bundling.iter_package_files()}
-    for fn in functions:
-        module = fn["Handler"].rsplit(".", 1)[0]
-        assert f"{module.replace('.', '/')}.py" in files, fn["Handler"]
+    sources = {f for f in _relative_files(app_bundle.code) if "__pycache__" not in f.split("/")}
+    assert {path.split("/", 1)[0] for path in sources} == {"lambdas", "shared"}
+    assert not [f for f in sources if "tests" in f.split("/") or "infra" in f.split("/")]
+    assert {"shared/auth_tokens.py", "lambdas/authorizer.py", "lambdas/__init__.py", "shared/__init__.py"} <= sources
+    assert sources == {p.relative_to(ROOT).as_posix() for p in bundling.iter_package_files()}
+    for handler in app_bundle.handlers:
+        module = handler.rsplit(".", 1)[0]
+        assert f"{module.replace('.', '/')}.py" in sources, handler
+
+
+def _bytecode_of(root: Path) -> Iterator[tuple[Path, Path]]:
+    """(source, the bytecode the runtime's interpreter looks for) for every module below ``root``."""
+    for source in sorted(root.rglob("*.py")):
+        yield source, source.parent / "__pycache__" / f"{source.stem}.{PYC_TAG}.pyc"
+
+
+@pytest.mark.infra
+@pytest.mark.timeout(600)
+def test_every_module_of_the_bundle_has_unchecked_bytecode_of_the_runtime(
+    app_bundle: AppBundle, runtime_python: bundling.RuntimePython
+) -> None:
+    probe = "import importlib.util, sys; sys.stdout.write(importlib.util.MAGIC_NUMBER.hex())"
+    magic = bytes.fromhex(
+        subprocess.run([str(runtime_python.path), "-I", "-c", probe], capture_output=True, text=True, check=True).stdout
+    )
+    for root in (app_bundle.site, app_bundle.code):
+        expected = dict(_bytecode_of(root))
+        assert len(expected) > (500 if root == app_bundle.site else 20)
+        for source, pyc in expected.items():
+            assert pyc.is_file(), f"no bytecode for {source.relative_to(root)}"
+            header = pyc.read_bytes()[:16]
+            assert header[:4] == magic, f"{pyc.relative_to(root)} was not compiled by Python {bundling.PYTHON_VERSION}"
+            assert int.from_bytes(header[4:8], "little") == UNCHECKED_HASH_FLAGS, pyc.relative_to(root)
+        # nothing else: no bytecode of the build machine's Python, no stale files
+        assert set(root.rglob("*.pyc")) == set(expected.values())
+        assert not list(root.rglob("*.pyo"))
+
+
+_SPY = """
+import importlib.machinery, json, sys
+compiled = []
+to_code = importlib.machinery.SourceFileLoader.source_to_code
+def spy(self, data, path, *args, **kwargs):
+    compiled.append(path)
+    return to_code(self, data, path, *args, **kwargs)
+importlib.machinery.SourceFileLoader.source_to_code = spy
+sys.path[:0] = sys.argv[1:3]
+for name in sys.argv[3:]:
+    __import__(name)
+loaded = sorted(getattr(m, "__file__", None) or "" for m in list(sys.modules.values()))
+print(json.dumps({"compiled": compiled, "loaded": loaded, "dont_write_bytecode": sys.flags.dont_write_bytecode}))
+"""
+
+
+def _read_only_copy(source: Path, destination: Path) -> Path:
+    shutil.copytree(source, destination)
+    for path in [*destination.rglob("*"), destination]:
+        path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    return destination
+
+
+@pytest.mark.infra
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(sys.platform != "linux", reason="the dependency layer is built from manylinux wheels")
+def test_the_handlers_import_from_the_bundled_bytecode(
+    app_bundle: AppBundle, runtime_python: bundling.RuntimePython, tmp_path: Path
+) -> None:
+    """As on Lambda (read-only, nothing written): importing every handler compiles no module of
+    the bundle. The layer is built for this machine's architecture by the same bundler, so its
+    compiled extension (pydantic_core) loads here."""
+    machine = platform.machine()
+    host_layer = tmp_path / "host-layer"
+    bundler = bundling.DependencyBundler(
+        python=runtime_python, platforms=(f"manylinux2014_{machine}", f"manylinux_2_28_{machine}")
+    )
+    bundler.try_bundle(str(host_layer))
+    task = _read_only_copy(app_bundle.code, tmp_path / "task")
+    layer = _read_only_copy(host_layer / "python", tmp_path / "opt" / "python")
+    modules = [handler.rsplit(".", 1)[0] for handler in app_bundle.handlers]
+    env = {"PATH": os.environ.get("PATH", ""), "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1"}
+    result = subprocess.run(
+        [str(runtime_python.path), "-I", "-B", "-c", _SPY, str(task), str(layer), *modules],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["dont_write_bytecode"]
+    bundle_roots = (str(task), str(layer))
+    from_bundle = [path for path in report["loaded"] if path.startswith(bundle_roots)]
+    assert len(from_bundle) > 200  # botocore, pydantic, powertools, the project's own modules
+    for package in ("botocore", "pydantic", "aws_lambda_powertools", "shared", "lambdas"):
+        assert any(f"/{package}/" in path for path in from_bundle), package
+    assert [path for path in report["compiled"] if path.startswith(bundle_roots)] == []
+
+
+def test_compileall_writes_unchecked_hash_bytecode_with_the_lambda_path(runtime_python: bundling.RuntimePython) -> None:
+    command = bundling.compile_command(runtime_python, Path("/build/asset"), bundling.TASK_PATH)
+    pairs = list(itertools.pairwise(command))
+    assert command[0] == str(runtime_python.path)
+    assert ("--invalidation-mode", "unchecked-hash") in pairs
+    assert ("-d", "/var/task") in pairs
+    assert command[-1] == "/build/asset"
+
+
+def _fake_python(directory: Path, name: str, output: str, exit_code: int = 0) -> Path:
+    script = directory / name
+    script.write_text(f"#!/bin/sh\nprintf '%s\\n' '{output}'\nexit {exit_code}\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_the_runtime_python_is_found_by_running_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name on PATH that fails (a pyenv shim of a version not selected) is passed over."""
+    shim_dir, real_dir = tmp_path / "shims", tmp_path / "real"
+    shim_dir.mkdir(), real_dir.mkdir()
+    _fake_python(shim_dir, "python3.99", "pyenv: python3.99: command not found", exit_code=127)
+    pyenv = tmp_path / "pyenv"
+    installed = pyenv / "versions" / "3.99.2" / "bin"
+    installed.mkdir(parents=True)
+    _fake_python(installed, "python3.99", "cpython 3.99 deadbeef")
+    monkeypatch.setenv("PATH", str(shim_dir))
+    monkeypatch.setenv("PYENV_ROOT", str(pyenv))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "no-uv"))
+    monkeypatch.delenv(bundling.PYTHON_ENV_VAR, raising=False)
+    found = bundling.find_runtime_python("3.99")
+    assert found.path == installed / "python3.99"
+    assert found.magic == bytes.fromhex("deadbeef")
+
+
+def test_without_the_runtime_python_the_synth_fails_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "no-uv"))
+    monkeypatch.delenv(bundling.PYTHON_ENV_VAR, raising=False)
+    monkeypatch.setattr(bundling, "PYTHON_VERSION", "3.99")
+    with pytest.raises(bundling.BundlingError) as failure:
+        bundling.project_code()
+    message = str(failure.value)
+    assert "\n" not in message
+    assert "no Python 3.99 interpreter found" in message and "uv python install 3.99" in message
+    with pytest.raises(bundling.BundlingError, match=r"no Python 3\.99"):
+        bundling.dependency_code()
+
+
+def test_an_explicit_interpreter_of_another_version_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(bundling.PYTHON_ENV_VAR, sys.executable)
+    with pytest.raises(bundling.BundlingError, match=f"{bundling.PYTHON_ENV_VAR}=.* is not a working CPython 3\\.99"):
+        bundling.find_runtime_python("3.99")
 
 
 @pytest.mark.infra
