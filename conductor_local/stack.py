@@ -4,6 +4,9 @@
 * Bedrock: ``LocalBedrockServer`` running the offline brain (or any responder), unless
   ``use_real_bedrock`` leaves the real service and the user's credentials in charge.
 * API Gateway: ``LocalApiGateway`` invoking ``lambdas.{connect,message,disconnect}.handler``.
+* Lambda: ``LocalLambdaServer`` serving the ``Invoke`` API for the turn runner
+  (``lambdas.turn.handler``), which ``$default`` launches asynchronously as it does on AWS, and
+  its on-failure destination (``lambdas.turn_abandoned.handler``).
 
 The handlers find the local endpoints through boto3's standard ``AWS_ENDPOINT_URL_<SERVICE>``
 variables, set here for the stack's lifetime and restored on ``stop()``.
@@ -27,9 +30,13 @@ from conductor_local.tables import create_tables
 
 DEFAULT_TABLE = "voiceide-conductor-local"
 DEFAULT_REGION = "us-east-1"
-MESSAGE_TIMEOUT_S = 600.0
+MESSAGE_TIMEOUT_S = 29.0
 """The message Lambda's timeout as deployed (infra/config.py); connect/disconnect get 10 s."""
 HANDLER_TIMEOUT_S = 10.0
+TURN_FUNCTION = "voiceide-conductor-turn"
+TURN_ABANDONED_FUNCTION = "voiceide-conductor-turn-abandoned"
+TURN_TIMEOUT_S = 600.0
+"""The turn runner's timeout as deployed (infra/config.py)."""
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 
 
@@ -81,6 +88,8 @@ class LocalStack:
         self.bedrock_server: Any = None
         """The ``LocalBedrockServer`` (None with real Bedrock); its ``responder`` may be swapped."""
         self.gateway: LocalApiGateway | None = None
+        self.lambda_server: Any = None
+        """The ``LocalLambdaServer`` running the turn runner (``wait_idle()`` waits for turns)."""
         self.dynamodb_endpoint = ""
         self._saved_env: dict[str, str | None] = {}
 
@@ -93,6 +102,7 @@ class LocalStack:
             self._start_dynamodb()
             if not self.use_real_bedrock:
                 self._start_bedrock()
+            self._start_lambda()
             self._set_env()
             handlers = self._handlers or _deployed_handlers()
             self.gateway = LocalApiGateway(
@@ -111,6 +121,9 @@ class LocalStack:
         if self.bedrock_server is not None:
             self.bedrock_server.stop()
             self.bedrock_server = None
+        if self.lambda_server is not None:
+            self.lambda_server.stop()
+            self.lambda_server = None
         if self._moto is not None:
             self._moto.stop()
             self._moto = None
@@ -186,10 +199,17 @@ class LocalStack:
             responder = OfflineBrain()
         self.bedrock_server = LocalBedrockServer(responder, "127.0.0.1", 0).start()
 
+    def _start_lambda(self) -> None:
+        from conductor_local.lambda_server import LocalLambdaServer
+
+        self.lambda_server = LocalLambdaServer(turn_functions()).start()
+
     def _set_env(self) -> None:
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
         env: dict[str, str | None] = {
             "AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb_endpoint,
+            "AWS_ENDPOINT_URL_LAMBDA": self.lambda_server.url,
+            "CONDUCTOR_TURN_FUNCTION": TURN_FUNCTION,
             "CONDUCTOR_TABLE": self.table_name,
             "AWS_REGION": region,
             "AWS_DEFAULT_REGION": region,
@@ -230,6 +250,25 @@ def _deployed_handlers() -> RouteHandlers:
         message=importlib.import_module("lambdas.message").handler,
         disconnect=importlib.import_module("lambdas.disconnect").handler,
     )
+
+
+def turn_functions() -> dict[str, Any]:
+    """The turn runner and its on-failure destination, configured as deployed: no retries (a
+    stream must never run twice), failures to the destination that ends the turn."""
+    from conductor_local.lambda_server import LocalFunction
+
+    def run_turn(event: Any, context: Any) -> Any:
+        return importlib.import_module("lambdas.turn").handler(event, context)
+
+    def end_abandoned_turn(event: Any, context: Any) -> Any:
+        return importlib.import_module("lambdas.turn_abandoned").handler(event, context)
+
+    return {
+        TURN_FUNCTION: LocalFunction(
+            run_turn, timeout_seconds=TURN_TIMEOUT_S, retry_attempts=0, on_failure=TURN_ABANDONED_FUNCTION
+        ),
+        TURN_ABANDONED_FUNCTION: LocalFunction(end_abandoned_turn, timeout_seconds=HANDLER_TIMEOUT_S),
+    }
 
 
 def _reset_handler_clients() -> None:

@@ -83,10 +83,16 @@ class BedrockSettings(_Settings):
 
 
 class LambdaSettings(_Settings):
-    """Sizing of the Lambda functions."""
+    """Sizing of the Lambda functions.
 
-    message_memory_mb: int = Field(default=1024, ge=128, le=10_240)
-    message_timeout_seconds: int = Field(default=600, ge=30, le=900)
+    ``$default`` (message) only decides, commits and launches the turn, within API Gateway's 29 s
+    integration timeout; the model stream runs in the turn runner, which may take minutes.
+    """
+
+    message_memory_mb: int = Field(default=512, ge=128, le=10_240)
+    message_timeout_seconds: int = Field(default=29, ge=3, le=29)
+    turn_memory_mb: int = Field(default=1024, ge=128, le=10_240)
+    turn_timeout_seconds: int = Field(default=600, ge=30, le=900)
     turn_reserve_ms: int = Field(default=15_000, ge=1_000)
     handler_memory_mb: int = Field(default=256, ge=128, le=10_240)
     # connect/disconnect/authorizer: API Gateway gives up on an integration after 29 s.
@@ -95,11 +101,11 @@ class LambdaSettings(_Settings):
 
     @model_validator(mode="after")
     def _reserve_below_timeout(self) -> LambdaSettings:
-        budget_ms = self.message_timeout_seconds * 1000
+        budget_ms = self.turn_timeout_seconds * 1000
         if self.turn_reserve_ms > budget_ms - 10_000:
             raise ValueError(
                 f"turn_reserve_ms ({self.turn_reserve_ms}) must leave at least 10 s of the "
-                f"message timeout ({budget_ms} ms) for the turn"
+                f"turn timeout ({budget_ms} ms) for the turn"
             )
         return self
 

@@ -40,6 +40,10 @@ CONNECT_AUTH_OFF_REASON = (
     "The token authorizer is switched off for this stage in cdk.json (development stages only); "
     "connections are identified by their sessionId alone."
 )
+DESTINATION_REASON = (
+    "Granted by CDK's Lambda destination: Lambda invokes the turn runner's on-failure destination "
+    "with the runner's role, on the destination function and its versions only."
+)
 APIGW_LOGS_ROLE_REASON = (
     "AmazonAPIGatewayPushToCloudWatchLogs is the AWS-documented policy of API Gateway's account-level "
     "logging role, which must create log groups for every API in the account and region."
@@ -85,17 +89,17 @@ def _cfn(construct: IConstruct) -> IConstruct:
 
 def suppress_findings(stack: ConductorStack) -> None:
     """Acknowledge the reviewed findings of ``stack``, each on the resource that produces it."""
-    functions = list(stack.functions.handlers)
-    if stack.functions.authorizer is not None:
-        functions.append(stack.functions.authorizer)
-    for fn in functions:
+    for fn in stack.functions.every:
         acknowledge(_role_policy(fn), "AwsSolutions-IAM5[Resource::*]", XRAY_REASON)
         acknowledge(_cfn(fn), "AwsSolutions-L1", RUNTIME_REASON)
 
     management = flatten_cfn_reference(Stack.of(stack).resolve(stack.api.management_arn("POST")))
-    acknowledge(
-        _role_policy(stack.functions.message), f"AwsSolutions-IAM5[Resource::{management}]", MANAGEMENT_API_REASON
-    )
+    for fn in stack.functions.posting:
+        acknowledge(_role_policy(fn), f"AwsSolutions-IAM5[Resource::{management}]", MANAGEMENT_API_REASON)
+
+    abandoned = stack.functions.turn_abandoned
+    versions = flatten_cfn_reference(Stack.of(stack).resolve(abandoned.function_arn)) + ":*"
+    acknowledge(_role_policy(stack.functions.turn), f"AwsSolutions-IAM5[Resource::{versions}]", DESTINATION_REASON)
 
     if stack.auth_secret is not None:
         acknowledge(_cfn(stack.auth_secret), "AwsSolutions-SMG4", SECRET_ROTATION_REASON)

@@ -1,4 +1,5 @@
-"""The conductor stack: WebSocket API, three Lambdas (+ optional authorizer), table, alarms."""
+"""The conductor stack: WebSocket API, the route Lambdas and the turn runner (+ optional authorizer),
+table, alarms."""
 
 from __future__ import annotations
 
@@ -98,15 +99,24 @@ class ConductorStack(Stack):
             authorizer=authorizer,
         )
 
-        message = self.functions.message
-        message.add_to_role_policy(
+        functions = self.functions
+        functions.turn.add_to_role_policy(
             iam.PolicyStatement(actions=[BEDROCK_STREAM_ACTION], resources=bedrock_model_arns(self, config))
         )
-        message.add_to_role_policy(
-            iam.PolicyStatement(actions=["execute-api:ManageConnections"], resources=[self.api.management_arn("POST")])
-        )
+        for fn in functions.posting:
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["execute-api:ManageConnections"], resources=[self.api.management_arn("POST")]
+                )
+            )
 
-        monitored = {"connect": self.functions.connect, "message": message, "disconnect": self.functions.disconnect}
+        monitored = {
+            "connect": functions.connect,
+            "message": functions.message,
+            "disconnect": functions.disconnect,
+            "turn": functions.turn,
+            "turnAbandoned": functions.turn_abandoned,
+        }
         if authorizer is not None:
             monitored["authorizer"] = authorizer
         self.alarms = ConductorAlarms(self, "Alarms", config=config, functions=monitored)

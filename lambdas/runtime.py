@@ -11,11 +11,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
 from shared.brain import BedrockBrain, bedrock_client_config
+from shared.commit import Committer
 from shared.config import Settings
 from shared.core.wrapper import wrapper_tool_spec
+from shared.delivery import Delivery
 from shared.gateway import ConnectionGateway
 from shared.service import ConductorService
 from shared.store import SessionStore
+from shared.turn_launcher import LambdaTurnLauncher
+from shared.turn_runner import TurnRunner
 
 SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "voiceide-conductor")
 
@@ -45,6 +49,28 @@ def store() -> SessionStore:
 @cache
 def service() -> ConductorService:
     config = settings()
+    lambda_client = boto3.client("lambda", config=_AWS_CONFIG)
+    return ConductorService(
+        store=store(),
+        gateway=gateway(),
+        launcher=LambdaTurnLauncher(lambda_client, config.turn_function),
+        runner=turn_runner(),
+        settings=config,
+        logger=logger,
+        metrics=PowertoolsMetrics(),
+    )
+
+
+@cache
+def gateway() -> ConnectionGateway:
+    return ConnectionGateway(
+        lambda endpoint: boto3.client("apigatewaymanagementapi", endpoint_url=endpoint, config=_AWS_CONFIG)
+    )
+
+
+@cache
+def turn_runner() -> TurnRunner:
+    config = settings()
     bedrock = boto3.client(
         "bedrock-runtime",
         region_name=config.bedrock_region,
@@ -60,15 +86,21 @@ def service() -> ConductorService:
         max_tokens=config.max_tokens,
         temperature=config.temperature,
     )
-    gateway = ConnectionGateway(
-        lambda endpoint: boto3.client("apigatewaymanagementapi", endpoint_url=endpoint, config=_AWS_CONFIG)
-    )
-    return ConductorService(
-        store=store(), brain=brain, gateway=gateway, settings=config, logger=logger, metrics=PowertoolsMetrics()
+    metrics_sink = PowertoolsMetrics()
+    committer = Committer(store(), config, metrics_sink)
+    delivery = Delivery(store=store(), gateway=gateway(), committer=committer, logger=logger, metrics=metrics_sink)
+    return TurnRunner(
+        store=store(),
+        brain=brain,
+        committer=committer,
+        delivery=delivery,
+        settings=config,
+        logger=logger,
+        metrics=metrics_sink,
     )
 
 
 def reset() -> None:
     """Forget the container's clients and settings (the local stack and tests re-point them)."""
-    for built in (settings, store, service):
+    for built in (settings, store, service, gateway, turn_runner):
         built.cache_clear()

@@ -26,6 +26,10 @@ from shared.core.model_output import (
 )
 
 _STALLS = (BotocoreReadTimeout, Urllib3ReadTimeout)  # no byte from the model within the read timeout
+SERVER_TOOL_USE = "server_tool_use"  # ToolUseBlockStart.type of a tool Bedrock runs itself
+INCOMPLETE_STREAM = "IncompleteStream"
+# Bedrock refuses a request that does not fit the model's context window with this message.
+INPUT_TOO_LONG = "input is too long"
 
 
 class BrainError(Exception):
@@ -37,6 +41,11 @@ class BrainError(Exception):
         self.message = message
         self.during_stream = during_stream
         self.stalled = stalled  # no byte from the model within the read timeout
+
+    @property
+    def input_too_long(self) -> bool:
+        """The request did not fit the model's context window (nothing was generated)."""
+        return not self.during_stream and self.code == "ValidationException" and INPUT_TOO_LONG in self.message.lower()
 
 
 def bedrock_client_config(connect_timeout: float, read_timeout: float, max_attempts: int) -> Config:
@@ -104,23 +113,37 @@ class BedrockBrain:
 
 
 def _translate(events: Any) -> Iterator[StreamItem]:
+    """ConverseStream events → stream items.
+
+    Only client tool uses become tool calls: a ``server_tool_use`` block (a tool Bedrock runs
+    itself) and its result are skipped, as are reasoning and citation deltas, which are not
+    speech. A stream that ends without ``messageStop`` was cut short: an error, not a reply.
+    """
     tool: dict[str, Any] | None = None
-    stop_reason = ""
+    skipped_blocks: set[int] = set()
+    stop_reason: str | None = None
     usage: dict[str, int] = {}
     for event in events:
         if "contentBlockStart" in event:
-            start = event["contentBlockStart"].get("start", {})
-            if "toolUse" in start:
-                tool = {"id": start["toolUse"]["toolUseId"], "name": start["toolUse"]["name"], "input": []}
+            block = event["contentBlockStart"]
+            start = block.get("start", {})
+            use = start.get("toolUse")
+            if use is not None and use.get("type") != SERVER_TOOL_USE:
+                tool = {"id": use["toolUseId"], "name": use["name"], "input": []}
                 yield ToolUseStarted(tool_use_id=tool["id"], name=tool["name"])
+            else:
+                skipped_blocks.add(block.get("contentBlockIndex", -1))
         elif "contentBlockDelta" in event:
-            delta = event["contentBlockDelta"]["delta"]
+            block = event["contentBlockDelta"]
+            if block.get("contentBlockIndex", -1) in skipped_blocks:
+                continue
+            delta = block["delta"]
             if delta.get("text"):
                 yield TextDelta(delta["text"])
             elif "toolUse" in delta and tool is not None:
                 tool["input"].append(delta["toolUse"].get("input", ""))
         elif "contentBlockStop" in event:
-            if tool is not None:
+            if tool is not None and event["contentBlockStop"].get("contentBlockIndex", -1) not in skipped_blocks:
                 raw = "".join(tool["input"])
                 yield ToolUseRequest(tool_use_id=tool["id"], name=tool["name"], input=parse_tool_input(raw))
                 tool = None
@@ -128,4 +151,6 @@ def _translate(events: Any) -> Iterator[StreamItem]:
             stop_reason = event["messageStop"].get("stopReason", "")
         elif "metadata" in event:
             usage = {k: int(v) for k, v in event["metadata"].get("usage", {}).items() if isinstance(v, int)}
+    if stop_reason is None:
+        raise BrainError(INCOMPLETE_STREAM, "the model stream ended without messageStop", during_stream=True)
     yield MessageEnd(stop_reason=stop_reason, usage=usage)

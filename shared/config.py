@@ -56,6 +56,9 @@ class Settings(BaseModel):
     max_turns_per_minute: int = Field(default=30, ge=1)
     stream_idle_timeout_s: float = Field(default=30.0, gt=0)
     outbox_ttl_seconds: int = Field(default=24 * 3600, ge=60)
+    max_tool_result_chars: int = Field(default=16_000, ge=100)
+    turn_function: str = "voiceide-conductor-turn"
+    stream_start_timeout_s: float = Field(default=90.0, gt=0)
 
     @cached_property
     def core(self) -> CoreSettings:
@@ -63,6 +66,8 @@ class Settings(BaseModel):
             catalog_names=frozenset(tool.name for tool in self.catalog),
             max_tool_rounds=self.max_tool_rounds,
             max_turns_per_minute=self.max_turns_per_minute,
+            max_tool_result_chars=self.max_tool_result_chars,
+            stream_start_timeout_s=self.stream_start_timeout_s,
         )
 
     @classmethod
@@ -86,6 +91,9 @@ class Settings(BaseModel):
             "max_turns_per_minute": "CONDUCTOR_MAX_TURNS_PER_MINUTE",
             "stream_idle_timeout_s": "CONDUCTOR_STREAM_IDLE_TIMEOUT_S",
             "outbox_ttl_seconds": "CONDUCTOR_OUTBOX_TTL_SECONDS",
+            "max_tool_result_chars": "CONDUCTOR_MAX_TOOL_RESULT_CHARS",
+            "turn_function": "CONDUCTOR_TURN_FUNCTION",
+            "stream_start_timeout_s": "CONDUCTOR_STREAM_START_TIMEOUT_S",
         }
         values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
         catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")

@@ -8,6 +8,7 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -28,6 +29,11 @@ CONNECTION_TABLE_ACTIONS: tuple[str, ...] = (
     "dynamodb:ConditionCheckItem",
 )
 MESSAGE_TABLE_ACTIONS: tuple[str, ...] = (*CONNECTION_TABLE_ACTIONS, "dynamodb:Query", "dynamodb:BatchWriteItem")
+# The turn runner's asynchronous invocations: a failed or late turn is never retried (a stream must
+# not run twice, and a user who waited a minute has moved on); it goes to the on-failure
+# destination, which ends the turn. 60 s is the smallest event age Lambda accepts.
+TURN_RETRY_ATTEMPTS = 0
+TURN_MAX_EVENT_AGE = Duration.seconds(60)
 
 
 def removal_policy(config: StageConfig) -> RemovalPolicy:
@@ -57,8 +63,9 @@ class FunctionSpec:
 
 
 class ConductorFunctions(Construct):
-    """connect / message / disconnect (and the optional authorizer), sharing one code asset and one
-    dependency layer, each with its own role, log group and only the permissions it needs."""
+    """connect / message / disconnect, the turn runner and its on-failure destination (and the
+    optional authorizer), sharing one code asset and one dependency layer, each with its own role,
+    log group and only the permissions it needs."""
 
     def __init__(
         self,
@@ -109,7 +116,7 @@ class ConductorFunctions(Construct):
             FunctionSpec(
                 "message",
                 "lambdas.message.handler",
-                "WebSocket $default: runs a conductor turn",
+                "WebSocket $default: decides on each frame and launches turns",
                 lambdas.message_memory_mb,
                 Duration.seconds(lambdas.message_timeout_seconds),
                 lambdas.reserved_concurrency,
@@ -124,13 +131,40 @@ class ConductorFunctions(Construct):
                 short,
             )
         )
+        self.turn_abandoned = self._function(
+            FunctionSpec(
+                "turnAbandoned",
+                "lambdas.turn_abandoned.handler",
+                "Ends a turn whose runner never ran or died (the runner's on-failure destination)",
+                lambdas.handler_memory_mb,
+                short,
+            )
+        )
+        self.turn = self._function(
+            FunctionSpec(
+                "turn",
+                "lambdas.turn.handler",
+                "Turn runner: streams the model for one turn, launched by $default",
+                lambdas.turn_memory_mb,
+                Duration.seconds(lambdas.turn_timeout_seconds),
+            )
+        )
+        self.turn.configure_async_invoke(
+            retry_attempts=TURN_RETRY_ATTEMPTS,
+            max_event_age=TURN_MAX_EVENT_AGE,
+            on_failure=destinations.LambdaDestination(self.turn_abandoned, response_only=False),
+        )
+        self.message.add_environment("CONDUCTOR_TURN_FUNCTION", self.turn.function_name)
+        # The unqualified function only ($LATEST): no version wildcard.
+        self.message.add_to_role_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.turn.function_arn])
+        )
         for fn in (self.connect, self.disconnect):
             fn.add_to_role_policy(
                 iam.PolicyStatement(actions=list(CONNECTION_TABLE_ACTIONS), resources=[table.table_arn])
             )
-        self.message.add_to_role_policy(
-            iam.PolicyStatement(actions=list(MESSAGE_TABLE_ACTIONS), resources=[table.table_arn])
-        )
+        for fn in (self.message, self.turn, self.turn_abandoned):
+            fn.add_to_role_policy(iam.PolicyStatement(actions=list(MESSAGE_TABLE_ACTIONS), resources=[table.table_arn]))
 
     def add_authorizer(self, secret_arn: str) -> lambda_.Function:
         """The ``$connect`` REQUEST authorizer function (reads the token signing secret)."""
@@ -154,6 +188,17 @@ class ConductorFunctions(Construct):
     @property
     def handlers(self) -> tuple[lambda_.Function, ...]:
         return (self.connect, self.message, self.disconnect)
+
+    @property
+    def every(self) -> tuple[lambda_.Function, ...]:
+        """Every function of the stack, the authorizer included when there is one."""
+        extra = (self.authorizer,) if self.authorizer is not None else ()
+        return (*self.handlers, self.turn, self.turn_abandoned, *extra)
+
+    @property
+    def posting(self) -> tuple[lambda_.Function, ...]:
+        """The functions that post events to the app's connection."""
+        return (self.message, self.turn, self.turn_abandoned)
 
     def _function(self, spec: FunctionSpec, environment: dict[str, str] | None = None) -> lambda_.Function:
         scope = Construct(self, spec.name.capitalize())

@@ -15,6 +15,7 @@ from constructs import Construct
 from infra.config import StageConfig
 
 BEDROCK_ERRORS_METRIC = "BedrockErrors"
+TURNS_ABANDONED_METRIC = "TurnsAbandoned"
 PERIOD = Duration.minutes(5)
 
 
@@ -45,6 +46,14 @@ class ConductorAlarms(Construct):
             period=PERIOD,
         )
         self._alarm("BedrockErrors", bedrock_errors, "Bedrock ConverseStream calls failed (throttling, stream errors)")
+        abandoned = cloudwatch.Metric(
+            namespace=config.metrics_namespace,
+            metric_name=TURNS_ABANDONED_METRIC,
+            dimensions_map={"service": config.service_name},
+            statistic="Sum",
+            period=PERIOD,
+        )
+        self._alarm("TurnsAbandoned", abandoned, "turns never ran or their runner died (the user heard an apology)")
 
         self.topic: sns.Topic | None = None
         if config.alarm_email:

@@ -48,6 +48,25 @@ SPEAK_TOOL = "tts.speak"
 
 
 STALL_FALLBACK_LINE = "Sorry, I lost my train of thought. Could you say that again?"
+CUT_OFF_LINE = "That answer ran too long and was cut off. Ask me for a shorter one, or one part at a time."
+FILTERED_LINE = "I can't help with that one. Could you ask it another way?"
+MALFORMED_LINE = "Sorry, my answer came out garbled. Could you say that again?"
+CONTEXT_FULL_LINE = (
+    "This conversation has grown too long for me to keep all of it in mind, so I'll focus on the recent part."
+)
+RUNNER_LOST_LINE = "Sorry, I lost that request. Could you say it again?"
+
+# Bedrock stop reasons (the installed botocore model's StopReason) and what each means for the turn.
+NORMAL_STOPS = frozenset({"end_turn", "tool_use", "stop_sequence", ""})
+CUT_OFF_STOP = "max_tokens"
+FILTERED_STOPS = frozenset({"content_filtered", "guardrail_intervened"})
+MALFORMED_STOPS = frozenset({"malformed_model_output", "malformed_tool_use"})
+CONTEXT_FULL_STOP = "model_context_window_exceeded"
+
+CUT_OFF_MARKER = "[cut off: the reply reached the output limit; any tool call in it was dropped]"
+FILTERED_MARKER = "[stopped by a content filter]"
+MALFORMED_MARKER = "[the reply was malformed and dropped]"
+CONTEXT_FULL_MARKER = "[cut off: the conversation filled the context window]"
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,13 @@ class CoreSettings:
     catalog_names: frozenset[str]
     max_tool_rounds: int = 8
     max_turns_per_minute: int = 30
+    max_tool_result_chars: int = 16_000  # what the model sees of one tool result
+    # A launched stream not claimed by its runner within this time never started (the runner's
+    # asynchronous invocation gives up after its maximum event age, 60 s).
+    stream_start_timeout_s: float = 90.0
+
+
+DEFAULT_SETTINGS = CoreSettings(catalog_names=frozenset())
 
 
 @dataclass
@@ -110,8 +136,8 @@ class _Decision:
         purpose = OwnPurpose.THINKING if value == "thinking" else OwnPurpose.IDLE
         self.own_call(SET_STATE_TOOL, {"state": value}, purpose, turn_id)
 
-    def start_stream(self, turn: Turn) -> None:
-        turn.stream = ActiveStream(stream_id=f"{turn.turn_id}.{turn.rounds}.{uuid.uuid4().hex[:8]}")
+    def start_stream(self, turn: Turn, now: float) -> None:
+        turn.stream = ActiveStream(stream_id=f"{turn.turn_id}.{turn.rounds}.{uuid.uuid4().hex[:8]}", launched_at=now)
         self.run_model = turn.stream.stream_id
 
     def end_turn(self, turn: Turn) -> None:
@@ -150,13 +176,16 @@ def handle_transcript(state: SessionState, text: str, *, now: float, settings: C
     decision.state.turn = turn
     decision.history.add("user", [text_block(text.strip())])
     decision.set_state("thinking", turn.turn_id)
-    decision.start_stream(turn)
+    decision.start_stream(turn, now)
     decision.notes.append(f"turn {turn.turn_id} started")
     return decision.outcome()
 
 
-def handle_tool_result(state: SessionState, result: ToolResult) -> Outcome:
+def handle_tool_result(
+    state: SessionState, result: ToolResult, settings: CoreSettings = DEFAULT_SETTINGS, *, now: float = 0.0
+) -> Outcome:
     decision = _Decision(state)
+    _end_lost_stream(decision, now, settings)
     own = decision.state.own_call(result.call_id)
     if own is not None:
         decision.state.own_calls = [call for call in decision.state.own_calls if call.call_id != result.call_id]
@@ -170,13 +199,22 @@ def handle_tool_result(state: SessionState, result: ToolResult) -> Outcome:
         return decision.outcome()
     failed = result.error is not None
     text = result.error if failed else (result.result if result.result is not None else "null")
-    call.result = tool_result_block(call.tool_use_id, text or "", error=failed)
+    call.result = tool_result_block(
+        call.tool_use_id, cap_tool_result(text or "", settings.max_tool_result_chars), error=failed
+    )
     turn = decision.state.turn
     assert turn is not None and turn.tools is not None
     if not turn.tools.pending():
         _close_round(decision, turn)
-        decision.start_stream(turn)
+        decision.start_stream(turn, now)
     return decision.outcome()
+
+
+def cap_tool_result(text: str, limit: int) -> str:
+    """What the model sees of a tool result: at most ``limit`` characters, cut visibly."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[truncated: the result has {len(text):,} characters; only the first {limit:,} are shown]"
 
 
 def handle_barge_in(state: SessionState) -> Outcome:
@@ -191,9 +229,16 @@ def handle_barge_in(state: SessionState) -> Outcome:
     return decision.outcome()
 
 
-def handle_session_start(state: SessionState, start: SessionStart, connection_id: str) -> Outcome:
+def handle_session_start(
+    state: SessionState,
+    start: SessionStart,
+    connection_id: str,
+    settings: CoreSettings = DEFAULT_SETTINGS,
+    *,
+    now: float = 0.0,
+) -> Outcome:
     """A (re)connected app: re-send the model's calls still waiting for a result, except those
-    already sent to this connection.
+    already sent to this connection. A turn whose runner is gone ends here (never stuck thinking).
 
     With ``lastSeq`` the caller replays the kept events instead, pending calls among them.
     """
@@ -204,6 +249,7 @@ def handle_session_start(state: SessionState, start: SessionStart, connection_id
     if connection_id != decision.state.connection_id:
         decision.notes.append("sessionStart from a connection the session has left: nothing to re-send")
         return decision.outcome()
+    _end_lost_stream(decision, now, settings)
     turn = decision.state.turn
     if start.last_seq is None and turn is not None and turn.tools is not None:
         for call in turn.tools.pending():
@@ -224,6 +270,25 @@ def _current_stream(decision: _Decision, stream_id: str) -> tuple[Turn, ActiveSt
     return turn, turn.stream
 
 
+class StreamTaken(Exception):
+    """Another runner invocation already holds this stream (an asynchronous invoke delivered twice)."""
+
+
+def claim_stream(state: SessionState, stream_id: str, runner: str, *, deadline: float) -> Outcome:
+    """A turn-runner invocation takes the stream it was launched for; only one ever does.
+
+    Raises ``StreamSuperseded`` when the stream is no longer the session's (barge-in, new turn)
+    and ``StreamTaken`` when another invocation holds it.
+    """
+    decision = _Decision(state)
+    _, stream = _current_stream(decision, stream_id)
+    if stream.runner is not None and stream.runner != runner:
+        raise StreamTaken(stream_id)
+    stream.runner = runner
+    stream.deadline = deadline
+    return decision.outcome()
+
+
 def stream_text(state: SessionState, stream_id: str, delta: str) -> Outcome:
     decision = _Decision(state)
     _, stream = _current_stream(decision, stream_id)
@@ -241,10 +306,27 @@ def stream_tool_started(state: SessionState, stream_id: str) -> Outcome:
     return decision.outcome()
 
 
-def stream_finished(state: SessionState, stream_id: str, message: ModelMessage, settings: CoreSettings) -> Outcome:
+def stream_finished(
+    state: SessionState,
+    stream_id: str,
+    message: ModelMessage,
+    settings: CoreSettings,
+    *,
+    window_cap: int | None = None,
+) -> Outcome:
+    """The model's message is complete: speak it, forward its tool calls, or end the turn.
+
+    ``window_cap``: the runner had to send fewer messages than the window to fit the model's
+    context; later requests start from that.
+    """
     decision = _Decision(state)
     turn, stream = _current_stream(decision, stream_id)
     turn.stream = None
+    if window_cap is not None:
+        decision.state.window_cap = window_cap
+    if message.stop_reason not in NORMAL_STOPS:
+        _finish_abnormal(decision, turn, stream, message)
+        return decision.outcome()
     content = message.history_content()
     if not message.tool_uses:
         decision.history.add("assistant", content)
@@ -297,8 +379,38 @@ def stream_finished(state: SessionState, stream_id: str, message: ModelMessage, 
     decision.remember_call_ids([call.call_id for call in round_.calls])
     if not round_.pending():
         _close_round(decision, turn)  # every use was malformed: let the model see why and retry
-        decision.start_stream(turn)
+        decision.start_stream(turn, stream.launched_at)
     return decision.outcome()
+
+
+def _finish_abnormal(decision: _Decision, turn: Turn, stream: ActiveStream, message: ModelMessage) -> None:
+    """A message that stopped for another reason than finishing: its tool uses never run (a
+    cut-off or filtered tool input must not reach the app, and re-asking would loop); the text is
+    kept and spoken with a line that says why; the turn ends once it is spoken."""
+    stop = message.stop_reason
+    said = stream.text.strip()
+    written = " ".join(block["text"] for block in message.history_content() if "text" in block)
+    if stop == CUT_OFF_STOP:
+        spoken, marker = f"{said} {CUT_OFF_LINE}".strip(), CUT_OFF_MARKER
+    elif stop in FILTERED_STOPS:
+        # A guardrail's text is its own configured message; a filtered reply's text is not for the user.
+        keep = stop == "guardrail_intervened" and said
+        spoken, marker = (said if keep else FILTERED_LINE), FILTERED_MARKER
+        written = said if keep else ""
+    elif stop in MALFORMED_STOPS:
+        decision.send(_error(ErrorCode.BEDROCK_ERROR, f"the model's reply was malformed ({stop})"))
+        spoken, marker, written = MALFORMED_LINE, MALFORMED_MARKER, ""
+    elif stop == CONTEXT_FULL_STOP:
+        spoken, marker = f"{said} {CONTEXT_FULL_LINE}".strip(), CONTEXT_FULL_MARKER
+    else:
+        decision.notes.append(f"unknown stop reason {stop!r}: the turn ends with what was said")
+        spoken, marker = said or STALL_FALLBACK_LINE, ""
+    if message.tool_uses:
+        decision.notes.append(f"{len(message.tool_uses)} tool use(s) dropped: stop reason {stop!r}")
+    decision.history.add("assistant", [text_block(f"{written} {marker}".strip() or spoken)])
+    stream.said += stream.text
+    stream.text = ""
+    decision.speak(spoken, OwnPurpose.SPEAK_FINAL, turn.turn_id)
 
 
 def stream_failed(
@@ -311,18 +423,44 @@ def stream_failed(
     """
     decision = _Decision(state)
     turn, stream = _current_stream(decision, stream_id)
+    _fail_stream(decision, turn, stream, code, message, fallback_line)
+    return decision.outcome()
+
+
+def _fail_stream(
+    decision: _Decision,
+    turn: Turn,
+    stream: ActiveStream,
+    code: ErrorCode,
+    message: str,
+    fallback_line: str | None,
+) -> None:
     said = (stream.said + stream.text).strip()
-    if said:
-        decision.history.add("assistant", [text_block(f"{said} {ERROR_MARKER}")])
+    # The history always gets the model's side of this turn, even when it said nothing: the next
+    # utterance then starts a new user message instead of growing the one that just failed.
+    decision.history.add("assistant", [text_block(f"{said} {ERROR_MARKER}" if said else f"[no answer: {message}]")])
     if stream.text.strip():
         decision.send(AssistantSpeechFinal(text=stream.text.strip()))
     turn.stream = None
     decision.send(_error(code, message))
     if fallback_line:
         decision.speak(fallback_line, OwnPurpose.SPEAK_FINAL, turn.turn_id)
-        return decision.outcome()
+        return
     decision.end_turn(turn)
-    return decision.outcome()
+
+
+def _end_lost_stream(decision: _Decision, now: float, settings: CoreSettings) -> None:
+    """End a stream whose runner is gone: never claimed in time, or held past its deadline."""
+    turn = decision.state.turn
+    stream = turn.stream if turn is not None else None
+    if turn is None or stream is None or not now:
+        return
+    never_started = stream.runner is None and now - stream.launched_at > settings.stream_start_timeout_s
+    overran = stream.deadline is not None and now > stream.deadline
+    if never_started or overran:
+        decision.notes.append(f"stream {stream.stream_id} lost its runner: the turn ends")
+        reason = "the turn never started" if never_started else "the turn stopped unexpectedly"
+        _fail_stream(decision, turn, stream, ErrorCode.CONDUCTOR_ERROR, reason, RUNNER_LOST_LINE)
 
 
 # ---- helpers --------------------------------------------------------------------------------

@@ -89,3 +89,16 @@ def window_start(messages: list[Message]) -> int:
         if is_plain_user_message(message):
             return index
     return len(messages)
+
+
+def shrink_window(messages: list[Message]) -> list[Message] | None:
+    """A shorter history window for a request that did not fit the model's context.
+
+    About the newer half, starting at a plain user message so no tool result loses its tool use;
+    None when the window is already down to its last user message.
+    """
+    starts = [index for index, message in enumerate(messages) if index and is_plain_user_message(message)]
+    if not starts:
+        return None
+    later = [index for index in starts if index >= len(messages) // 2]
+    return messages[later[0] if later else starts[-1] :]

@@ -63,11 +63,20 @@ class ToolRound(_Model):
 
 
 class ActiveStream(_Model):
-    """The model stream in flight. Only the invocation holding ``stream_id`` may advance it."""
+    """The model stream in flight. Only the invocation holding ``stream_id`` may advance it.
+
+    The stream runs in its own turn-runner invocation, launched asynchronously: ``launched_at``
+    is when it was handed over, ``runner`` the invocation that claimed it and ``deadline`` the
+    epoch second by which that invocation ends (its Lambda timeout). A stream never claimed in
+    time, or still held past its deadline, belongs to a runner that is gone.
+    """
 
     stream_id: str
     said: str = ""  # text already finalized in this model message (spoken before tool calls)
     text: str = ""  # the current speech segment, sent as cumulative partials
+    launched_at: float = 0.0  # epoch seconds
+    runner: str | None = None
+    deadline: float | None = None  # epoch seconds
 
 
 class Turn(_Model):
@@ -95,6 +104,8 @@ class SessionState(_Model):
     recent_call_ids: list[str] = Field(default_factory=list)
     next_seq: int = 1
     turn_starts: list[float] = Field(default_factory=list)  # epoch seconds, for the rate limit
+    # Messages the model's context window held when it last overflowed: later requests send fewer.
+    window_cap: int | None = None
 
     def own_call(self, call_id: str) -> OwnCall | None:
         return next((call for call in self.own_calls if call.call_id == call_id), None)

@@ -234,13 +234,19 @@ def test_failed_stream_keeps_partial_text_and_the_next_turn_works() -> None:
     assert_valid_history(session.history)
 
 
-def test_failure_before_any_output_merges_the_next_utterance() -> None:
+def test_failure_before_any_output_is_answered_so_the_next_utterance_stands_alone() -> None:
+    """A failed turn leaves an assistant message: the next utterance starts a new user message
+    instead of growing the failed one (which, if it was too long, would fail every later turn)."""
     session = Session()
     stream_id = session.say("first").run_model
     assert stream_id
     session.apply(conductor.stream_failed(session.state, stream_id, "bedrock_error", "throttled"))  # type: ignore[arg-type]
     session.say("second")
-    assert session.history == [{"role": "user", "content": [{"text": "first"}, {"text": "second"}]}]
+    assert session.history == [
+        {"role": "user", "content": [{"text": "first"}]},
+        {"role": "assistant", "content": [{"text": "[no answer: throttled]"}]},
+        {"role": "user", "content": [{"text": "second"}]},
+    ]
     assert_valid_history(session.history)
 
 

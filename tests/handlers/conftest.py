@@ -1,8 +1,11 @@
 """Drive the three Lambdas with API-Gateway-shaped events over real wire protocols.
 
 DynamoDB is moto in server mode, Bedrock is the local eventstream endpoint with scripted
-streams, and posts go through the real ``apigatewaymanagementapi`` client to a recording
-endpoint. After every test, every touched session's stored history must be valid for Bedrock.
+streams, posts go through the real ``apigatewaymanagementapi`` client to a recording endpoint,
+and ``$default`` launches the turn runner through the real ``lambda`` client on the local Lambda
+endpoint (asynchronous invocations, as deployed). ``Harness.send`` returns once the frame's
+invocation and every turn it launched have ended, so a test reads a whole turn's events after
+one call. After every test, every touched session's stored history must be valid for Bedrock.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import pytest
 from conductor_local.bedrock_server import LocalBedrockServer, ScriptedResponder
 from conductor_local.dynamodb_server import SerializedMotoServer
 from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.lambda_server import LocalLambdaServer
+from conductor_local.stack import TURN_FUNCTION, turn_functions
 from conductor_local.tables import create_tables
 from lambdas import connect, disconnect, message, runtime
 from shared.protocol import Event, now_timestamp
@@ -64,6 +69,12 @@ def bedrock_server() -> Iterator[tuple[LocalBedrockServer, _SwitchableResponder]
 
 
 @pytest.fixture(scope="session")
+def lambda_server() -> Iterator[LocalLambdaServer]:
+    with LocalLambdaServer(turn_functions()) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def management() -> Iterator[RecordingManagementApi]:
     api = RecordingManagementApi().start()
     yield api
@@ -81,6 +92,7 @@ class Connection:
 class Harness:
     management: RecordingManagementApi
     script: ScriptedResponder
+    lambdas: LocalLambdaServer
     sessions: set[str] = field(default_factory=set)
 
     # ---- API Gateway events ----------------------------------------------------------------
@@ -135,7 +147,14 @@ class Harness:
         context = self._context(conn.connection_id, "$default", "MESSAGE")
         context["messageId"] = uuid.uuid4().hex[:16]
         event = {"requestContext": context, "body": body, "isBase64Encoded": is_base64}
-        return message.handler(event, LocalLambdaContext(function_name="message", timeout_seconds=timeout_s))
+        mark = self.lambdas.started
+        response = message.handler(event, LocalLambdaContext(function_name="message", timeout_seconds=timeout_s))
+        self.wait_for_turns(since=mark)
+        return response
+
+    def wait_for_turns(self, *, since: int = 0, timeout: float = 60) -> None:
+        """Wait until every turn-runner invocation launched after mark ``since`` has ended."""
+        assert self.lambdas.wait_idle(timeout, since=since), "a turn runner is still running"
 
     def send(self, conn: Connection, kind: str, payload: dict[str, Any], event_id: str | None = None) -> str:
         event_id = event_id or str(uuid.uuid4())
@@ -211,11 +230,14 @@ def conductor(
     moto_url: str,
     bedrock_server: tuple[LocalBedrockServer, _SwitchableResponder],
     management: RecordingManagementApi,
+    lambda_server: LocalLambdaServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Harness]:
     server, responder = bedrock_server
     for name, value in {
         "AWS_ENDPOINT_URL_DYNAMODB": moto_url,
+        "AWS_ENDPOINT_URL_LAMBDA": lambda_server.url,
+        "CONDUCTOR_TURN_FUNCTION": TURN_FUNCTION,
         "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": server.url,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -230,8 +252,9 @@ def conductor(
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     runtime.reset()
     responder.current = ScriptedResponder()
-    harness = Harness(management=management, script=responder.current)
+    harness = Harness(management=management, script=responder.current, lambdas=lambda_server)
     yield harness
+    lambda_server.wait_idle(30)
     for session_id in harness.sessions:
         assert_valid_history(harness.history(session_id))
     runtime.reset()

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from conductor_local.bedrock_server import Text, message, model_stream_error, tool_call
+from conductor_local.stack import TURN_TIMEOUT_S
 from lambdas import runtime
 from shared.protocol import SERVER_ERROR_CODES, now_timestamp
 from tests.handlers.conftest import Harness
@@ -113,7 +114,8 @@ def test_conductor_error_when_tool_rounds_run_away(conductor: Harness, monkeypat
 def test_conductor_error_when_the_invocation_runs_out_of_time(
     conductor: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CONDUCTOR_TURN_RESERVE_MS", "899700")  # leaves ~0.3 s of a 900 s budget
+    # leaves ~0.3 s of the turn runner's budget
+    monkeypatch.setenv("CONDUCTOR_TURN_RESERVE_MS", str(int(TURN_TIMEOUT_S * 1000) - 300))
     runtime.reset()
     conductor.script.push(message(Text("one two three four five six seven eight", pause=0.1)), message("Back."))
     conn = conductor.connect()

@@ -27,6 +27,7 @@ from shared.store import VersionConflict
 from tests.handlers.conftest import (  # noqa: F401  (fixtures, re-exported for this directory)
     Harness,
     bedrock_server,
+    lambda_server,
     management,
     moto_url,
 )

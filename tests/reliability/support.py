@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import uuid
@@ -12,6 +13,7 @@ from moto.core.model_instances import reset_model_data
 
 from conductor_local.bedrock_server import RecordedRequest, RejectRequest, Script, Step
 from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.stack import TURN_FUNCTION
 from lambdas import message, runtime
 from shared.protocol import Event, now_timestamp, parse_event
 from tests.handlers.conftest import Connection, Harness
@@ -43,7 +45,10 @@ def send_frame_as(
     if principal is not None:
         context["authorizer"] = {"principalId": principal, "sessionId": conn.session_id}
     event = {"requestContext": context, "body": body, "isBase64Encoded": False}
-    return message.handler(event, LocalLambdaContext(function_name="message", timeout_seconds=timeout_s))
+    mark = harness.lambdas.started
+    response = message.handler(event, LocalLambdaContext(function_name="message", timeout_seconds=timeout_s))
+    harness.wait_for_turns(since=mark)
+    return response
 
 
 # ---- what the app saw ------------------------------------------------------------------------
@@ -254,19 +259,24 @@ class ControlledContext(LocalLambdaContext):
     """A Lambda context whose remaining time the test sets (``remaining_ms``), not the wall clock."""
 
     def __init__(self, remaining_ms: int) -> None:
-        super().__init__(function_name="message")
+        super().__init__(function_name="turn")
         self.remaining_ms = remaining_ms
 
     def get_remaining_time_in_millis(self) -> int:
         return self.remaining_ms
 
 
-def send_with_context(harness: Harness, conn: Connection, body: str, context: LocalLambdaContext) -> dict[str, Any]:
-    """``$default`` with a given Lambda context (to control the invocation's remaining time)."""
-    request_context = harness._context(conn.connection_id, "$default", "MESSAGE")
-    request_context["messageId"] = uuid.uuid4().hex[:16]
-    event = {"requestContext": request_context, "body": body, "isBase64Encoded": False}
-    return message.handler(event, context)
+def send_with_turn_context(
+    harness: Harness, conn: Connection, body: str, context: LocalLambdaContext
+) -> dict[str, Any]:
+    """``$default``, with the turns it launches running under ``context`` (to control their time)."""
+    functions = harness.lambdas.functions
+    original = functions[TURN_FUNCTION]
+    functions[TURN_FUNCTION] = dataclasses.replace(original, handler=lambda event, _: original.handler(event, context))
+    try:
+        return harness.send_raw(conn, body)
+    finally:
+        functions[TURN_FUNCTION] = original
 
 
 def frame_count(harness: Harness, conn: Connection) -> int:

@@ -44,7 +44,7 @@ from tests.reliability.support import (
     gated,
     model_calls,
     non_partial,
-    send_with_context,
+    send_with_turn_context,
     seqs,
     wait_partials,
 )
@@ -98,7 +98,10 @@ def test_throttling_before_the_stream_is_retried_then_reported(conductor: Harnes
     conductor.say(conn, "hello")
     assert len(conductor.script.requests) == 2  # BEDROCK_MAX_ATTEMPTS=2: botocore retried once
     assert conductor.summary(conn) == [THINKING, ("error", "bedrock_error"), IDLE]
-    assert conductor.history(conn.session_id) == [{"role": "user", "content": [{"text": "hello"}]}]
+    assert conductor.history(conn.session_id) == [
+        {"role": "user", "content": [{"text": "hello"}]},
+        {"role": "assistant", "content": [{"text": "[no answer: the model failed: ThrottlingException]"}]},
+    ]
     assert_next_turn_succeeds(conductor, conn)
 
 
@@ -188,7 +191,7 @@ def test_lambda_time_running_low_mid_turn_ends_it_with_the_text_so_far(
     conn = conductor.connect()
     context = ControlledContext(remaining_ms=900_000)
     body = frame("userAudioTranscriptFinal", {"text": "talk"})
-    talking = Background(lambda: send_with_context(conductor, conn, body, context))
+    talking = Background(lambda: send_with_turn_context(conductor, conn, body, context))
     wait_partials(conductor, conn, 3)
     context.remaining_ms = 599_999  # less than the reserve: end the turn before Lambda kills it
     gate.set()
@@ -216,7 +219,7 @@ def test_lambda_time_already_low_before_the_model_is_called(
     runtime.reset()
     conn = conductor.connect()
     body = frame("userAudioTranscriptFinal", {"text": "talk"})
-    assert send_with_context(conductor, conn, body, ControlledContext(remaining_ms=1000)) == OK
+    assert send_with_turn_context(conductor, conn, body, ControlledContext(remaining_ms=1000)) == OK
     assert conductor.summary(conn) == [THINKING, ("error", "conductor_error"), IDLE]
     assert conductor.script.requests == []
     monkeypatch.setenv("CONDUCTOR_TURN_RESERVE_MS", "1000")
@@ -397,7 +400,7 @@ def test_a_dynamodb_error_mid_stream_ends_the_turn_cleanly(conductor: Harness, m
     def failing_commit(state: Any, history: Any = (), **kwargs: Any) -> Any:
         if kwargs.get("claim_event_id") is None and not list(history) and not list(kwargs.get("outbox", ())):
             stream_commits.append(1)
-            if len(stream_commits) == 3:  # the third partial
+            if len(stream_commits) == 4:  # the runner's claim of the stream, then the third partial
                 raise ClientError(
                     {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
                     "TransactWriteItems",

@@ -1,0 +1,29 @@
+"""The turn runner: streams the model for one turn, launched asynchronously by ``$default``.
+
+Its own invocation (not the ``$default`` integration, which API Gateway cuts off after 29 s), so
+a turn with a long answer or a slow build runs as long as the function's timeout allows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from lambdas.runtime import logger, metrics, turn_runner
+from shared.turn_launcher import TurnTask
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    logger.thread_safe_clear_keys()
+    try:
+        task = TurnTask.model_validate(event)
+    except ValidationError as error:
+        logger.error("malformed turn task: nothing to run", extra={"errors": error.error_count()})
+        return {"ran": False}
+    logger.thread_safe_append_keys(session_id=task.session_id, stream_id=task.stream_id)
+    turn_runner().run(task, context.get_remaining_time_in_millis)
+    return {"ran": True}

@@ -1,0 +1,47 @@
+"""On-failure destination of the turn runner: a turn whose invocation never ran, or died.
+
+Lambda sends it the invocation record when the runner's asynchronous event failed (its retries
+are off) or waited past its maximum event age. The turn then ends with ``conductor_error``, a
+spoken line and idle, so the session never stays "thinking"; the record is logged and counted
+(``TurnsAbandoned``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from lambdas.runtime import PowertoolsMetrics, logger, metrics, turn_runner
+from shared.core.conductor import RUNNER_LOST_LINE
+from shared.protocol import ErrorCode
+from shared.turn_launcher import TurnTask
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    logger.thread_safe_clear_keys()
+    request_context = event.get("requestContext") or {}
+    condition = str(request_context.get("condition", "unknown"))
+    response = event.get("responsePayload") or {}
+    try:
+        task = TurnTask.model_validate(event.get("requestPayload") or {})
+    except ValidationError:
+        logger.error("abandoned turn record without a turn task", extra={"condition": condition})
+        return {"ended": False}
+    logger.thread_safe_append_keys(session_id=task.session_id, stream_id=task.stream_id)
+    logger.error(
+        "turn abandoned by its runner",
+        extra={
+            "condition": condition,
+            "attempts": request_context.get("approximateInvokeCount"),
+            "error_type": response.get("errorType") if isinstance(response, dict) else None,
+        },
+    )
+    PowertoolsMetrics().count("TurnsAbandoned")
+    turn_runner().fail(
+        task, ErrorCode.CONDUCTOR_ERROR, f"the turn could not run ({condition})", fallback_line=RUNNER_LOST_LINE
+    )
+    return {"ended": True}

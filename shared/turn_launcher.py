@@ -1,0 +1,40 @@
+"""Hands a turn's model stream to its own invocation of the turn-runner function.
+
+API Gateway gives a route's integration at most 29 s, and a turn with a build or a long answer
+runs longer, so ``$default`` only decides and commits, then launches the stream here: an
+asynchronous ``Invoke`` (``InvocationType=Event``), answered by Lambda as soon as the event is
+queued. The runner's retries are off and its event age short (infrastructure), and the stream id
+it carries lets exactly one invocation run it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TurnTask(BaseModel):
+    """What a turn-runner invocation needs: whose stream to run and where to post its events."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
+
+    session_id: str = Field(alias="sessionId", min_length=1, max_length=128)
+    stream_id: str = Field(alias="streamId", min_length=1, max_length=256)
+    endpoint: str = Field(min_length=1, max_length=2048)  # the management API of the app's connection
+
+    def to_payload(self) -> bytes:
+        return json.dumps(self.model_dump(by_alias=True), separators=(",", ":")).encode("utf-8")
+
+
+class LambdaTurnLauncher:
+    """Launches turn-runner invocations through the Lambda ``Invoke`` API."""
+
+    def __init__(self, client: Any, function_name: str) -> None:
+        self._client = client
+        self._function_name = function_name
+
+    def launch(self, task: TurnTask) -> None:
+        """Queue the task; raises botocore's errors when Lambda refuses it."""
+        self._client.invoke(FunctionName=self._function_name, InvocationType="Event", Payload=task.to_payload())
