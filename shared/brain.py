@@ -6,6 +6,7 @@ Errors before the stream (modeled exceptions, after botocore's retries) and duri
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeout
 from shared.core.messages import Message
 from shared.core.model_output import (
     MessageEnd,
+    ReasoningBlock,
     StreamItem,
     TextDelta,
     ToolUseRequest,
@@ -80,7 +82,7 @@ class BedrockBrain:
         try:
             response = self._client.converse_stream(
                 modelId=self._model_id,
-                messages=messages,
+                messages=wire_messages(messages),
                 system=self._system,
                 toolConfig=self._tools,
                 inferenceConfig=self._inference,
@@ -116,11 +118,13 @@ def _translate(events: Any) -> Iterator[StreamItem]:
     """ConverseStream events → stream items.
 
     Only client tool uses become tool calls: a ``server_tool_use`` block (a tool Bedrock runs
-    itself) and its result are skipped, as are reasoning and citation deltas, which are not
-    speech. A stream that ends without ``messageStop`` was cut short: an error, not a reply.
+    itself) and its result are skipped, as are citation deltas. Reasoning is never speech; it
+    becomes a ``ReasoningBlock`` kept in the message. A stream that ends without ``messageStop``
+    was cut short: an error, not a reply.
     """
     tool: dict[str, Any] | None = None
     skipped_blocks: set[int] = set()
+    reasoning: dict[int, dict[str, Any]] = {}
     stop_reason: str | None = None
     usage: dict[str, int] = {}
     for event in events:
@@ -138,12 +142,17 @@ def _translate(events: Any) -> Iterator[StreamItem]:
             if block.get("contentBlockIndex", -1) in skipped_blocks:
                 continue
             delta = block["delta"]
-            if delta.get("text"):
+            if "reasoningContent" in delta:
+                _add_reasoning(reasoning.setdefault(block.get("contentBlockIndex", -1), {}), delta["reasoningContent"])
+            elif delta.get("text"):
                 yield TextDelta(delta["text"])
             elif "toolUse" in delta and tool is not None:
                 tool["input"].append(delta["toolUse"].get("input", ""))
         elif "contentBlockStop" in event:
-            if tool is not None and event["contentBlockStop"].get("contentBlockIndex", -1) not in skipped_blocks:
+            index = event["contentBlockStop"].get("contentBlockIndex", -1)
+            if index in reasoning:
+                yield _reasoning_block(reasoning.pop(index))
+            elif tool is not None and index not in skipped_blocks:
                 raw = "".join(tool["input"])
                 yield ToolUseRequest(tool_use_id=tool["id"], name=tool["name"], input=parse_tool_input(raw))
                 tool = None
@@ -154,3 +163,37 @@ def _translate(events: Any) -> Iterator[StreamItem]:
     if stop_reason is None:
         raise BrainError(INCOMPLETE_STREAM, "the model stream ended without messageStop", during_stream=True)
     yield MessageEnd(stop_reason=stop_reason, usage=usage)
+
+
+def _add_reasoning(block: dict[str, Any], delta: dict[str, Any]) -> None:
+    if "text" in delta:
+        block.setdefault("text", []).append(delta["text"])
+    if "signature" in delta:
+        block["signature"] = delta["signature"]
+    if "redactedContent" in delta:
+        block.setdefault("redacted", []).append(bytes(delta["redactedContent"]))
+
+
+def _reasoning_block(block: dict[str, Any]) -> ReasoningBlock:
+    redacted = block.get("redacted")
+    return ReasoningBlock(
+        text="".join(block.get("text", [])),
+        signature=block.get("signature"),
+        redacted=base64.b64encode(b"".join(redacted)).decode("ascii") if redacted else None,
+    )
+
+
+def wire_messages(messages: list[Message]) -> list[Message]:
+    """The stored history as ConverseStream takes it: redacted reasoning back to bytes."""
+    if not any("reasoningContent" in block for message in messages for block in message["content"]):
+        return messages
+    wired = []
+    for message in messages:
+        content = []
+        for block in message["content"]:
+            redacted = block.get("reasoningContent", {}).get("redactedContent")
+            if isinstance(redacted, str):
+                block = {"reasoningContent": {"redactedContent": base64.b64decode(redacted)}}
+            content.append(block)
+        wired.append({**message, "content": content})
+    return wired

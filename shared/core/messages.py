@@ -31,6 +31,17 @@ def tool_use_block(tool_use_id: str, name: str, tool_input: dict[str, Any]) -> B
     return {"toolUse": {"toolUseId": tool_use_id, "name": name, "input": tool_input}}
 
 
+def reasoning_block(text: str, signature: str | None, redacted: str | None = None) -> Block:
+    """A Bedrock reasoningContent block as stored: redacted content as base64 text (the brain
+    turns it back into bytes when it sends the history)."""
+    if redacted is not None:
+        return {"reasoningContent": {"redactedContent": redacted}}
+    reasoning: dict[str, str] = {"text": text}
+    if signature is not None:
+        reasoning["signature"] = signature
+    return {"reasoningContent": {"reasoningText": reasoning}}
+
+
 def tool_use_ids(content: list[Block]) -> list[str]:
     return [block["toolUse"]["toolUseId"] for block in content if "toolUse" in block]
 

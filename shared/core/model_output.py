@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.core.messages import Block, text_block, tool_use_block
+from shared.core.messages import Block, reasoning_block, text_block, tool_use_block
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,22 @@ class ToolUseRequest:
 
 
 @dataclass(frozen=True)
+class ReasoningBlock:
+    """A complete reasoning ("thinking") block: never spoken, but kept in the assistant message,
+    since a thinking model needs it back, unmodified, to continue after tool results."""
+
+    text: str
+    signature: str | None = None
+    redacted: str | None = None  # base64 of content the provider encrypted
+
+
+@dataclass(frozen=True)
 class MessageEnd:
     stop_reason: str
     usage: dict[str, int] = field(default_factory=dict)
 
 
-StreamItem = TextDelta | ToolUseStarted | ToolUseRequest | MessageEnd
+StreamItem = TextDelta | ToolUseStarted | ToolUseRequest | ReasoningBlock | MessageEnd
 
 
 def parse_tool_input(raw: str) -> dict[str, Any] | None:
@@ -64,6 +74,8 @@ class ModelMessage:
                 self.content[-1] = text_block(self.content[-1]["text"] + item.text)
             else:
                 self.content.append(text_block(item.text))
+        elif isinstance(item, ReasoningBlock):
+            self.content.append(reasoning_block(item.text, item.signature, item.redacted))
         elif isinstance(item, ToolUseRequest):
             self.tool_uses.append(item)
             self.content.append(tool_use_block(item.tool_use_id, item.name, item.input or {}))

@@ -15,10 +15,12 @@ pytestmark = pytest.mark.infra
 # CDK adds DependsOn on a function's role although the Role GetAtt already implies it.
 ALLOWED_LINT_WARNINGS = {"W3005"}
 
+POSTING_HANDLERS = ("lambdas.message.handler", "lambdas.turn.handler", "lambdas.turn_abandoned.handler")
 REVIEWED_FINDINGS = (
     "AwsSolutions-L1",
     "AwsSolutions-IAM5[Resource::*]",
     "AwsSolutions-IAM5[Resource::arn:aws:execute-api:",
+    "AwsSolutions-IAM5[Resource::<FunctionsTurnabandonedFunction",  # the runner's on-failure destination
     "AwsSolutions-SMG4",
     "AwsSolutions-APIG4",
     "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
@@ -69,6 +71,14 @@ def test_acknowledgments_sit_on_the_resources_that_need_them(dev: Synth, prod: S
     assert found["AwsSolutions-SMG4"] == list(prod.of_type("AWS::SecretsManager::Secret"))
     management = [rule for rule in found if rule.startswith("AwsSolutions-IAM5[Resource::arn:aws:execute-api:")]
     assert len(management) == 1 and management[0].endswith("/prod/POST/@connections/*]")
+    # Posting to connections: $default, the turn runner and its on-failure destination, nothing else.
+    posting = {prod.function(handler)[0] for handler in POSTING_HANDLERS}
+    assert {policy.rsplit("RoleDefaultPolicy", 1)[0] for policy in found[management[0]]} == {
+        name.rsplit("Function", 1)[0] for name in posting
+    }
+    destination = [rule for rule in found if rule.startswith("AwsSolutions-IAM5[Resource::<FunctionsTurnabandoned")]
+    assert len(destination) == 1 and destination[0].endswith(".Arn>:*]")
+    assert [policy.startswith("FunctionsTurnRoleDefaultPolicy") for policy in found[destination[0]]] == [True]
 
     # Without the authorizer, $connect is acknowledged as unauthenticated too (dev only).
     dev_routes = {res["Properties"]["RouteKey"]: name for name, res in dev.of_type("AWS::ApiGatewayV2::Route").items()}
