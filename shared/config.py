@@ -38,7 +38,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     table_name: str = "voiceide-conductor"
-    model_id: str = "us.anthropic.claude-3-5-haiku-20241022-v1:0"
+    model_id: str = "us.anthropic.claude-haiku-5-5"
     bedrock_region: str | None = None
     max_tokens: int = Field(default=1024, ge=1)
     temperature: float = Field(default=0.3, ge=0, le=1)

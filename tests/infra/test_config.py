@@ -40,7 +40,7 @@ def test_dev_and_prod_differ_where_they_should(stages: dict[str, Any]) -> None:
     assert (dev.authorizer, prod.authorizer) == (False, True)
     assert dev.bedrock.is_inference_profile and prod.bedrock.is_inference_profile
     assert dev.bedrock.model_id != prod.bedrock.model_id  # dev: the fast cheap model, prod: a stronger one
-    assert prod.lambdas.turn_reserve_ms < prod.lambdas.message_timeout_seconds * 1000
+    assert prod.lambdas.turn_reserve_ms < prod.lambdas.turn_timeout_seconds * 1000
 
 
 def test_unknown_stage_lists_the_known_ones(stages: dict[str, Any]) -> None:
@@ -63,7 +63,8 @@ def test_missing_or_malformed_stages_context(raw: Any) -> None:
     ("path", "value", "message"),
     [
         (("lambdas", "turn_reserve_ms"), 295_000, "must leave at least 10 s"),
-        (("lambdas", "message_timeout_seconds"), 901, "less than or equal to 900"),
+        (("lambdas", "turn_timeout_seconds"), 901, "less than or equal to 900"),
+        (("lambdas", "message_timeout_seconds"), 30, "less than or equal to 29"),
         (("lambdas", "handler_timeout_seconds"), 30, "less than or equal to 29"),
         (("log_retention_days",), 10, "log_retention_days must be one of"),
         (("removal_policy",), "snapshot", "'retain' or 'destroy'"),

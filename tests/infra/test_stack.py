@@ -18,6 +18,8 @@ HANDLERS = {
     "$disconnect": "lambdas.disconnect.handler",
 }
 AUTHORIZER_HANDLER = "lambdas.authorizer.handler"
+TURN_HANDLER = "lambdas.turn.handler"
+TURN_ABANDONED_HANDLER = "lambdas.turn_abandoned.handler"
 GUARDED_SERVICES = ("bedrock", "execute-api", "dynamodb")
 # Transactions are authorized per item (PutItem, UpdateItem, DeleteItem, ConditionCheckItem).
 CONNECTION_TABLE_ACTIONS = {
@@ -193,40 +195,69 @@ def test_no_wildcards_on_bedrock_execute_api_or_dynamodb(any_stage: Synth) -> No
     assert checked > 0
 
 
-def test_message_function_streams_only_from_the_configured_model(dev: Synth, prod: Synth, variant: Synth) -> None:
-    handler = HANDLERS["$default"]
-    model = "anthropic.claude-3-haiku-20240307-v1:0"
-    assert service_grants(dev, handler, "bedrock") == {
-        ("bedrock:InvokeModelWithResponseStream", f"arn:aws:bedrock:us-east-1::foundation-model/{model}")
-    }
-    profile = prod.config.bedrock.model_id
-    foundation = prod.config.bedrock.foundation_model_id
-    assert profile.startswith("us.") and foundation == profile[3:]
-    expected = {f"arn:aws:bedrock:us-east-1:<AWS::AccountId>:inference-profile/{profile}"} | {
-        f"arn:aws:bedrock:{region}::foundation-model/{foundation}" for region in ("us-east-1", "us-east-2", "us-west-2")
-    }
-    assert service_grants(prod, handler, "bedrock") == {
-        ("bedrock:InvokeModelWithResponseStream", arn) for arn in expected
-    }
+def test_only_the_turn_runner_streams_and_only_from_the_configured_model(
+    dev: Synth, prod: Synth, variant: Synth
+) -> None:
+    handler = TURN_HANDLER
+    for synth in (dev, prod):
+        profile = synth.config.bedrock.model_id
+        foundation = synth.config.bedrock.foundation_model_id
+        assert profile.startswith("us.") and foundation == profile[3:]
+        expected = {f"arn:aws:bedrock:us-east-1:<AWS::AccountId>:inference-profile/{profile}"} | {
+            f"arn:aws:bedrock:{region}::foundation-model/{foundation}"
+            for region in synth.config.bedrock.inference_profile_regions
+        }
+        assert service_grants(synth, handler, "bedrock") == {
+            ("bedrock:InvokeModelWithResponseStream", arn) for arn in expected
+        }
+    assert prod.config.bedrock.inference_profile_regions == ("us-east-1", "us-east-2", "us-west-1", "us-west-2")
     variant_arns = {r for _, r in service_grants(variant, handler, "bedrock")}
     assert "arn:aws:bedrock:::foundation-model/anthropic.claude-sonnet-4-5-20250929-v1:0" in variant_arns
     assert (
         "arn:aws:bedrock:eu-west-1:<AWS::AccountId>:inference-profile/global.anthropic.claude-sonnet-4-5-20250929-v1:0"
         in variant_arns
     )
-    for other in (HANDLERS["$connect"], HANDLERS["$disconnect"]):
+    for other in (*HANDLERS.values(), TURN_ABANDONED_HANDLER):
         assert not service_grants(prod, other, "bedrock")
 
 
-def test_message_function_posts_only_to_its_own_stage(any_stage: Synth) -> None:
+def test_message_function_may_only_launch_the_turn_runner(any_stage: Synth) -> None:
+    turn_id, _ = any_stage.function(TURN_HANDLER)
+    assert service_grants(any_stage, HANDLERS["$default"], "lambda") == {
+        ("lambda:InvokeFunction", f"<{turn_id}.Arn>")
+    }
+    _, message = any_stage.function(HANDLERS["$default"])
+    assert message["Properties"]["Environment"]["Variables"]["CONDUCTOR_TURN_FUNCTION"] == {"Ref": turn_id}
+    for handler in (HANDLERS["$connect"], HANDLERS["$disconnect"], TURN_ABANDONED_HANDLER):
+        assert not service_grants(any_stage, handler, "lambda")
+
+
+def test_turn_runner_is_never_retried_and_hands_failures_to_its_destination(any_stage: Synth) -> None:
+    turn_id, _ = any_stage.function(TURN_HANDLER)
+    abandoned_id, _ = any_stage.function(TURN_ABANDONED_HANDLER)
+    _, invoke_config = any_stage.one("AWS::Lambda::EventInvokeConfig")
+    props = invoke_config["Properties"]
+    assert props["FunctionName"] == {"Ref": turn_id}
+    assert props["MaximumRetryAttempts"] == 0
+    assert props["MaximumEventAgeInSeconds"] == 60
+    assert props["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": [abandoned_id, "Arn"]}}}
+    # The runner's role may invoke its destination (Lambda delivers the record with it), nothing else.
+    assert {arn for _, arn in service_grants(any_stage, TURN_HANDLER, "lambda")} == {
+        f"<{abandoned_id}.Arn>",
+        f"<{abandoned_id}.Arn>:*",
+    }
+
+
+def test_posting_functions_post_only_to_their_own_stage(any_stage: Synth) -> None:
     api_id, _ = any_stage.one("AWS::ApiGatewayV2::Api")
     region, stage = any_stage.config.region, any_stage.config.name
-    assert service_grants(any_stage, HANDLERS["$default"], "execute-api") == {
-        (
-            "execute-api:ManageConnections",
-            f"arn:aws:execute-api:{region}:<AWS::AccountId>:<{api_id}>/{stage}/POST/@connections/*",
-        )
-    }
+    for handler in (HANDLERS["$default"], TURN_HANDLER, TURN_ABANDONED_HANDLER):
+        assert service_grants(any_stage, handler, "execute-api") == {
+            (
+                "execute-api:ManageConnections",
+                f"arn:aws:execute-api:{region}:<AWS::AccountId>:<{api_id}>/{stage}/POST/@connections/*",
+            )
+        }
     for handler in (HANDLERS["$connect"], HANDLERS["$disconnect"]):
         assert not service_grants(any_stage, handler, "execute-api")
 
@@ -234,9 +265,8 @@ def test_message_function_posts_only_to_its_own_stage(any_stage: Synth) -> None:
 def test_table_access_is_item_level_on_this_table_only(any_stage: Synth) -> None:
     table_id, _ = any_stage.one("AWS::DynamoDB::Table")
     table_arn = f"<{table_id}.Arn>"
-    assert service_grants(any_stage, HANDLERS["$default"], "dynamodb") == {
-        (a, table_arn) for a in MESSAGE_TABLE_ACTIONS
-    }
+    for handler in (HANDLERS["$default"], TURN_HANDLER, TURN_ABANDONED_HANDLER):
+        assert service_grants(any_stage, handler, "dynamodb") == {(a, table_arn) for a in MESSAGE_TABLE_ACTIONS}
     for handler in (HANDLERS["$connect"], HANDLERS["$disconnect"]):
         assert service_grants(any_stage, handler, "dynamodb") == {(a, table_arn) for a in CONNECTION_TABLE_ACTIONS}
 
@@ -292,7 +322,7 @@ def test_prod_retains_data_and_dev_destroys_it(dev: Synth, prod: Synth) -> None:
 
 def test_functions_share_one_code_asset_and_one_dependency_layer(any_stage: Synth) -> None:
     functions = any_stage.of_type("AWS::Lambda::Function")
-    expected = 4 if any_stage.config.authorizer else 3
+    expected = 6 if any_stage.config.authorizer else 5  # the routes' three, the turn runner and its destination
     assert len(functions) == expected
     layer_id, layer = any_stage.one("AWS::Lambda::LayerVersion")
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
@@ -314,10 +344,11 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
     table_id, _ = any_stage.one("AWS::DynamoDB::Table")
     _, message = any_stage.function(HANDLERS["$default"])
     props = message["Properties"]
-    assert props["Timeout"] == config.lambdas.message_timeout_seconds
+    assert props["Timeout"] == config.lambdas.message_timeout_seconds <= 29  # API Gateway's integration timeout
     assert props["MemorySize"] == config.lambdas.message_memory_mb
     env = props["Environment"]["Variables"]
     assert ref_of(env.pop("CONDUCTOR_TABLE")) == table_id
+    assert ref_of(env.pop("CONDUCTOR_TURN_FUNCTION")) == any_stage.function(TURN_HANDLER)[0]
     assert env == {
         "BEDROCK_MODEL_ID": config.bedrock.model_id,
         "BEDROCK_REGION": config.bedrock_region,
@@ -329,8 +360,11 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
         "POWERTOOLS_LOG_LEVEL": config.log_level,
         "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
     }
-    assert int(env["CONDUCTOR_TURN_RESERVE_MS"]) < props["Timeout"] * 1000
-    assert props["Timeout"] >= 300
+    _, turn = any_stage.function(TURN_HANDLER)
+    turn_props = turn["Properties"]
+    assert turn_props["Timeout"] == config.lambdas.turn_timeout_seconds >= 300
+    assert turn_props["MemorySize"] == config.lambdas.turn_memory_mb
+    assert int(env["CONDUCTOR_TURN_RESERVE_MS"]) < turn_props["Timeout"] * 1000
     for route_key in ("$connect", "$disconnect"):
         _, fn = any_stage.function(HANDLERS[route_key])
         assert fn["Properties"]["Timeout"] == config.lambdas.handler_timeout_seconds <= 29
