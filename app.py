@@ -6,16 +6,17 @@ from __future__ import annotations
 import sys
 
 from infra.app import build_app
+from infra.bundling import BundlingError
 from infra.config import StageConfigError
 
 
 def main() -> int:
     try:
         app, _ = build_app()
-    except StageConfigError as exc:
+        app.synth()
+    except (StageConfigError, BundlingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    app.synth()
     return 0
 
 
