@@ -1,0 +1,109 @@
+"""What every decision of the core is made of: the settings, the outcome, and the private copy of
+the state a decision accumulates (events to send, history writes, whether to run the model)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from shared.core.history_ops import HistoryOp, HistoryWriter
+from shared.core.state import CALL_IDS_KEPT, OWN_CALLS_KEPT, ActiveStream, OwnCall, OwnPurpose, SessionState, Turn
+from shared.protocol import AssistantSpeechFinal, ErrorCode, ErrorPayload, Payload, ToolCall
+
+SET_STATE_TOOL = "convo.setState"
+SPEAK_TOOL = "tts.speak"
+
+
+@dataclass(frozen=True)
+class CoreSettings:
+    catalog_names: frozenset[str]
+    max_tool_rounds: int = 8
+    max_turns_per_minute: int = 30
+    max_tool_result_chars: int = 16_000  # what the model sees of one tool result
+    # A launched stream not claimed by its runner within this time never started (the runner's
+    # asynchronous invocation gives up after its maximum event age, 60 s).
+    stream_start_timeout_s: float = 90.0
+
+
+DEFAULT_SETTINGS = CoreSettings(catalog_names=frozenset())
+
+
+@dataclass
+class Outcome:
+    state: SessionState
+    events: list[Payload] = field(default_factory=list)
+    history: list[HistoryOp] = field(default_factory=list)
+    run_model: str | None = None  # stream id: run the model now, holding this id
+    notes: list[str] = field(default_factory=list)
+    first_seq: int = 0  # ``seq`` of the first event; the others follow in order
+
+    def numbered_events(self) -> list[tuple[int, Payload]]:
+        return [(self.first_seq + index, payload) for index, payload in enumerate(self.events)]
+
+
+class StreamSuperseded(Exception):
+    """The stream is no longer the session's current one (barge-in, new turn): stop it."""
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def error_payload(code: ErrorCode, message: str) -> ErrorPayload:
+    return ErrorPayload(code=str(code), message=message)
+
+
+class Decision:
+    """Accumulates one outcome on a private copy of the state."""
+
+    def __init__(self, state: SessionState) -> None:
+        self.state = state.model_copy(deep=True)
+        self.events: list[Payload] = []
+        self.history = HistoryWriter(self.state.history_len, self.state.last_role)
+        self.run_model: str | None = None
+        self.notes: list[str] = []
+
+    def send(self, payload: Payload) -> None:
+        self.events.append(payload)
+
+    def own_call(self, name: str, arguments: dict[str, str], purpose: OwnPurpose, turn_id: str) -> None:
+        call_id = new_id("conductor")
+        self.state.own_calls = [*self.state.own_calls, OwnCall(call_id=call_id, purpose=purpose, turn_id=turn_id)][
+            -OWN_CALLS_KEPT:
+        ]
+        self.send(ToolCall(call_id=call_id, name=name, arguments=json.dumps(arguments, ensure_ascii=False)))
+
+    def speak(self, text: str, purpose: OwnPurpose, turn_id: str) -> None:
+        self.send(AssistantSpeechFinal(text=text))
+        self.own_call(SPEAK_TOOL, {"text": text}, purpose, turn_id)
+
+    def set_state(self, value: str, turn_id: str) -> None:
+        purpose = OwnPurpose.THINKING if value == "thinking" else OwnPurpose.IDLE
+        self.own_call(SET_STATE_TOOL, {"state": value}, purpose, turn_id)
+
+    def start_stream(self, turn: Turn, now: float) -> None:
+        turn.stream = ActiveStream(stream_id=f"{turn.turn_id}.{turn.rounds}.{uuid.uuid4().hex[:8]}", launched_at=now)
+        self.run_model = turn.stream.stream_id
+
+    def end_turn(self, turn: Turn) -> None:
+        self.set_state("idle", turn.turn_id)
+        self.state.turn = None
+
+    def remember_call_ids(self, call_ids: list[str]) -> None:
+        self.state.recent_call_ids = [*self.state.recent_call_ids, *call_ids][-CALL_IDS_KEPT:]
+
+    def outcome(self) -> Outcome:
+        self.state.history_len = self.history.history_len
+        self.state.last_role = self.history.last_role
+        first_seq = self.state.next_seq
+        self.state.next_seq += len(self.events)
+        return Outcome(self.state, self.events, self.history.ops(), self.run_model, self.notes, first_seq)
+
+
+def close_round(decision: Decision, turn: Turn) -> None:
+    """Store the tool-use message and all its results together."""
+    assert turn.tools is not None
+    decision.history.add("assistant", turn.tools.assistant_content)
+    decision.history.add("user", turn.tools.results_in_order())
+    turn.tools = None

@@ -1,0 +1,253 @@
+"""The model stream's decisions: claiming a launched stream, each piece the model streams, how its
+message ends (every Bedrock stop reason), and a stream that failed or lost its runner."""
+
+from __future__ import annotations
+
+from shared.core.decision import (
+    CoreSettings,
+    Decision,
+    Outcome,
+    StreamSuperseded,
+    close_round,
+    error_payload,
+)
+from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
+from shared.core.model_output import ModelMessage
+from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, ToolRound, Turn
+from shared.core.wrapper import RejectedUse, unwrap_tool_use
+from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ErrorCode, ToolCall
+
+STALL_FALLBACK_LINE = "Sorry, I lost my train of thought. Could you say that again?"
+CUT_OFF_LINE = "That answer ran too long and was cut off. Ask me for a shorter one, or one part at a time."
+FILTERED_LINE = "I can't help with that one. Could you ask it another way?"
+MALFORMED_LINE = "Sorry, my answer came out garbled. Could you say that again?"
+CONTEXT_FULL_LINE = (
+    "This conversation has grown too long for me to keep all of it in mind, so I'll focus on the recent part."
+)
+RUNNER_LOST_LINE = "Sorry, I lost that request. Could you say it again?"
+
+# Bedrock stop reasons (the installed botocore model's StopReason) and what each means for the turn.
+NORMAL_STOPS = frozenset({"end_turn", "tool_use", "stop_sequence", ""})
+CUT_OFF_STOP = "max_tokens"
+FILTERED_STOPS = frozenset({"content_filtered", "guardrail_intervened"})
+MALFORMED_STOPS = frozenset({"malformed_model_output", "malformed_tool_use"})
+CONTEXT_FULL_STOP = "model_context_window_exceeded"
+
+CUT_OFF_MARKER = "[cut off: the reply reached the output limit; any tool call in it was dropped]"
+FILTERED_MARKER = "[stopped by a content filter]"
+MALFORMED_MARKER = "[the reply was malformed and dropped]"
+CONTEXT_FULL_MARKER = "[cut off: the conversation filled the context window]"
+
+
+def _current_stream(decision: Decision, stream_id: str) -> tuple[Turn, ActiveStream]:
+    turn = decision.state.turn
+    if turn is None or turn.stream is None or turn.stream.stream_id != stream_id:
+        raise StreamSuperseded(stream_id)
+    return turn, turn.stream
+
+
+class StreamTaken(Exception):
+    """Another runner invocation already holds this stream (an asynchronous invoke delivered twice)."""
+
+
+def claim_stream(state: SessionState, stream_id: str, runner: str, *, deadline: float) -> Outcome:
+    """A turn-runner invocation takes the stream it was launched for; only one ever does.
+
+    Raises ``StreamSuperseded`` when the stream is no longer the session's (barge-in, new turn)
+    and ``StreamTaken`` when another invocation holds it.
+    """
+    decision = Decision(state)
+    _, stream = _current_stream(decision, stream_id)
+    if stream.runner is not None and stream.runner != runner:
+        raise StreamTaken(stream_id)
+    stream.runner = runner
+    stream.deadline = deadline
+    return decision.outcome()
+
+
+def stream_text(state: SessionState, stream_id: str, delta: str) -> Outcome:
+    decision = Decision(state)
+    _, stream = _current_stream(decision, stream_id)
+    stream.text += delta
+    if stream.text.strip():
+        decision.send(AssistantSpeechPartial(text=stream.text.lstrip()))
+    return decision.outcome()
+
+
+def stream_tool_started(state: SessionState, stream_id: str) -> Outcome:
+    """Text said before a tool call is finalized and spoken before the call goes out."""
+    decision = Decision(state)
+    turn, stream = _current_stream(decision, stream_id)
+    finalize_segment(decision, turn, stream, OwnPurpose.SPEAK_BEFORE_TOOLS)
+    return decision.outcome()
+
+
+def stream_finished(
+    state: SessionState,
+    stream_id: str,
+    message: ModelMessage,
+    settings: CoreSettings,
+    *,
+    window_cap: int | None = None,
+) -> Outcome:
+    """The model's message is complete: speak it, forward its tool calls, or end the turn.
+
+    ``window_cap``: the runner had to send fewer messages than the window to fit the model's
+    context; later requests start from that.
+    """
+    decision = Decision(state)
+    turn, stream = _current_stream(decision, stream_id)
+    turn.stream = None
+    if window_cap is not None:
+        decision.state.window_cap = window_cap
+    if message.stop_reason not in NORMAL_STOPS:
+        _finish_abnormal(decision, turn, stream, message)
+        return decision.outcome()
+    content = message.history_content()
+    if not message.tool_uses:
+        decision.history.add("assistant", content)
+        if finalize_segment(decision, turn, stream, OwnPurpose.SPEAK_FINAL):
+            return decision.outcome()  # the turn ends when the app has spoken it
+        decision.end_turn(turn)
+        return decision.outcome()
+    finalize_segment(decision, turn, stream, OwnPurpose.SPEAK_BEFORE_TOOLS)
+    turn.rounds += 1
+    round_ = ToolRound(assistant_content=content, tool_use_order=[use.tool_use_id for use in message.tool_uses])
+    turn.tools = round_
+    if turn.rounds > settings.max_tool_rounds:
+        for use in message.tool_uses:
+            round_.rejected[use.tool_use_id] = tool_result_block(
+                use.tool_use_id, "cancelled: too many tool rounds in one turn", error=True
+            )
+        close_round(decision, turn)
+        decision.send(
+            error_payload(
+                ErrorCode.CONDUCTOR_ERROR,
+                f"the turn stopped after {settings.max_tool_rounds} rounds of tool calls",
+            )
+        )
+        decision.end_turn(turn)
+        return decision.outcome()
+    taken = set(decision.state.recent_call_ids)
+    for use in message.tool_uses:
+        unwrapped = unwrap_tool_use(
+            use.tool_use_id,
+            use.name,
+            use.input,
+            catalog_names=settings.catalog_names,
+            taken_call_ids=taken,
+        )
+        if isinstance(unwrapped, RejectedUse):
+            round_.rejected[use.tool_use_id] = tool_result_block(use.tool_use_id, unwrapped.reason, error=True)
+            decision.send(error_payload(ErrorCode.INVALID_TOOL_CALL, unwrapped.reason))
+            continue
+        taken.add(unwrapped.call_id)
+        round_.calls.append(
+            ModelCall(
+                call_id=unwrapped.call_id,
+                tool_use_id=use.tool_use_id,
+                name=unwrapped.name,
+                arguments=unwrapped.arguments,
+                sent_to=decision.state.connection_id,
+            )
+        )
+        decision.send(ToolCall(call_id=unwrapped.call_id, name=unwrapped.name, arguments=unwrapped.arguments))
+    decision.remember_call_ids([call.call_id for call in round_.calls])
+    if not round_.pending():
+        close_round(decision, turn)  # every use was malformed: let the model see why and retry
+        decision.start_stream(turn, stream.launched_at)
+        # The same runner goes on with the new stream (nothing is launched): it stays the holder.
+        assert turn.stream is not None
+        turn.stream.runner, turn.stream.deadline = stream.runner, stream.deadline
+    return decision.outcome()
+
+
+def _finish_abnormal(decision: Decision, turn: Turn, stream: ActiveStream, message: ModelMessage) -> None:
+    """A message that stopped for another reason than finishing: its tool uses never run (a
+    cut-off or filtered tool input must not reach the app, and re-asking would loop); the text is
+    kept and spoken with a line that says why; the turn ends once it is spoken."""
+    stop = message.stop_reason
+    said = stream.text.strip()
+    written = " ".join(block["text"] for block in message.history_content() if "text" in block)
+    if stop == CUT_OFF_STOP:
+        spoken, marker = f"{said} {CUT_OFF_LINE}".strip(), CUT_OFF_MARKER
+    elif stop in FILTERED_STOPS:
+        # A guardrail's text is its own configured message; a filtered reply's text is not for the user.
+        keep = stop == "guardrail_intervened" and said
+        spoken, marker = (said if keep else FILTERED_LINE), FILTERED_MARKER
+        written = said if keep else ""
+    elif stop in MALFORMED_STOPS:
+        decision.send(error_payload(ErrorCode.BEDROCK_ERROR, f"the model's reply was malformed ({stop})"))
+        spoken, marker, written = MALFORMED_LINE, MALFORMED_MARKER, ""
+    elif stop == CONTEXT_FULL_STOP:
+        spoken, marker = f"{said} {CONTEXT_FULL_LINE}".strip(), CONTEXT_FULL_MARKER
+    else:
+        decision.notes.append(f"unknown stop reason {stop!r}: the turn ends with what was said")
+        spoken, marker = said or STALL_FALLBACK_LINE, ""
+    if message.tool_uses:
+        decision.notes.append(f"{len(message.tool_uses)} tool use(s) dropped: stop reason {stop!r}")
+    decision.history.add("assistant", [text_block(f"{written} {marker}".strip() or spoken)])
+    stream.said += stream.text
+    stream.text = ""
+    decision.speak(spoken, OwnPurpose.SPEAK_FINAL, turn.turn_id)
+
+
+def stream_failed(
+    state: SessionState, stream_id: str, code: ErrorCode, message: str, *, fallback_line: str | None = None
+) -> Outcome:
+    """The model failed (or the turn ran out of time): keep what was said, report, go idle.
+
+    With ``fallback_line`` (a stalled stream) the app also speaks a short line, so the user
+    hears why nothing more is coming; the turn then ends when it has been spoken.
+    """
+    decision = Decision(state)
+    turn, stream = _current_stream(decision, stream_id)
+    _fail_stream(decision, turn, stream, code, message, fallback_line)
+    return decision.outcome()
+
+
+def _fail_stream(
+    decision: Decision,
+    turn: Turn,
+    stream: ActiveStream,
+    code: ErrorCode,
+    message: str,
+    fallback_line: str | None,
+) -> None:
+    said = (stream.said + stream.text).strip()
+    # The history always gets the model's side of this turn, even when it said nothing: the next
+    # utterance then starts a new user message instead of growing the one that just failed.
+    decision.history.add("assistant", [text_block(f"{said} {ERROR_MARKER}" if said else f"[no answer: {message}]")])
+    if stream.text.strip():
+        decision.send(AssistantSpeechFinal(text=stream.text.strip()))
+    turn.stream = None
+    decision.send(error_payload(code, message))
+    if fallback_line:
+        decision.speak(fallback_line, OwnPurpose.SPEAK_FINAL, turn.turn_id)
+        return
+    decision.end_turn(turn)
+
+
+def end_lost_stream(decision: Decision, now: float, settings: CoreSettings) -> None:
+    """End a stream whose runner is gone: never claimed in time, or held past its deadline."""
+    turn = decision.state.turn
+    stream = turn.stream if turn is not None else None
+    if turn is None or stream is None or not now:
+        return
+    never_started = stream.runner is None and now - stream.launched_at > settings.stream_start_timeout_s
+    overran = stream.deadline is not None and now > stream.deadline
+    if never_started or overran:
+        decision.notes.append(f"stream {stream.stream_id} lost its runner: the turn ends")
+        reason = "the turn never started" if never_started else "the turn stopped unexpectedly"
+        _fail_stream(decision, turn, stream, ErrorCode.CONDUCTOR_ERROR, reason, RUNNER_LOST_LINE)
+
+
+def finalize_segment(decision: Decision, turn: Turn, stream: ActiveStream, purpose: OwnPurpose) -> bool:
+    """Send final + tts.speak for the current speech segment; False when it was empty."""
+    text = stream.text.strip()
+    stream.said += stream.text
+    stream.text = ""
+    if not text:
+        return False
+    decision.speak(text, purpose, turn.turn_id)
+    return True
