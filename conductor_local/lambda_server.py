@@ -5,8 +5,8 @@
 
 * ``InvocationType: Event`` (asynchronous): ``202`` at once, the handler then runs in its own
   worker thread with a fresh context. Payloads over 1 MB are refused with ``413
-  RequestTooLargeException``. If the handler raises, the invocation is retried as configured
-  (``retry_attempts``), then an invocation record (Lambda's documented destination shape, condition
+  RequestEntityTooLargeException`` (the type Lambda really sends). If the handler raises, the
+  invocation is retried as configured (``retry_attempts``), then an invocation record (Lambda's documented destination shape, condition
   ``RetriesExhausted``) goes to the function's ``on_failure`` destination function.
 * ``RequestResponse`` (default): runs the handler, ``200`` with its JSON result; a raised error
   comes back as ``X-Amz-Function-Error: Unhandled`` with ``{errorMessage, errorType}``. Over 6 MB
@@ -41,6 +41,9 @@ Handler = Callable[[Any, Any], Any]
 ASYNC_PAYLOAD_LIMIT = 1024 * 1024
 """Lambda's limit on an asynchronous invocation's payload (1 MB)."""
 SYNC_PAYLOAD_LIMIT = 6 * 1024 * 1024
+# What Lambda really answers (botocore's model names the shape RequestTooLargeException, but the
+# service sends this type, so boto3 raises a plain ClientError with it).
+TOO_LARGE = "RequestEntityTooLargeException"
 REGION = "us-east-1"
 ACCOUNT = "000000000000"
 _PATH = re.compile(r"/2015-03-31/functions/([^/]+)/invocations")
@@ -106,13 +109,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "ResourceNotFoundException", f"Function not found: {function_arn(name)}")
             return
         invocation_type = self.headers.get("X-Amz-Invocation-Type", "RequestResponse")
-        limit = ASYNC_PAYLOAD_LIMIT if invocation_type == "Event" else SYNC_PAYLOAD_LIMIT
-        if len(body) > limit:
-            self._error(
-                413,
-                "RequestTooLargeException",
-                f"Request must be smaller than {limit} bytes for the InvokeFunction operation",
-            )
+        if invocation_type == "Event" and len(body) > ASYNC_PAYLOAD_LIMIT:
+            limit = ASYNC_PAYLOAD_LIMIT
+            message = f"{len(body)} byte payload is too large for the Event invocation type (limit {limit} bytes)"
+            self._error(413, TOO_LARGE, message)
+            return
+        if len(body) > SYNC_PAYLOAD_LIMIT:
+            message = f"Request must be smaller than {SYNC_PAYLOAD_LIMIT} bytes for the InvokeFunction operation"
+            self._error(413, TOO_LARGE, message)
             return
         try:
             payload = json.loads(body or b"{}")

@@ -206,13 +206,13 @@ class ConductorService:
         if state.connection_id != request.connection_id:
             self.delivery.deliver(request.endpoint, committed)  # the session moved on to a newer connection
         elif connection.needs_catch_up(state, request.connection_id):
-            self.delivery.catch_up(request, state, last_seq=last_seq)
+            state = self.delivery.catch_up(request, state, last_seq=last_seq) or state
         else:
             if last_seq is not None:
                 self.delivery.replay(request, state, last_seq)
             self.delivery.deliver(request.endpoint, committed)
         if committed.run_model:
-            self._launch(TurnTask(session_id=session_id, stream_id=committed.run_model, endpoint=request.endpoint))
+            self._launch(TurnTask.for_stream(state, committed.run_model, request.endpoint))
 
     def _launch(self, task: TurnTask) -> None:
         """Hand the stream to the turn runner; if it cannot be launched, the turn ends at once."""

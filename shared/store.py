@@ -25,7 +25,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp
-from shared.core.messages import Message, window_start
+from shared.core.messages import Message, is_plain_user_message, window_start
 from shared.core.state import SessionState
 
 STATE_SK = "STATE"
@@ -226,12 +226,18 @@ class SessionStore:
     # ---- history -------------------------------------------------------------------------
 
     def history(self, session_id: str, window: int) -> list[Message]:
-        """The most recent messages (at most ``window``), starting at a plain user message."""
+        """The most recent messages (at most ``window``), starting at a plain user message.
+
+        When the last ``window`` messages hold none (a long tool loop), the window reaches back to
+        the nearest one before them: the smallest valid window, never the whole history.
+        """
         messages = self._query_messages(session_id, limit=window)
         start = window_start(messages)
         if start == len(messages) and messages:
             messages = self._query_messages(session_id, limit=None)
-            start = window_start(messages)
+            starts = [index for index, message in enumerate(messages) if is_plain_user_message(message)]
+            earlier = [index for index in starts if index <= len(messages) - window]
+            start = earlier[-1] if earlier else (starts[0] if starts else len(messages))
         return messages[start:]
 
     def messages(self, session_id: str) -> list[Message]:

@@ -14,6 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.core.state import SessionState
+
+MAX_STATE_CHARS = 256 * 1024  # well under Lambda's 1 MB for an asynchronous payload
+
 
 class TurnTask(BaseModel):
     """What a turn-runner invocation needs: whose stream to run and where to post its events."""
@@ -23,6 +27,22 @@ class TurnTask(BaseModel):
     session_id: str = Field(alias="sessionId", min_length=1, max_length=128)
     stream_id: str = Field(alias="streamId", min_length=1, max_length=256)
     endpoint: str = Field(min_length=1, max_length=2048)  # the management API of the app's connection
+    # The session state as ``$default`` committed it (JSON, with its version): the runner starts
+    # from it instead of reading it again; a newer stored state shows up as a lost race.
+    state: str | None = Field(default=None, max_length=MAX_STATE_CHARS)
+
+    @classmethod
+    def for_stream(cls, state: SessionState, stream_id: str, endpoint: str) -> TurnTask:
+        snapshot = state.model_dump_json()
+        return cls(
+            session_id=state.session_id,
+            stream_id=stream_id,
+            endpoint=endpoint,
+            state=snapshot if len(snapshot) <= MAX_STATE_CHARS else None,
+        )
+
+    def session_state(self) -> SessionState | None:
+        return None if self.state is None else SessionState.model_validate_json(self.state)
 
     def to_payload(self) -> bytes:
         return json.dumps(self.model_dump(by_alias=True), separators=(",", ":")).encode("utf-8")

@@ -22,6 +22,7 @@ from shared.core.conductor import CONTEXT_FULL_STOP, Outcome, StreamSuperseded, 
 from shared.core.messages import Message, shrink_window
 from shared.core.model_output import ModelMessage, StreamItem, TextDelta, ToolUseStarted
 from shared.core.state import SessionState
+from shared.core.stream import RunnerClaim
 from shared.delivery import Delivery
 from shared.protocol import ErrorCode
 from shared.store import SessionStore
@@ -63,26 +64,16 @@ class TurnRunner:
         self.metrics = metrics
 
     def run(self, task: TurnTask, remaining_ms: RemainingMs) -> None:
-        """Claim the task's stream and run the model for it, resuming as long as the core asks."""
-        session_id, stream_id = task.session_id, task.stream_id
-        runner = uuid.uuid4().hex
-        deadline = time.time() + remaining_ms() / 1000
-        try:
-            claimed = self.committer.apply(
-                session_id, lambda state: conductor.claim_stream(state, stream_id, runner, deadline=deadline)
-            )
-        except StreamSuperseded:
-            self.log.info("turn not run: the stream was superseded before it started", extra=task.model_dump())
+        """Run the model for the task's stream, resuming as long as the core asks.
+
+        The first commit claims the stream for this invocation and every later one checks it still
+        holds it, so a second delivery of the same task stops at its first commit.
+        """
+        state = task.session_state() or self.store.load(task.session_id)
+        if state is None:
             return
-        except StreamTaken:
-            self.log.warning("turn not run: another invocation holds the stream", extra=task.model_dump())
-            return
-        except ConductorBusy:
-            self.fail(task, ErrorCode.CONDUCTOR_ERROR, "the session was too busy to start the turn")
-            return
-        if claimed is None:
-            return
-        self._run_model(task, claimed.state, remaining_ms)
+        claim = RunnerClaim(uuid.uuid4().hex, time.time() + remaining_ms() / 1000)
+        self._run_model(task, state, remaining_ms, claim)
 
     def fail(self, task: TurnTask, code: ErrorCode, message: str, *, fallback_line: str | None = None) -> None:
         """End the task's stream with an error (if it is still the session's), keeping what was said."""
@@ -100,7 +91,7 @@ class TurnRunner:
 
     # ---- the model ---------------------------------------------------------------------------
 
-    def _run_model(self, task: TurnTask, state: SessionState, remaining_ms: RemainingMs) -> None:
+    def _run_model(self, task: TurnTask, state: SessionState, remaining_ms: RemainingMs, claim: RunnerClaim) -> None:
         stream_id: str | None = task.stream_id
         while stream_id:
             current = task.model_copy(update={"stream_id": stream_id})
@@ -108,9 +99,17 @@ class TurnRunner:
                 self.fail(current, ErrorCode.CONDUCTOR_ERROR, "out of time")
                 return
             try:
-                stream_id, state = self._stream_fitting(current, state, remaining_ms)
+                stream_id, state = self._stream_fitting(current, state, remaining_ms, claim)
             except StreamSuperseded:
                 self.log.info("model stream stopped: superseded", extra={"session_id": task.session_id})
+                return
+            except StreamTaken:
+                self.log.warning(
+                    "model stream stopped: another invocation holds it", extra={"session_id": task.session_id}
+                )
+                return
+            except ConductorBusy:
+                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "the session kept changing; the turn stopped")
                 return
             except BrainError as error:
                 self.metrics.count("BedrockErrors")
@@ -143,7 +142,7 @@ class TurnRunner:
                 return
 
     def _stream_fitting(
-        self, task: TurnTask, state: SessionState, remaining_ms: RemainingMs
+        self, task: TurnTask, state: SessionState, remaining_ms: RemainingMs, claim: RunnerClaim
     ) -> tuple[str | None, SessionState]:
         """One model message, on a history window that fits the model's context.
 
@@ -157,7 +156,7 @@ class TurnRunner:
         while True:
             message = ModelMessage()
             try:
-                state = self._stream_message(task, state, messages, message, remaining_ms)
+                state = self._stream_message(task, state, messages, message, remaining_ms, claim)
             except BrainError as error:
                 if not error.input_too_long or message.content:
                     raise
@@ -179,7 +178,7 @@ class TurnRunner:
         committed = self.committer.apply(
             task.session_id,
             lambda fresh: conductor.stream_finished(
-                fresh, task.stream_id, message, self.settings.core, window_cap=window_cap
+                fresh, task.stream_id, message, self.settings.core, window_cap=window_cap, claim=claim
             ),
             hint=state,
         )
@@ -195,13 +194,14 @@ class TurnRunner:
         messages: list[Message],
         message: ModelMessage,
         remaining_ms: RemainingMs,
+        claim: RunnerClaim,
     ) -> SessionState:
         items = self.brain.stream(messages)
         try:
             for item in items:
                 if remaining_ms() < self.settings.turn_reserve_ms:
                     raise _OutOfTime
-                state = self._on_stream_item(task, state, item, message)
+                state = self._on_stream_item(task, state, item, message, claim)
         finally:
             close = getattr(items, "close", None)
             if close is not None:
@@ -209,16 +209,16 @@ class TurnRunner:
         return state
 
     def _on_stream_item(
-        self, task: TurnTask, state: SessionState, item: StreamItem, message: ModelMessage
+        self, task: TurnTask, state: SessionState, item: StreamItem, message: ModelMessage, claim: RunnerClaim
     ) -> SessionState:
         message.add(item)
         stream_id = task.stream_id
         if isinstance(item, TextDelta):
             decide: Callable[[SessionState], Outcome] = lambda fresh: conductor.stream_text(  # noqa: E731
-                fresh, stream_id, item.text
+                fresh, stream_id, item.text, claim
             )
         elif isinstance(item, ToolUseStarted):
-            decide = lambda fresh: conductor.stream_tool_started(fresh, stream_id)  # noqa: E731
+            decide = lambda fresh: conductor.stream_tool_started(fresh, stream_id, claim)  # noqa: E731
         else:  # complete tool uses and the message end are decided once the stream is over
             return state
         committed = self.committer.apply(task.session_id, decide, hint=state)

@@ -3,6 +3,8 @@ message ends (every Bedrock stop reason), and a stream that failed or lost its r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from shared.core.decision import (
     CoreSettings,
     Decision,
@@ -36,18 +38,33 @@ CONTEXT_FULL_STOP = "model_context_window_exceeded"
 CUT_OFF_MARKER = "[cut off: the reply reached the output limit; any tool call in it was dropped]"
 FILTERED_MARKER = "[stopped by a content filter]"
 MALFORMED_MARKER = "[the reply was malformed and dropped]"
+EMPTY_REPLY_MARKER = "[no answer: the model said nothing]"
 CONTEXT_FULL_MARKER = "[cut off: the conversation filled the context window]"
 
 
-def _current_stream(decision: Decision, stream_id: str) -> tuple[Turn, ActiveStream]:
-    turn = decision.state.turn
-    if turn is None or turn.stream is None or turn.stream.stream_id != stream_id:
-        raise StreamSuperseded(stream_id)
-    return turn, turn.stream
+@dataclass(frozen=True)
+class RunnerClaim:
+    """The turn-runner invocation streaming: the first commit it makes claims the stream for it,
+    every later one checks it still holds it (no separate write to claim)."""
+
+    runner: str
+    deadline: float  # epoch seconds: the invocation's timeout
 
 
 class StreamTaken(Exception):
     """Another runner invocation already holds this stream (an asynchronous invoke delivered twice)."""
+
+
+def _current_stream(decision: Decision, stream_id: str, claim: RunnerClaim | None = None) -> tuple[Turn, ActiveStream]:
+    turn = decision.state.turn
+    if turn is None or turn.stream is None or turn.stream.stream_id != stream_id:
+        raise StreamSuperseded(stream_id)
+    stream = turn.stream
+    if claim is not None:
+        if stream.runner is not None and stream.runner != claim.runner:
+            raise StreamTaken(stream_id)
+        stream.runner, stream.deadline = claim.runner, claim.deadline
+    return turn, stream
 
 
 def claim_stream(state: SessionState, stream_id: str, runner: str, *, deadline: float) -> Outcome:
@@ -57,27 +74,23 @@ def claim_stream(state: SessionState, stream_id: str, runner: str, *, deadline: 
     and ``StreamTaken`` when another invocation holds it.
     """
     decision = Decision(state)
-    _, stream = _current_stream(decision, stream_id)
-    if stream.runner is not None and stream.runner != runner:
-        raise StreamTaken(stream_id)
-    stream.runner = runner
-    stream.deadline = deadline
+    _current_stream(decision, stream_id, RunnerClaim(runner, deadline))
     return decision.outcome()
 
 
-def stream_text(state: SessionState, stream_id: str, delta: str) -> Outcome:
+def stream_text(state: SessionState, stream_id: str, delta: str, claim: RunnerClaim | None = None) -> Outcome:
     decision = Decision(state)
-    _, stream = _current_stream(decision, stream_id)
+    _, stream = _current_stream(decision, stream_id, claim)
     stream.text += delta
     if stream.text.strip():
         decision.send(AssistantSpeechPartial(text=stream.text.lstrip()))
     return decision.outcome()
 
 
-def stream_tool_started(state: SessionState, stream_id: str) -> Outcome:
+def stream_tool_started(state: SessionState, stream_id: str, claim: RunnerClaim | None = None) -> Outcome:
     """Text said before a tool call is finalized and spoken before the call goes out."""
     decision = Decision(state)
-    turn, stream = _current_stream(decision, stream_id)
+    turn, stream = _current_stream(decision, stream_id, claim)
     finalize_segment(decision, turn, stream, OwnPurpose.SPEAK_BEFORE_TOOLS)
     return decision.outcome()
 
@@ -89,6 +102,7 @@ def stream_finished(
     settings: CoreSettings,
     *,
     window_cap: int | None = None,
+    claim: RunnerClaim | None = None,
 ) -> Outcome:
     """The model's message is complete: speak it, forward its tool calls, or end the turn.
 
@@ -96,7 +110,7 @@ def stream_finished(
     context; later requests start from that.
     """
     decision = Decision(state)
-    turn, stream = _current_stream(decision, stream_id)
+    turn, stream = _current_stream(decision, stream_id, claim)
     turn.stream = None
     if window_cap is not None:
         decision.state.window_cap = window_cap
@@ -105,6 +119,8 @@ def stream_finished(
         return decision.outcome()
     content = message.history_content()
     if not message.tool_uses:
+        if not any("text" in block for block in content):  # keeps the roles alternating
+            content = [*content, text_block(EMPTY_REPLY_MARKER)]
         decision.history.add("assistant", content)
         if finalize_segment(decision, turn, stream, OwnPurpose.SPEAK_FINAL):
             return decision.outcome()  # the turn ends when the app has spoken it

@@ -400,7 +400,7 @@ def test_a_dynamodb_error_mid_stream_ends_the_turn_cleanly(conductor: Harness, m
     def failing_commit(state: Any, history: Any = (), **kwargs: Any) -> Any:
         if kwargs.get("claim_event_id") is None and not list(history) and not list(kwargs.get("outbox", ())):
             stream_commits.append(1)
-            if len(stream_commits) == 4:  # the runner's claim of the stream, then the third partial
+            if len(stream_commits) == 3:  # the third partial
                 raise ClientError(
                     {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
                     "TransactWriteItems",
