@@ -6,8 +6,9 @@
 * ``InvocationType: Event`` (asynchronous): ``202`` at once, the handler then runs in its own
   worker thread with a fresh context. Payloads over 1 MB are refused with ``413
   RequestEntityTooLargeException`` (the type Lambda really sends). If the handler raises, the
-  invocation is retried as configured (``retry_attempts``), then an invocation record (Lambda's documented destination shape, condition
-  ``RetriesExhausted``) goes to the function's ``on_failure`` destination function.
+  invocation is retried as configured (``retry_attempts``), then an invocation record (Lambda's
+  documented destination shape, condition ``RetriesExhausted``) goes to the function's
+  ``on_failure`` destination function.
 * ``RequestResponse`` (default): runs the handler, ``200`` with its JSON result; a raised error
   comes back as ``X-Amz-Function-Error: Unhandled`` with ``{errorMessage, errorType}``. Over 6 MB
   is refused. ``DryRun``: ``204``.
