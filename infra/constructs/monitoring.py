@@ -1,4 +1,4 @@
-"""Alarms on handler errors, Lambda throttles and Bedrock errors, with optional e-mail alerts."""
+"""Alarms on handler errors, Lambda throttles, Bedrock errors and abandoned turns, with optional e-mail alerts."""
 
 from __future__ import annotations
 
@@ -38,22 +38,16 @@ class ConductorAlarms(Construct):
                 fn.metric_throttles(period=PERIOD, statistic="Sum"),
                 f"{name} function invocations were throttled",
             )
-        bedrock_errors = cloudwatch.Metric(
-            namespace=config.metrics_namespace,
-            metric_name=BEDROCK_ERRORS_METRIC,
-            dimensions_map={"service": config.service_name},
-            statistic="Sum",
-            period=PERIOD,
+        self._alarm(
+            "BedrockErrors",
+            self._metric(config, BEDROCK_ERRORS_METRIC),
+            "Bedrock ConverseStream calls failed (throttling, stream errors)",
         )
-        self._alarm("BedrockErrors", bedrock_errors, "Bedrock ConverseStream calls failed (throttling, stream errors)")
-        abandoned = cloudwatch.Metric(
-            namespace=config.metrics_namespace,
-            metric_name=TURNS_ABANDONED_METRIC,
-            dimensions_map={"service": config.service_name},
-            statistic="Sum",
-            period=PERIOD,
+        self._alarm(
+            "TurnsAbandoned",
+            self._metric(config, TURNS_ABANDONED_METRIC),
+            "turns never ran or their runner died (the user heard an apology)",
         )
-        self._alarm("TurnsAbandoned", abandoned, "turns never ran or their runner died (the user heard an apology)")
 
         self.topic: sns.Topic | None = None
         if config.alarm_email:
@@ -63,6 +57,17 @@ class ConductorAlarms(Construct):
             for alarm in self.alarms:
                 alarm.add_alarm_action(action)
                 alarm.add_ok_action(action)
+
+    @staticmethod
+    def _metric(config: StageConfig, name: str) -> cloudwatch.Metric:
+        """A count the conductor emits itself (Powertools metrics, dimension ``service``)."""
+        return cloudwatch.Metric(
+            namespace=config.metrics_namespace,
+            metric_name=name,
+            dimensions_map={"service": config.service_name},
+            statistic="Sum",
+            period=PERIOD,
+        )
 
     def _alarm(self, construct_id: str, metric: cloudwatch.Metric, description: str) -> None:
         self.alarms.append(
