@@ -1,7 +1,8 @@
 """``$default``: every frame the app sends. Never raises to API Gateway.
 
-Replies go through the management API (the route has no route response), so the function may
-keep streaming long after API Gateway's 29 s integration timeout.
+Replies go through the management API (the route has no route response). The handler only
+decides, commits, posts and launches turns, well within API Gateway's 29 s integration timeout:
+the model stream runs in the turn runner (``lambdas.turn``).
 """
 
 from __future__ import annotations
