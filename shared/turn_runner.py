@@ -75,16 +75,28 @@ class TurnRunner:
         claim = RunnerClaim(uuid.uuid4().hex, time.time() + remaining_ms() / 1000)
         self._run_model(task, state, remaining_ms, claim)
 
-    def fail(self, task: TurnTask, code: ErrorCode, message: str, *, fallback_line: str | None = None) -> None:
-        """End the task's stream with an error (if it is still the session's), keeping what was said."""
+    def fail(
+        self,
+        task: TurnTask,
+        code: ErrorCode,
+        message: str,
+        *,
+        fallback_line: str | None = None,
+        claim: RunnerClaim | None = None,
+    ) -> None:
+        """End the task's stream with an error (if it is still the session's), keeping what was said.
+
+        A runner passes its ``claim``: a duplicate delivery that failed must not end the stream the
+        other invocation is streaming.
+        """
         try:
             committed = self.committer.apply(
                 task.session_id,
                 lambda fresh: conductor.stream_failed(
-                    fresh, task.stream_id, code, message, fallback_line=fallback_line
+                    fresh, task.stream_id, code, message, fallback_line=fallback_line, claim=claim
                 ),
             )
-        except StreamSuperseded:
+        except (StreamSuperseded, StreamTaken):
             return
         if committed is not None:
             self.delivery.deliver(task.endpoint, committed)
@@ -96,7 +108,7 @@ class TurnRunner:
         while stream_id:
             current = task.model_copy(update={"stream_id": stream_id})
             if remaining_ms() < self.settings.turn_reserve_ms:
-                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "out of time")
+                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "out of time", claim=claim)
                 return
             try:
                 stream_id, state = self._stream_fitting(current, state, remaining_ms, claim)
@@ -109,7 +121,9 @@ class TurnRunner:
                 )
                 return
             except ConductorBusy:
-                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "the session kept changing; the turn stopped")
+                self.fail(
+                    current, ErrorCode.CONDUCTOR_ERROR, "the session kept changing; the turn stopped", claim=claim
+                )
                 return
             except BrainError as error:
                 self.metrics.count("BedrockErrors")
@@ -127,18 +141,21 @@ class TurnRunner:
                     ErrorCode.BEDROCK_ERROR,
                     "the model stopped responding" if stalled else f"the model failed: {error.code}",
                     fallback_line=conductor.STALL_FALLBACK_LINE if stalled else None,
+                    claim=claim,
                 )
                 return
             except _ContextOverflow:
                 self.metrics.count("BedrockErrors")
-                self.fail(current, ErrorCode.BEDROCK_ERROR, "the request is too long for the model, even alone")
+                self.fail(
+                    current, ErrorCode.BEDROCK_ERROR, "the request is too long for the model, even alone", claim=claim
+                )
                 return
             except _OutOfTime:
-                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "the turn ran out of time")
+                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "the turn ran out of time", claim=claim)
                 return
             except Exception:  # the turn must end cleanly whatever broke, or the session stays busy
                 self.log.exception("turn failed", extra={"session_id": task.session_id})
-                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "the conductor failed mid-turn")
+                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "the conductor failed mid-turn", claim=claim)
                 return
 
     def _stream_fitting(

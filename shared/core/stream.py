@@ -209,15 +209,22 @@ def _finish_abnormal(decision: Decision, turn: Turn, stream: ActiveStream, messa
 
 
 def stream_failed(
-    state: SessionState, stream_id: str, code: ErrorCode, message: str, *, fallback_line: str | None = None
+    state: SessionState,
+    stream_id: str,
+    code: ErrorCode,
+    message: str,
+    *,
+    fallback_line: str | None = None,
+    claim: RunnerClaim | None = None,
 ) -> Outcome:
     """The model failed (or the turn ran out of time): keep what was said, report, go idle.
 
     With ``fallback_line`` (a stalled stream) the app also speaks a short line, so the user
-    hears why nothing more is coming; the turn then ends when it has been spoken.
+    hears why nothing more is coming; the turn then ends when it has been spoken. With
+    ``claim``, only a runner that holds the stream (or finds it unclaimed) may end it.
     """
     decision = Decision(state)
-    turn, stream = _current_stream(decision, stream_id)
+    turn, stream = _current_stream(decision, stream_id, claim)
     _fail_stream(decision, turn, stream, code, message, fallback_line)
     return decision.outcome()
 
