@@ -17,9 +17,18 @@ A script is an iterable of steps, sent in order as they are produced:
 ``RejectRequest(status, error_type, message)`` answers with an HTTP error before any stream,
 so boto3 raises the modeled ``ClientError`` (and retries it when botocore deems it retryable).
 
-By default requests are first checked against the conversation rules Bedrock enforces (roles
-alternate and start with user, every ``toolUse`` answered by a ``toolResult`` in the next
-message, ...) and rejected with ``ValidationException`` like Bedrock does.
+By default requests are first checked like Bedrock checks them, and rejected with a ``400
+ValidationException`` in Bedrock's words: the API model's constraints that botocore leaves to the
+service (tool names ``[a-zA-Z0-9_-]{1,64}``, tool use ids ``[a-zA-Z0-9_.:-]{1,64}``, ``maxTokens``
+at least 1, ``temperature`` and ``topP`` from 0 to 1, at most 2500 ``stopSequences``, at least one
+tool in a ``toolConfig``), then the conversation rules (roles alternate and start with user,
+every ``toolUse`` answered by a ``toolResult`` in the next message, ...).
+
+``max_input_tokens`` (off by default, settable while running) gives the endpoint a context
+window: a request whose estimated size (``estimate_input_tokens``: characters / 4 of the compact
+JSON of ``system``, ``messages`` and ``toolConfig``) exceeds it is refused before any stream with
+``400 ValidationException`` "Input is too long for requested model.", as Bedrock refuses a
+conversation that does not fit the model.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import copy
 import itertools
 import json
 import logging
+import math
 import re
 import socket
 import sys
@@ -327,6 +337,134 @@ def converse_validation_error(request: Mapping[str, Any]) -> str | None:
     return None
 
 
+# ---- request validation: the API model's constraints botocore leaves to the service ---------
+
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]+")
+_TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_.:-]+")
+ID_MAX_LENGTH = 64
+MAX_STOP_SEQUENCES = 2500
+
+
+def _failed(at: str, constraint: str) -> str:
+    return f"{at} failed to satisfy constraint: Member must {constraint}"
+
+
+def _string_problems(value: Any, path: str, pattern: re.Pattern[str], *, shown: bool) -> list[str]:
+    """A ``ToolName`` / ``ToolUseId`` member outside its pattern or its 1..64 length. Bedrock does
+    not echo message content back, so values inside ``messages`` are not shown."""
+    if not isinstance(value, str):
+        return []  # a missing or mistyped member is botocore's to refuse
+    at = f"Value '{value}' at '{path}'" if shown else f"Value at '{path}'"
+    problems = []
+    if pattern.fullmatch(value) is None:
+        problems.append(_failed(at, f"satisfy regular expression pattern: {pattern.pattern}"))
+    if not value:
+        problems.append(_failed(at, "have length greater than or equal to 1"))
+    if len(value) > ID_MAX_LENGTH:
+        problems.append(_failed(at, f"have length less than or equal to {ID_MAX_LENGTH}"))
+    return problems
+
+
+def _range_problems(value: Any, path: str, low: float, high: float | None = None) -> list[str]:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return []
+    at = f"Value '{value}' at '{path}'"
+    if value < low:
+        return [_failed(at, f"have value greater than or equal to {low:g}")]
+    if high is not None and value > high:
+        return [_failed(at, f"have value less than or equal to {high:g}")]
+    return []
+
+
+def _inference_problems(inference: Mapping[str, Any]) -> list[str]:
+    problems = _range_problems(inference.get("maxTokens"), "inferenceConfig.maxTokens", 1)
+    problems += _range_problems(inference.get("temperature"), "inferenceConfig.temperature", 0, 1)
+    problems += _range_problems(inference.get("topP"), "inferenceConfig.topP", 0, 1)
+    stops = inference.get("stopSequences")
+    if isinstance(stops, list) and len(stops) > MAX_STOP_SEQUENCES:
+        at = "Value at 'inferenceConfig.stopSequences'"
+        problems.append(_failed(at, f"have length less than or equal to {MAX_STOP_SEQUENCES}"))
+    return problems
+
+
+def _tool_config_problems(tool_config: Mapping[str, Any]) -> list[str]:
+    tools = tool_config.get("tools")
+    if not isinstance(tools, list):
+        return []
+    if not tools:
+        return [_failed("Value '[]' at 'toolConfig.tools'", "have length greater than or equal to 1")]
+    problems = []
+    for t, tool in enumerate(tools, start=1):
+        spec = tool.get("toolSpec") if isinstance(tool, Mapping) else None
+        if isinstance(spec, Mapping):
+            path = f"toolConfig.tools.{t}.member.toolSpec.name"
+            problems += _string_problems(spec.get("name"), path, _TOOL_NAME, shown=True)
+    return problems
+
+
+def _message_problems(messages: list[Any]) -> list[str]:
+    problems = []
+    for m, msg in enumerate(messages, start=1):
+        content = msg.get("content") if isinstance(msg, Mapping) else None
+        for c, block in enumerate(content if isinstance(content, list) else [], start=1):
+            at = f"messages.{m}.member.content.{c}.member"
+            use = block.get("toolUse") if isinstance(block, Mapping) else None
+            if isinstance(use, Mapping):
+                problems += _string_problems(use.get("toolUseId"), f"{at}.toolUse.toolUseId", _TOOL_USE_ID, shown=False)
+                problems += _string_problems(use.get("name"), f"{at}.toolUse.name", _TOOL_NAME, shown=False)
+            result = block.get("toolResult") if isinstance(block, Mapping) else None
+            if isinstance(result, Mapping):
+                path = f"{at}.toolResult.toolUseId"
+                problems += _string_problems(result.get("toolUseId"), path, _TOOL_USE_ID, shown=False)
+    return problems
+
+
+def constraint_violation(request: Mapping[str, Any]) -> str | None:
+    """Why Bedrock's request validation would refuse this ConverseStream request, or None.
+
+    The API model's constraints that botocore leaves to the service (it checks minimums, never
+    patterns or maximums), in AWS's words: ``N validation error(s) detected: Value '<v>' at
+    '<path>' failed to satisfy constraint: Member must ...``, 1-based ``.member.`` paths, the
+    problems joined by ``; ``.
+    """
+    problems: list[str] = []
+    inference = request.get("inferenceConfig")
+    if isinstance(inference, Mapping):
+        problems += _inference_problems(inference)
+    tool_config = request.get("toolConfig")
+    if isinstance(tool_config, Mapping):
+        problems += _tool_config_problems(tool_config)
+    messages = request.get("messages")
+    if isinstance(messages, list):
+        problems += _message_problems(messages)
+    if not problems:
+        return None
+    errors = "validation error" if len(problems) == 1 else "validation errors"
+    return f"{len(problems)} {errors} detected: {'; '.join(problems)}"
+
+
+# ---- the context window -------------------------------------------------------------------
+
+INPUT_TOO_LONG = "Input is too long for requested model."
+"""Bedrock's message when a request does not fit the model's context window."""
+
+
+def estimate_input_tokens(request: Mapping[str, Any]) -> int:
+    """Roughly what Bedrock counts as input: characters / 4 (rounded up) of the compact JSON of
+    ``system``, ``messages`` and ``toolConfig`` (the usual rule of thumb for English text)."""
+    chars = sum(
+        len(json.dumps(request[key], separators=(",", ":"), ensure_ascii=False))
+        for key in ("system", "messages", "toolConfig")
+        if request.get(key) is not None
+    )
+    return max(1, math.ceil(chars / 4))
+
+
+def input_too_long() -> RejectRequest:
+    """``400 ValidationException`` for a request over the context window (not retried)."""
+    return validation_error(INPUT_TOO_LONG)
+
+
 # ---- the scripted responder ---------------------------------------------------------------
 
 
@@ -438,9 +576,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(400, "ValidationException", "the request body is not a JSON object")
             return
         app._record(RecordedRequest(model_id, body))
-        problem = converse_validation_error(body) if app.validate_requests else None
-        if problem is not None:
-            self._send_error(400, "ValidationException", problem)
+        refusal = app.refusal(body)
+        if refusal is not None:
+            self._send_error(refusal.status, refusal.error_type, refusal.message)
             return
         try:
             outcome = app.responder(model_id, copy.deepcopy(body))
@@ -519,9 +657,11 @@ class LocalBedrockServer:
         port: int = 0,
         *,
         validate_requests: bool = True,
+        max_input_tokens: int | None = None,
     ) -> None:
         self.responder = responder
         self.validate_requests = validate_requests
+        self.max_input_tokens = max_input_tokens
         self._host = host
         self._port = port
         self._httpd: _HTTPServer | None = None
@@ -530,6 +670,30 @@ class LocalBedrockServer:
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._connections: dict[socket.socket, threading.Thread] = {}
+
+    @property
+    def max_input_tokens(self) -> int | None:
+        """The context window (``estimate_input_tokens`` units), None for no limit; may be changed
+        while the server runs (the next request sees it)."""
+        return self._max_input_tokens
+
+    @max_input_tokens.setter
+    def max_input_tokens(self, value: int | None) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"max_input_tokens must be a positive int or None, not {value!r}")
+        self._max_input_tokens = value
+
+    def refusal(self, request: Mapping[str, Any]) -> RejectRequest | None:
+        """How Bedrock would refuse ``request`` before streaming (validation, then the context
+        window), or None when it would be served."""
+        if self.validate_requests:
+            problem = constraint_violation(request) or converse_validation_error(request)
+            if problem is not None:
+                return validation_error(problem)
+        limit = self._max_input_tokens
+        if limit is not None and estimate_input_tokens(request) > limit:
+            return input_too_long()
+        return None
 
     @property
     def port(self) -> int:

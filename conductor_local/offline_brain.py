@@ -23,6 +23,24 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
 ``fail``
     Streams a few words, then breaks the stream with a ``modelStreamErrorException``.
 
+``stop <reason> [text]``
+    Streams ``text`` as said (without one, a sentence naming the reason) and ends the message
+    with ``messageStop`` ``stopReason = <reason>``: the next word, verbatim, so any string (an
+    unknown reason too) can be tried. When the text is a ``call`` directive, the message is a
+    short sentence, then those tool uses; with ``max_tokens`` the last use's input JSON is cut
+    off in the middle, as a real cut at the output limit looks (its block is still stopped).
+    Example: ``stop max_tokens call editor.readFile {"path": "a.swift"}``.
+
+``stop none [text]``
+    The same text, then the stream ends right after the last delta: no ``contentBlockStop``,
+    no ``messageStop``, no metadata (a stream cut short).
+
+``slow <seconds> [text]``
+    Streams ``text`` (without one, a few sentences) spread evenly over ``<seconds>`` (more than 0,
+    capped at 900): a pause before every delta, one word per delta, or pieces of words when there
+    are too few words to keep each pause under ``SLOW_MAX_GAP`` (5) seconds. For turns longer
+    than API Gateway's 29 s integration timeout.
+
 anything else
     ``You said: <transcript>``, one word per delta.
 
@@ -35,14 +53,16 @@ blocks, ``json`` blocks serialized, ``(empty)`` when there is none. If that mess
 carries a text block, that is a new utterance merged after abandoned calls, and the reply
 answers it as a transcript instead.
 
-Every reply is a complete message: messageStart, content blocks, messageStop and metadata with
-token counts estimated from the text sizes.
+Every reply but ``fail`` and ``stop none`` is a complete message: messageStart, content blocks,
+messageStop and metadata with token counts estimated from the text sizes (the input counted as the
+endpoint's context limit counts it, ``estimate_input_tokens``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -53,19 +73,36 @@ from conductor_local.bedrock_server import (
     Step,
     Text,
     ToolUse,
+    estimate_input_tokens,
     message,
     model_stream_error,
+    split_words,
 )
 
 MAX_COUNT = 1000
 COUNT_PAUSE = 0.05
 FAIL_WORDS = "Let me think about that and"
 FAIL_MESSAGE = "The offline brain broke the stream, as the transcript asked."
+NO_MESSAGE_STOP = "none"
+"""``stop none``: the stream ends with no messageStop."""
+CUT_OFF_STOP = "max_tokens"
+CALL_PREAMBLE = "Let me do that."
+STOP_TEXT = "This answer stops with the reason {reason}."
+CUT_SHORT_TEXT = "This answer is cut short before its end."
+MAX_SLOW_SECONDS = 900.0
+SLOW_MAX_GAP = 5.0
+SLOW_TEXT = (
+    "I am taking my time with this answer, one word after another, so that the turn lasts as long as "
+    "you asked. A long answer is fine: it streams in the background while the app keeps listening. "
+    "That is all I wanted to say."
+)
 
 _CALL = re.compile(r"call\s+([^\s;]+)\s*", re.IGNORECASE)
 _NEXT_CALL = re.compile(r"\s*;\s*(?=call\s)", re.IGNORECASE)
 _COUNT = re.compile(r"count\s+(\d+)", re.IGNORECASE)
 _FAIL = re.compile(r"fail", re.IGNORECASE)
+_STOP = re.compile(r"stop\s+(\S+)(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
+_SLOW = re.compile(r"slow\s+(\d+(?:\.\d*)?|\.\d+)(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
 _TRAILING_MARK = re.compile(r"\s*[.!]$")
 _DECODER = json.JSONDecoder()
 
@@ -73,13 +110,20 @@ _DECODER = json.JSONDecoder()
 class OfflineBrain:
     """A ``Responder`` for ``LocalBedrockServer``; see the module docstring for its directives."""
 
-    def __init__(self, *, count_pause: float = COUNT_PAUSE, max_count: int = MAX_COUNT) -> None:
+    def __init__(
+        self,
+        *,
+        count_pause: float = COUNT_PAUSE,
+        max_count: int = MAX_COUNT,
+        max_slow_seconds: float = MAX_SLOW_SECONDS,
+    ) -> None:
         self.count_pause = count_pause
         self.max_count = max_count
+        self.max_slow_seconds = max_slow_seconds
 
     def __call__(self, model_id: str, request: dict[str, Any]) -> list[Step]:
         messages: list[dict[str, Any]] = request.get("messages") or []
-        input_tokens = max(1, len(json.dumps(messages)) // 4)
+        input_tokens = estimate_input_tokens(request)
         user_at = next((i for i in reversed(range(len(messages))) if messages[i].get("role") == "user"), None)
         if user_at is None:
             return message("I did not hear anything.", input_tokens=input_tokens)
@@ -97,15 +141,15 @@ class OfflineBrain:
         directive = _TRAILING_MARK.sub("", transcript)
         calls = parse_calls(directive)
         if calls is not None:
-            uses: list[Text | ToolUse] = [
-                ToolUse(
-                    WRAPPER_TOOL,
-                    {"name": name, "arguments": arguments},
-                    tool_use_id="tooluse_" + _digest([conversation_key, index])[:22],
-                )
-                for index, (name, arguments) in enumerate(calls)
-            ]
-            return message(*uses, input_tokens=input_tokens)
+            return message(*_tool_uses(calls, conversation_key), input_tokens=input_tokens)
+        if match := _STOP.fullmatch(directive):
+            # The text is what was said after the reason, trailing mark included.
+            text = transcript[match.start(2) :].strip() if match.group(2) else ""
+            return self.stop(match.group(1), text, conversation_key=conversation_key, input_tokens=input_tokens)
+        if (match := _SLOW.fullmatch(directive)) and float(match.group(1)) > 0:
+            seconds = min(float(match.group(1)), self.max_slow_seconds)
+            text = transcript[match.start(2) :].strip() if match.group(2) else SLOW_TEXT
+            return message(slow_text(text, seconds), input_tokens=input_tokens)
         if match := _COUNT.fullmatch(directive):
             n = min(max(int(match.group(1)), 1), self.max_count)
             words = " ".join(str(i) for i in range(1, n + 1))
@@ -116,6 +160,55 @@ class OfflineBrain:
         if not transcript:
             return message("I did not hear anything.", input_tokens=input_tokens)
         return message(f"You said: {transcript}", input_tokens=input_tokens)
+
+    def stop(self, reason: str, text: str, *, conversation_key: str = "", input_tokens: int = 100) -> list[Step]:
+        """``stop <reason> [text]``: the text (or tool uses) ending with ``reason``, or with no
+        messageStop at all for ``none``."""
+        cut = reason.lower() == NO_MESSAGE_STOP
+        calls = parse_calls(_TRAILING_MARK.sub("", text))
+        content: list[Text | ToolUse | str]
+        if calls is not None:
+            uses = _tool_uses(calls, conversation_key)
+            if reason == CUT_OFF_STOP:
+                uses[-1] = cut_off(uses[-1])
+            content = [CALL_PREAMBLE, *uses]
+        elif text:
+            content = [text]
+        else:
+            content = [CUT_SHORT_TEXT if cut else STOP_TEXT.format(reason=reason)]
+        steps = message(*content, stop_reason=reason, input_tokens=input_tokens)
+        if cut:  # drop the last block's stop, the messageStop and the metadata
+            return steps[:-3]
+        return steps
+
+
+def _tool_uses(calls: list[tuple[str, Any]], conversation_key: str) -> list[ToolUse]:
+    return [
+        ToolUse(
+            WRAPPER_TOOL,
+            {"name": name, "arguments": arguments},
+            tool_use_id="tooluse_" + _digest([conversation_key, index])[:22],
+        )
+        for index, (name, arguments) in enumerate(calls)
+    ]
+
+
+def cut_off(use: ToolUse) -> ToolUse:
+    """``use`` with its input JSON cut in the middle, as the output limit leaves it."""
+    full = use.input_json()
+    return ToolUse(use.name, full[: len(full) // 2], use.tool_use_id, use.parts, use.pause)
+
+
+def slow_text(text: str, seconds: float, max_gap: float = SLOW_MAX_GAP) -> Text:
+    """``text`` streamed over ``seconds``: a word per delta, or smaller pieces when the text has too
+    few words to keep each pause under ``max_gap``; the pauses add up to ``seconds``."""
+    words = len(split_words(text))
+    wanted = math.ceil(seconds / max_gap)
+    if words >= wanted:
+        return Text(text, pause=seconds / max(1, words))
+    size = max(1, len(text) // min(wanted, len(text)))
+    pieces = math.ceil(len(text) / size)
+    return Text(text, chars_per_delta=size, pause=seconds / pieces)
 
 
 def parse_calls(transcript: str) -> list[tuple[str, Any]] | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from botocore.retries.standard import ExponentialBackoff
 from urllib3.exceptions import ProtocolError
@@ -24,7 +25,9 @@ from conductor_local.bedrock_server import (
     Step,
     Text,
     ToolUse,
+    constraint_violation,
     converse_validation_error,
+    estimate_input_tokens,
     message,
     message_start,
     model_stream_error,
@@ -506,3 +509,200 @@ def test_split_parts(length: int, parts: int, count: int) -> None:
     assert "".join(pieces) == text
     assert len(pieces) == count
     assert all(pieces)
+
+
+# ---- the context window -------------------------------------------------------------------
+
+
+def _body(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "messages": messages,
+        "system": [{"text": "You are the VoiceIDE assistant."}],
+        "toolConfig": WRAPPER_TOOL_CONFIG,
+    }
+
+
+def _compact(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
+def test_input_tokens_are_estimated_from_system_messages_and_tool_config() -> None:
+    body = _body(USER_HI)
+    chars = _compact(body["system"]) + _compact(USER_HI) + _compact(WRAPPER_TOOL_CONFIG)
+
+    assert estimate_input_tokens(body) == -(-chars // 4)
+    assert estimate_input_tokens({**body, "inferenceConfig": {"maxTokens": 9}}) == estimate_input_tokens(body)
+    assert estimate_input_tokens({"messages": USER_HI}) == -(-_compact(USER_HI) // 4)
+    assert estimate_input_tokens({"messages": [{"role": "user", "content": [{"text": "é" * 400}]}]}) > 100
+
+
+def _converse(client: Any, messages: list[dict[str, Any]]) -> Any:
+    body = _body(messages)
+    return client.converse_stream(
+        modelId=MODEL_ID, messages=messages, system=body["system"], toolConfig=WRAPPER_TOOL_CONFIG
+    )
+
+
+def test_a_request_over_the_context_limit_is_refused_before_any_stream(no_backoff: None) -> None:
+    responder = ScriptedResponder(message("never sent"))
+    limit = estimate_input_tokens(_body(USER_HI)) - 1
+    with LocalBedrockServer(responder, max_input_tokens=limit) as server:
+        client = make_client(server.url, total_attempts=3)
+        with pytest.raises(ClientError) as caught:
+            _converse(client, USER_HI)
+
+        assert isinstance(caught.value, client.exceptions.ValidationException)
+        error = caught.value.response
+        assert error["Error"] == {"Code": "ValidationException", "Message": "Input is too long for requested model."}
+        assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
+        assert error["ResponseMetadata"]["RetryAttempts"] == 0
+        assert len(server.requests) == 1  # recorded, not retried
+        assert responder.pending == 1  # the responder never saw it
+
+
+def test_a_request_exactly_at_the_limit_is_served() -> None:
+    responder = ScriptedResponder(message("fits"))
+    with LocalBedrockServer(responder, max_input_tokens=estimate_input_tokens(_body(USER_HI))) as server:
+        assert read_stream(_converse(make_client(server.url), USER_HI)["stream"]).text == "fits"
+
+
+def test_the_context_limit_can_be_changed_while_running(
+    responder: ScriptedResponder, bedrock: LocalBedrockServer
+) -> None:
+    client = make_client(bedrock.url)
+    responder.push(message("no limit"), message("roomy again"))
+    assert bedrock.max_input_tokens is None
+    assert read_stream(_converse(client, USER_HI)["stream"]).text == "no limit"
+
+    bedrock.max_input_tokens = 10
+    with pytest.raises(client.exceptions.ValidationException, match="Input is too long for requested model"):
+        _converse(client, USER_HI)
+
+    bedrock.max_input_tokens = None
+    assert read_stream(_converse(client, USER_HI)["stream"]).text == "roomy again"
+
+
+def test_the_context_limit_applies_with_validation_off() -> None:
+    with (
+        LocalBedrockServer(ScriptedResponder(), validate_requests=False, max_input_tokens=1) as server,
+        pytest.raises(ClientError, match="Input is too long"),
+    ):
+        make_client(server.url).converse_stream(modelId=MODEL_ID, messages=USER_HI)
+
+
+@pytest.mark.parametrize("limit", [0, -5, 2.5, True, "100"])
+def test_the_context_limit_must_be_a_positive_int(limit: Any) -> None:
+    server = LocalBedrockServer(ScriptedResponder())
+    with pytest.raises(ValueError, match="max_input_tokens"):
+        server.max_input_tokens = limit
+    with pytest.raises(ValueError, match="max_input_tokens"):
+        LocalBedrockServer(ScriptedResponder(), max_input_tokens=limit)
+
+
+# ---- the API model's constraints -----------------------------------------------------------
+
+
+def _unchecked_client(url: str) -> Any:
+    """The real client with botocore's own parameter checks off, so only the server judges."""
+    return boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=url,
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=Config(parameter_validation=False, retries={"mode": "standard", "total_max_attempts": 1}),
+    )
+
+
+def _tool_config(name: str) -> dict[str, Any]:
+    spec = WRAPPER_TOOL_CONFIG["tools"][0]["toolSpec"]
+    return {"tools": [{"toolSpec": {**spec, "name": name}}]}
+
+
+def _round(tool_use_id: str, name: str = "tool_call", result_id: str | None = None) -> list[dict[str, Any]]:
+    use = {"toolUse": {"toolUseId": tool_use_id, "name": name, "input": {}}}
+    result = {"toolResult": {"toolUseId": result_id or tool_use_id, "content": [{"text": "ok"}]}}
+    return [
+        {"role": "user", "content": [{"text": "go"}]},
+        {"role": "assistant", "content": [{"text": "sure"}, use]},
+        {"role": "user", "content": [result]},
+    ]
+
+
+FAILED = "failed to satisfy constraint: Member must"
+NAME_PATTERN = f"{FAILED} satisfy regular expression pattern: [a-zA-Z0-9_-]+"
+ID_PATTERN = f"{FAILED} satisfy regular expression pattern: [a-zA-Z0-9_.:-]+"
+AT_MOST_64 = f"{FAILED} have length less than or equal to 64"
+USE_ID_AT = "Value at 'messages.2.member.content.2.member.toolUse.toolUseId'"
+RESULT_ID_AT = "Value at 'messages.3.member.content.1.member.toolResult.toolUseId'"
+
+
+@pytest.mark.parametrize(
+    ("fields", "problems"),
+    [
+        (
+            {"toolConfig": _tool_config("editor.open")},
+            [f"Value 'editor.open' at 'toolConfig.tools.1.member.toolSpec.name' {NAME_PATTERN}"],
+        ),
+        (
+            {"toolConfig": _tool_config("t" * 65)},
+            [f"Value '{'t' * 65}' at 'toolConfig.tools.1.member.toolSpec.name' {AT_MOST_64}"],
+        ),
+        (
+            {"toolConfig": {"tools": []}},
+            [f"Value '[]' at 'toolConfig.tools' {FAILED} have length greater than or equal to 1"],
+        ),
+        (
+            {"messages": _round("tu_1", name="editor.open")},
+            [f"Value at 'messages.2.member.content.2.member.toolUse.name' {NAME_PATTERN}"],
+        ),
+        ({"messages": _round("tu 1")}, [f"{USE_ID_AT} {ID_PATTERN}", f"{RESULT_ID_AT} {ID_PATTERN}"]),
+        ({"messages": _round("x" * 65)}, [f"{USE_ID_AT} {AT_MOST_64}", f"{RESULT_ID_AT} {AT_MOST_64}"]),
+        (
+            {"inferenceConfig": {"maxTokens": 0}},
+            [f"Value '0' at 'inferenceConfig.maxTokens' {FAILED} have value greater than or equal to 1"],
+        ),
+        (
+            {"inferenceConfig": {"temperature": 1.5, "topP": -0.5}},
+            [
+                f"Value '1.5' at 'inferenceConfig.temperature' {FAILED} have value less than or equal to 1",
+                f"Value '-0.5' at 'inferenceConfig.topP' {FAILED} have value greater than or equal to 0",
+            ],
+        ),
+        (
+            {"inferenceConfig": {"stopSequences": ["x"] * 2501}},
+            [f"Value at 'inferenceConfig.stopSequences' {FAILED} have length less than or equal to 2500"],
+        ),
+    ],
+)
+def test_model_constraints_are_enforced_in_bedrocks_words(
+    responder: ScriptedResponder, bedrock: LocalBedrockServer, fields: dict[str, Any], problems: list[str]
+) -> None:
+    responder.push(message("never sent"))
+    client = _unchecked_client(bedrock.url)
+
+    with pytest.raises(client.exceptions.ValidationException) as caught:
+        client.converse_stream(modelId=MODEL_ID, **{"messages": USER_HI, "toolConfig": WRAPPER_TOOL_CONFIG, **fields})
+
+    count = "1 validation error" if len(problems) == 1 else f"{len(problems)} validation errors"
+    assert caught.value.response["Error"]["Message"] == f"{count} detected: " + "; ".join(problems)
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert responder.pending == 1
+
+
+def test_names_and_ids_within_the_constraints_pass() -> None:
+    fields = {
+        "messages": _round("tooluse_Ab-9.x:1", name="Tool-name_9"),
+        "toolConfig": _tool_config("t" * 64),
+        "inferenceConfig": {"maxTokens": 1, "temperature": 1, "topP": 0, "stopSequences": ["x"] * 2500},
+    }
+
+    assert constraint_violation(fields) is None
+
+
+def test_constraints_are_not_checked_with_validation_off() -> None:
+    with LocalBedrockServer(ScriptedResponder(message("unchecked")), validate_requests=False) as server:
+        stream = _unchecked_client(server.url).converse_stream(
+            modelId=MODEL_ID, messages=USER_HI, inferenceConfig={"temperature": 7}
+        )["stream"]
+        assert read_stream(stream).text == "unchecked"

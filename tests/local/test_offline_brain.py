@@ -7,8 +7,19 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_server import LocalBedrockServer, Responder
-from conductor_local.offline_brain import FAIL_MESSAGE, FAIL_WORDS, OfflineBrain, parse_calls
+from conductor_local.bedrock_server import LocalBedrockServer, Pause, Responder, estimate_input_tokens
+from conductor_local.offline_brain import (
+    CALL_PREAMBLE,
+    CUT_SHORT_TEXT,
+    FAIL_MESSAGE,
+    FAIL_WORDS,
+    MAX_SLOW_SECONDS,
+    SLOW_MAX_GAP,
+    SLOW_TEXT,
+    STOP_TEXT,
+    OfflineBrain,
+    parse_calls,
+)
 
 from .conftest import Converse, Reply, make_client, read_stream
 
@@ -228,3 +239,163 @@ def test_the_same_request_gets_the_same_reply(converse: Converse) -> None:
     first, second = converse("call a {} ; call b {}"), converse("call a {} ; call b {}")
 
     assert json.dumps(first.events) == json.dumps(second.events)
+
+
+# ---- stop -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "end_turn",
+        "max_tokens",
+        "content_filtered",
+        "guardrail_intervened",
+        "malformed_model_output",
+        "malformed_tool_use",
+        "model_context_window_exceeded",
+        "a_reason_bedrock_never_sent",
+    ],
+)
+def test_stop_ends_the_message_with_any_reason(converse: Converse, reason: str) -> None:
+    reply = converse(f"stop {reason}")
+
+    _assert_complete(reply, reason)
+    assert reply.kinds == ["messageStart"] + ["contentBlockDelta"] * len(reply.text_deltas) + [
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+    ]
+    assert reply.text == STOP_TEXT.format(reason=reason)
+    assert reason in reply.text
+
+
+def test_stop_streams_the_given_text_as_said(converse: Converse) -> None:
+    reply = converse("Stop guardrail_intervened Sorry, I can't discuss that!")
+
+    _assert_complete(reply, "guardrail_intervened")
+    assert reply.text_deltas == ["Sorry,", " I", " can't", " discuss", " that!"]
+
+
+def test_stop_ignores_a_final_full_stop_after_the_reason(converse: Converse) -> None:
+    assert converse("STOP content_filtered.").stop_reason == "content_filtered"
+
+
+def test_stop_max_tokens_cuts_the_tool_input_in_the_middle(converse: Converse) -> None:
+    reply = converse('stop max_tokens call editor.readFile {"path": "a.swift"}')
+
+    text_deltas = len(reply.text_deltas)
+    input_deltas = [d["delta"]["toolUse"]["input"] for d in reply.of("contentBlockDelta") if "toolUse" in d["delta"]]
+    assert reply.kinds == (
+        ["messageStart"]
+        + ["contentBlockDelta"] * text_deltas
+        + ["contentBlockStop", "contentBlockStart"]
+        + ["contentBlockDelta"] * len(input_deltas)
+        + ["contentBlockStop", "messageStop", "metadata"]
+    )
+    assert reply.text == CALL_PREAMBLE
+    (start,) = reply.of("contentBlockStart")
+    assert start["contentBlockIndex"] == 1
+    assert start["start"]["toolUse"]["name"] == "tool_call"
+    assert [s["contentBlockIndex"] for s in reply.of("contentBlockStop")] == [0, 1]
+    assert reply.stop_reason == "max_tokens"
+    complete = json.dumps({"name": "editor.readFile", "arguments": {"path": "a.swift"}}, separators=(",", ":"))
+    sent = "".join(input_deltas)
+    assert len(input_deltas) > 1
+    assert sent == complete[: len(complete) // 2]
+    with pytest.raises(ValueError):
+        json.loads(sent)
+
+
+def test_stop_max_tokens_cuts_only_the_last_of_several_uses(converse: Converse) -> None:
+    reply = converse("stop max_tokens call git.status {} ; call editor.save {}")
+
+    inputs: dict[int, str] = {}
+    for delta in reply.of("contentBlockDelta"):
+        if "toolUse" in delta["delta"]:
+            index = delta["contentBlockIndex"]
+            inputs[index] = inputs.get(index, "") + delta["delta"]["toolUse"]["input"]
+    assert json.loads(inputs[1]) == {"name": "git.status", "arguments": {}}
+    last = '{"name":"editor.save","arguments":{}}'
+    assert inputs[2] == last[: len(last) // 2]
+    assert reply.stop_reason == "max_tokens"
+
+
+def test_stop_with_a_call_and_another_reason_sends_the_whole_use(converse: Converse) -> None:
+    reply = converse('stop malformed_tool_use call editor.open {"path": "a.py"}')
+
+    _assert_complete(reply, "malformed_tool_use")
+    assert reply.text == CALL_PREAMBLE
+    (use,) = reply.tool_uses
+    assert use["input"] == {"name": "editor.open", "arguments": {"path": "a.py"}}
+
+
+@pytest.mark.parametrize(
+    ("transcript", "text"), [("stop none", CUT_SHORT_TEXT), ("Stop None I was saying.", "I was saying.")]
+)
+def test_stop_none_ends_the_stream_without_message_stop(converse: Converse, transcript: str, text: str) -> None:
+    reply = converse(transcript)
+
+    assert reply.error is None
+    assert reply.kinds == ["messageStart"] + ["contentBlockDelta"] * len(reply.text_deltas)
+    assert reply.text == text
+    assert reply.stop_reason is None
+
+
+# ---- slow -----------------------------------------------------------------------------------
+
+
+def test_slow_spreads_the_text_over_the_seconds_asked(converse: Converse) -> None:
+    reply = converse("slow 1.5")
+
+    _assert_complete(reply, "end_turn")
+    assert reply.text == SLOW_TEXT
+    assert len(reply.text_deltas) == len(SLOW_TEXT.split())
+    offsets = reply.delta_offsets
+    assert offsets[-1] >= 1.4  # the pauses add up to 1.5 s; never assert an upper bound
+    assert offsets[len(offsets) // 2] >= 0.7  # spread out, not all at the end
+
+
+def test_slow_streams_the_given_text(converse: Converse) -> None:
+    reply = converse("Slow 0.2 take your time!")
+
+    assert reply.text_deltas == ["take", " your", " time!"]
+    assert reply.delta_offsets[0] >= 0.06
+
+
+def test_slow_keeps_every_pause_short_by_cutting_words_when_needed() -> None:
+    text = "antidisestablishmentarianism floccinaucinihilipilification"
+    steps = OfflineBrain().answer(f"slow 100 {text}")
+
+    pauses = [step.seconds for step in steps if isinstance(step, Pause)]
+    deltas = [
+        s["contentBlockDelta"]["delta"]["text"] for s in steps if isinstance(s, dict) and "contentBlockDelta" in s
+    ]
+    assert "".join(deltas) == text
+    assert len(pauses) == len(deltas) > 2
+    assert sum(pauses) == pytest.approx(100)
+    assert max(pauses) <= SLOW_MAX_GAP
+
+
+def test_slow_is_capped_at_900_seconds_with_short_pauses() -> None:
+    brain = OfflineBrain()
+
+    capped = [step.seconds for step in brain.answer("slow 5000") if isinstance(step, Pause)]
+    assert sum(capped) == pytest.approx(MAX_SLOW_SECONDS)
+    assert max(capped) <= SLOW_MAX_GAP
+
+
+def test_slow_0_is_plain_speech(converse: Converse) -> None:
+    assert converse("slow 0").text == "You said: slow 0"
+
+
+# ---- usage --------------------------------------------------------------------------------
+
+
+def test_input_tokens_are_counted_as_the_context_limit_counts_them(
+    bedrock: LocalBedrockServer, converse: Converse
+) -> None:
+    reply = converse("hello")
+
+    (request,) = bedrock.requests
+    assert reply.of("metadata")[0]["usage"]["inputTokens"] == estimate_input_tokens(request.body)
