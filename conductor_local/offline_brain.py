@@ -25,8 +25,8 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
 
 ``stop <reason> [text]``
     Streams ``text`` as said (without one, a sentence naming the reason) and ends the message
-    with ``messageStop`` ``stopReason = <reason>``: the next word, verbatim, so any string (an
-    unknown reason too) can be tried. When the text is a ``call`` directive, the message is a
+    with ``messageStop`` ``stopReason = <reason>``: the next word, verbatim, so any snake_case
+    reason (an unknown one too) can be tried; "stop the build" is ordinary speech. When the text is a ``call`` directive, the message is a
     short sentence, then those tool uses; with ``max_tokens`` the last use's input JSON is cut
     off in the middle, as a real cut at the output limit looks (its block is still stopped).
     Example: ``stop max_tokens call editor.readFile {"path": "a.swift"}``.
@@ -101,7 +101,8 @@ _CALL = re.compile(r"call\s+([^\s;]+)\s*", re.IGNORECASE)
 _NEXT_CALL = re.compile(r"\s*;\s*(?=call\s)", re.IGNORECASE)
 _COUNT = re.compile(r"count\s+(\d+)", re.IGNORECASE)
 _FAIL = re.compile(r"fail", re.IGNORECASE)
-_STOP = re.compile(r"stop\s+(\S+)(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
+# A reason is snake_case, as Bedrock's are (so "stop the build" stays ordinary speech), or "none".
+_STOP = re.compile(r"stop\s+(none|[a-z0-9]+(?:_[a-z0-9]+)+)(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
 _SLOW = re.compile(r"slow\s+(\d+(?:\.\d*)?|\.\d+)(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
 _TRAILING_MARK = re.compile(r"\s*[.!]$")
 _DECODER = json.JSONDecoder()

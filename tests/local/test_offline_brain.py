@@ -270,6 +270,13 @@ def test_stop_ends_the_message_with_any_reason(converse: Converse, reason: str) 
     assert reason in reply.text
 
 
+@pytest.mark.parametrize("transcript", ["stop the build", "Stop it.", "stop"])
+def test_ordinary_speech_starting_with_stop_is_echoed(converse: Converse, transcript: str) -> None:
+    reply = converse(transcript)
+    _assert_complete(reply, "end_turn")
+    assert reply.text == f"You said: {transcript}"
+
+
 def test_stop_streams_the_given_text_as_said(converse: Converse) -> None:
     reply = converse("Stop guardrail_intervened Sorry, I can't discuss that!")
 
