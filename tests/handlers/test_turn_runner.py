@@ -1,0 +1,423 @@
+"""The turn runner: the model stream in its own invocation, launched by ``$default``.
+
+Only one invocation ever runs a stream (a second delivery of the same task stops at its first
+commit), a turn that cannot be launched or whose runner breaks or dies ends cleanly, and the
+runner starts from the state ``$default`` committed instead of reading it again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+import pytest
+
+from conductor_local.bedrock_server import message
+from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.stack import TURN_FUNCTION, TURN_TIMEOUT_S
+from lambdas import message as message_lambda
+from lambdas import runtime, turn, turn_abandoned
+from shared.core.conductor import RUNNER_LOST_LINE
+from shared.core.messages import ERROR_MARKER
+from tests.handlers.conftest import Connection, Harness
+from tests.reliability.support import (
+    IDLE,
+    THINKING,
+    Background,
+    count_partials,
+    errors,
+    frame,
+    gated,
+    run_in_threads,
+)
+
+ANSWER = "Alpha beta gamma delta"
+PARTIALS = [("partial", "Alpha"), ("partial", "Alpha beta"), ("partial", "Alpha beta gamma"), ("partial", ANSWER)]
+
+
+def turn_context() -> LocalLambdaContext:
+    return LocalLambdaContext(function_name=TURN_FUNCTION, timeout_seconds=TURN_TIMEOUT_S)
+
+
+def send_without_waiting(harness: Harness, conn: Connection, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """``$default`` alone: returns when its invocation does, whatever turn it launched."""
+    context = harness._context(conn.connection_id, "$default", "MESSAGE")
+    context["messageId"] = uuid.uuid4().hex[:16]
+    event = {"requestContext": context, "body": frame(kind, payload), "isBase64Encoded": False}
+    return message_lambda.handler(event, LocalLambdaContext(function_name="message", timeout_seconds=29))
+
+
+@contextmanager
+def launches_held(harness: Harness) -> Iterator[list[dict[str, Any]]]:
+    """Turn tasks ``$default`` launches are collected, not run: the test delivers them itself."""
+    functions = harness.lambdas.functions
+    original = functions[TURN_FUNCTION]
+    tasks: list[dict[str, Any]] = []
+    functions[TURN_FUNCTION] = dataclasses.replace(original, handler=lambda event, _context: tasks.append(event))
+    try:
+        yield tasks
+    finally:
+        functions[TURN_FUNCTION] = original
+
+
+def launched_turn(harness: Harness, text: str = "hello") -> tuple[Connection, dict[str, Any]]:
+    """A connected session whose turn was decided and launched, but whose runner has not run."""
+    conn = harness.connect()
+    harness.start_session(conn)
+    with launches_held(harness) as tasks:
+        harness.say(conn, text)
+    assert len(tasks) == 1
+    assert harness.summary(conn) == [THINKING]
+    return conn, tasks[0]
+
+
+def kinds_said(harness: Harness, conn: Connection) -> list[tuple[Any, ...]]:
+    return [item for item in harness.summary(conn) if item[0] in ("partial", "final")]
+
+
+# ---- the stream runs in its own invocation -------------------------------------------------------
+
+
+def test_default_returns_while_the_model_stream_is_still_open(conductor: Harness) -> None:
+    gate = threading.Event()
+    conductor.script.push(gated(message(ANSWER), gate, after_deltas=1))
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    mark = conductor.lambdas.started
+    try:
+        assert send_without_waiting(conductor, conn, "userAudioTranscriptFinal", {"text": "hello"}) == {
+            "statusCode": 200
+        }
+        assert conductor.lambdas.started == mark + 1  # the turn went to the turn runner
+        conductor.wait_for(conn, lambda events: count_partials(events) == 1)
+        assert not conductor.lambdas.wait_idle(0.05, since=mark)  # the runner holds the open stream
+        assert "final" not in {item[0] for item in conductor.summary(conn)}
+    finally:
+        gate.set()
+    conductor.wait_for_turns(since=mark)
+    assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]
+
+
+def test_the_task_carries_the_committed_state(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    stored = runtime.store().load(conn.session_id)
+    assert stored is not None and stored.turn is not None and stored.turn.stream is not None
+    assert task["sessionId"] == conn.session_id.lower()
+    assert task["streamId"] == stored.turn.stream.stream_id
+    assert task["endpoint"] == f"http://{conductor.management.domain}/test"
+    snapshot = json.loads(task["state"])
+    assert snapshot["version"] == stored.version
+    assert snapshot["turn"]["stream"]["runner"] is None  # not claimed until the runner's first commit
+
+
+# ---- one stream, one runner --------------------------------------------------------------------
+
+
+def test_a_second_delivery_of_a_running_stream_stops_at_its_first_commit(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    gate = threading.Event()
+    conductor.script.push(gated(message(ANSWER), gate, after_deltas=1), message(ANSWER))
+    first = Background(lambda: turn.handler(task, turn_context()))
+    try:
+        conductor.wait_for(conn, lambda events: count_partials(events) == 1)
+        second = Background(lambda: turn.handler(task, turn_context()))
+        assert second.result() == {"ran": True}  # it returned while the first still holds the stream
+        assert len(conductor.script.requests) == 2
+        assert kinds_said(conductor, conn) == PARTIALS[:1]
+    finally:
+        gate.set()
+    assert first.result() == {"ran": True}
+    assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]
+    conductor.finish_turn(conn)
+    assert conductor.summary(conn)[-1] == IDLE
+    assert conductor.history(conn.session_id)[1:] == [{"role": "assistant", "content": [{"text": ANSWER}]}]
+
+
+def test_two_deliveries_at_the_same_instant_stream_to_the_app_once(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    conductor.script.push(message(ANSWER), message(ANSWER))
+    results = run_in_threads(lambda: turn.handler(task, turn_context()), lambda: turn.handler(task, turn_context()))
+    assert results == [{"ran": True}, {"ran": True}]
+    said = kinds_said(conductor, conn)
+    assert said == [*PARTIALS, ("final", ANSWER)], said
+    speaks = [item for item in conductor.summary(conn) if item[:2] == ("toolCall", "tts.speak")]
+    assert speaks == [("toolCall", "tts.speak", {"text": ANSWER})]
+    events = conductor.events(conn)
+    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    assert conductor.history(conn.session_id)[1:] == [{"role": "assistant", "content": [{"text": ANSWER}]}]
+
+
+def test_a_delivery_after_the_stream_finished_does_nothing(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    conductor.script.push(message(ANSWER), message("Something else entirely."))
+    assert turn.handler(task, turn_context()) == {"ran": True}
+    before = conductor.summary(conn)
+    assert turn.handler(task, turn_context()) == {"ran": True}
+    assert conductor.summary(conn) == before
+
+
+# ---- launches Lambda refuses, runners that break or die -----------------------------------------
+
+
+def test_a_launch_lambda_refuses_ends_the_turn_at_once(conductor: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONDUCTOR_TURN_FUNCTION", "voiceide-conductor-no-such-function")
+    runtime.reset()
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    mark = conductor.lambdas.started
+    conductor.say(conn, "hello")
+    assert conductor.lambdas.started == mark  # Lambda answered 404: nothing was queued
+    assert conductor.summary(conn) == [THINKING, ("error", "conductor_error"), IDLE]
+    error = next(event.payload for event in conductor.events(conn) if event.kind_name == "error")
+    assert "could not be started" in error.message
+    assert conductor.script.requests == []
+    assert conductor.history(conn.session_id)[-1]["role"] == "assistant"
+
+    monkeypatch.setenv("CONDUCTOR_TURN_FUNCTION", TURN_FUNCTION)
+    runtime.reset()
+    conductor.script.push(message("Back again."))
+    conductor.say(conn, "hello?")
+    assert ("final", "Back again.") in conductor.summary(conn)
+    assert [m["role"] for m in conductor.script.requests[0].body["messages"]] == ["user", "assistant", "user"]
+
+
+class BreakingBrain:
+    """The real brain, with a bug that raises after ``after`` stream items."""
+
+    def __init__(self, brain: Any, after: int) -> None:
+        self.brain = brain
+        self.after = after
+
+    def stream(self, messages: list[dict[str, Any]]) -> Iterator[Any]:
+        if self.after == 0:
+            raise TypeError("the adapter broke before asking the model")
+        items = self.brain.stream(messages)
+        try:
+            for number, item in enumerate(items, start=1):
+                yield item
+                if number == self.after:
+                    raise KeyError("contentBlockIndex")
+        finally:
+            items.close()
+
+
+@pytest.mark.parametrize("after", [0, 2], ids=["before-the-stream", "mid-stream"])
+def test_a_brain_raising_an_unexpected_error_ends_the_turn_cleanly(conductor: Harness, after: int) -> None:
+    runner = runtime.turn_runner()
+    runner.brain = BreakingBrain(runner.brain, after)
+    if after:
+        conductor.script.push(message(ANSWER))
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    conductor.say(conn, "hello")
+    summary = conductor.summary(conn)
+    said = PARTIALS[:after] + ([("final", "Alpha beta")] if after else [])
+    assert summary == [THINKING, *said, ("error", "conductor_error"), IDLE]
+    assert conductor.history(conn.session_id)[-1] == {
+        "role": "assistant",
+        "content": [{"text": f"Alpha beta {ERROR_MARKER}" if after else "[no answer: the conductor failed mid-turn]"}],
+    }
+    runner.brain = runner.brain.brain
+    conductor.script.push(message("Fine now."))
+    conductor.say(conn, "again")
+    assert ("final", "Fine now.") in conductor.summary(conn)
+
+
+def abandoned_summary() -> list[tuple[Any, ...]]:
+    return [
+        ("error", "conductor_error"),
+        ("final", RUNNER_LOST_LINE),
+        ("toolCall", "tts.speak", {"text": RUNNER_LOST_LINE}),
+    ]
+
+
+def test_a_runner_that_dies_reaches_the_destination_which_ends_the_turn(conductor: Harness) -> None:
+    functions = conductor.lambdas.functions
+    original = functions[TURN_FUNCTION]
+
+    def crash(event: Any, context: Any) -> Any:
+        raise MemoryError("Runtime exited with error: signal: killed")
+
+    functions[TURN_FUNCTION] = dataclasses.replace(original, handler=crash)
+    failures_before = len(conductor.lambdas.failures)
+    try:
+        conn = conductor.connect()
+        conductor.start_session(conn)
+        conductor.say(conn, "hello")
+    finally:
+        functions[TURN_FUNCTION] = original
+    (record,) = conductor.lambdas.failures[failures_before:]
+    assert record["requestContext"]["condition"] == "RetriesExhausted"
+    assert record["requestContext"]["approximateInvokeCount"] == 1  # the runner's retries are off
+    assert record["requestContext"]["functionArn"].endswith(f":function:{TURN_FUNCTION}:$LATEST")
+    assert record["requestPayload"]["sessionId"] == conn.session_id.lower()
+    assert record["responseContext"]["functionError"] == "Unhandled"
+    assert record["responsePayload"]["errorType"] == "MemoryError"
+    assert conductor.script.requests == []
+    assert conductor.summary(conn) == [THINKING, *abandoned_summary()]
+    conductor.finish_turn(conn)
+    assert conductor.summary(conn)[-1] == IDLE
+    assert conductor.history(conn.session_id)[-1]["role"] == "assistant"
+    conductor.script.push(message("I am here."))
+    conductor.say(conn, "hello again")
+    assert ("final", "I am here.") in conductor.summary(conn)
+
+
+def test_a_task_with_an_unreadable_state_snapshot_still_ends_the_turn(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    broken = {**task, "state": '{"session_id": "not a state'}
+    conductor.script.push(message(ANSWER))
+    mark = conductor.lambdas.started
+    client = boto3.client("lambda")
+    assert (
+        client.invoke(FunctionName=TURN_FUNCTION, InvocationType="Event", Payload=json.dumps(broken))["StatusCode"]
+        == 202
+    )
+    conductor.wait_for_turns(since=mark)
+    finals = {item[1] for item in conductor.summary(conn) if item[0] == "final"}
+    assert finals & {ANSWER, RUNNER_LOST_LINE}, conductor.summary(conn)  # answered, or ended with the apology
+    stored = runtime.store().load(conn.session_id)
+    assert stored is not None and (stored.turn is None or stored.turn.stream is None)  # not left thinking
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {},
+        {"requestPayload": None},
+        {"requestPayload": "not a turn task"},
+        {"requestPayload": [1, 2, 3]},
+        {"requestPayload": {"sessionId": "", "streamId": "s", "endpoint": "e"}},
+        {"requestPayload": {"sessionId": "x" * 500, "streamId": "s", "endpoint": "e"}},
+        {"requestContext": None, "responsePayload": None, "requestPayload": {"streamId": "s"}},
+        {"requestContext": "RetriesExhausted", "requestPayload": {}},
+        {"requestContext": ["EventAgeExceeded"], "responsePayload": "Task timed out after 600.00 seconds"},
+    ],
+    ids=[
+        "empty",
+        "null-payload",
+        "string-payload",
+        "list-payload",
+        "blank-session",
+        "long-session",
+        "nulls",
+        "string-context",
+        "list-context",
+    ],
+)
+def test_a_malformed_destination_record_is_handled_without_crashing(conductor: Harness, record: dict[str, Any]) -> None:
+    result = turn_abandoned.handler(record, LocalLambdaContext(function_name="turn-abandoned"))
+    assert result == {"ended": False}
+
+
+def test_a_destination_record_for_an_unknown_session_or_a_finished_stream_changes_nothing(
+    conductor: Harness,
+) -> None:
+    unknown = {
+        "requestContext": {"condition": "EventAgeExceeded", "approximateInvokeCount": 0},
+        "requestPayload": {"sessionId": str(uuid.uuid4()), "streamId": "turn-x.0.abc", "endpoint": "http://x/test"},
+        "responsePayload": "not a dict",
+    }
+    assert turn_abandoned.handler(unknown, LocalLambdaContext(function_name="turn-abandoned")) == {"ended": True}
+
+    conn, task = launched_turn(conductor)
+    conductor.script.push(message(ANSWER))
+    turn.handler(task, turn_context())
+    before = conductor.summary(conn)
+    late = {"requestContext": {"condition": "EventAgeExceeded"}, "requestPayload": task}
+    assert turn_abandoned.handler(late, LocalLambdaContext(function_name="turn-abandoned")) == {"ended": True}
+    assert conductor.summary(conn) == before  # that stream already ended: nothing to say
+
+
+def test_a_record_whose_event_expired_before_running_ends_the_waiting_turn(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    record = {
+        "version": "1.0",
+        "requestContext": {"condition": "EventAgeExceeded", "approximateInvokeCount": 0},
+        "requestPayload": task,
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST"},
+    }
+    assert turn_abandoned.handler(record, LocalLambdaContext(function_name="turn-abandoned")) == {"ended": True}
+    assert conductor.summary(conn) == [THINKING, *abandoned_summary()]
+    conductor.script.push(message(ANSWER))
+    assert turn.handler(task, turn_context()) == {"ran": True}  # the event arrives after all: too late
+    assert conductor.summary(conn) == [THINKING, *abandoned_summary()]
+
+
+# ---- the state snapshot ------------------------------------------------------------------------
+
+
+@contextmanager
+def dynamodb_calls(log: list[str]) -> Iterator[None]:
+    """Each DynamoDB operation of the handlers' store, and each event posted, in order."""
+    client = runtime.store()._client
+    gateway = runtime.gateway()
+
+    def on_call(model: Any, **_: Any) -> None:
+        log.append(model.name)
+
+    post = gateway.post
+
+    def logged_post(endpoint: str, connection_id: str, frame_text: str) -> bool:
+        log.append("post:" + next(iter(json.loads(frame_text)["kind"])))
+        return post(endpoint, connection_id, frame_text)
+
+    client.meta.events.register("before-call.dynamodb", on_call, unique_id="test-turn-runner-calls")
+    gateway.post = logged_post  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        client.meta.events.unregister("before-call.dynamodb", unique_id="test-turn-runner-calls")
+        del gateway.post
+
+
+def before_first_partial(log: list[str]) -> list[str]:
+    return log[: log.index("post:assistantSpeechPartial")]
+
+
+def test_the_runner_starts_from_the_tasks_state_without_reading_it(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    conductor.script.push(message(ANSWER))
+    log: list[str] = []
+    with dynamodb_calls(log):
+        assert turn.handler(task, turn_context()) == {"ran": True}
+    assert "GetItem" not in before_first_partial(log), log
+    assert before_first_partial(log) == ["Query", "PutItem"], log  # the history window, then the claiming commit
+    assert log.count("GetItem") == 0, log
+    assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]
+
+
+def test_a_stale_snapshot_loses_its_race_and_decides_again(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    thinking = conductor.call_id(conn, "convo.setState")
+    conductor.answer(conn, thinking, '{"ok":true}')  # the app acks "thinking": the stored state moves on
+    stored = runtime.store().load(conn.session_id)
+    assert stored is not None and stored.version > json.loads(task["state"])["version"]
+    assert stored.own_call(thinking) is None
+
+    conductor.script.push(message(ANSWER))
+    log: list[str] = []
+    with dynamodb_calls(log):
+        assert turn.handler(task, turn_context()) == {"ran": True}
+    assert before_first_partial(log).count("GetItem") == 1, log  # the lost race, decided again on fresh state
+    assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]
+    after = runtime.store().load(conn.session_id)
+    assert after is not None and after.own_call(thinking) is None  # the ack was not undone by the stale copy
+    conductor.finish_turn(conn)
+    assert conductor.summary(conn)[-1] == IDLE
+
+
+def test_a_snapshot_of_a_superseded_stream_says_nothing(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    conductor.barge_in(conn)
+    assert conductor.summary(conn) == [THINKING, IDLE]
+    conductor.script.push(message(ANSWER))
+    assert turn.handler(task, turn_context()) == {"ran": True}
+    assert conductor.summary(conn) == [THINKING, IDLE]
+    assert errors(conductor.events(conn)) == []
