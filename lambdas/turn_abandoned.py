@@ -23,11 +23,13 @@ from shared.turn_launcher import TurnTask
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.thread_safe_clear_keys()
-    request_context = event.get("requestContext") or {}
+    record = event if isinstance(event, dict) else {}
+    request_context = record.get("requestContext")
+    request_context = request_context if isinstance(request_context, dict) else {}
     condition = str(request_context.get("condition", "unknown"))
-    response = event.get("responsePayload") or {}
+    response = record.get("responsePayload") or {}
     try:
-        task = TurnTask.model_validate(event.get("requestPayload") or {})
+        task = TurnTask.model_validate(record.get("requestPayload") or {})
     except ValidationError:
         logger.error("abandoned turn record without a turn task", extra={"condition": condition})
         return {"ended": False}

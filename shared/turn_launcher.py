@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.core.state import SessionState
 
@@ -42,7 +42,13 @@ class TurnTask(BaseModel):
         )
 
     def session_state(self) -> SessionState | None:
-        return None if self.state is None else SessionState.model_validate_json(self.state)
+        """The carried state; None when there is none or it does not parse (then it is read)."""
+        if self.state is None:
+            return None
+        try:
+            return SessionState.model_validate_json(self.state)
+        except ValidationError:
+            return None
 
     def to_payload(self) -> bytes:
         return json.dumps(self.model_dump(by_alias=True), separators=(",", ":")).encode("utf-8")
