@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 8080
 HOST ?= 127.0.0.1
 
-.PHONY: run test lint format schema synth bench clean
+.PHONY: run test lint format schema synth lock bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,15 @@ schema: $(STAMP)
 synth: $(STAMP)
 	npx --yes aws-cdk@2 synth -c stage=dev --quiet
 	npx --yes aws-cdk@2 synth -c stage=prod --quiet
+
+## Lock the Lambda layer's dependencies: lambdas/requirements.txt (ranges) -> lambdas/requirements.lock
+## (exact versions with hashes, resolved for the Lambda's platform: CPython 3.13 on Linux/aarch64).
+## Takes the newest versions the ranges allow; LOCK_UPGRADE= keeps the current pins where they still fit.
+LOCK_UPGRADE ?= --upgrade
+lock: $(STAMP)
+	$(BIN)/uv pip compile lambdas/requirements.txt $(LOCK_UPGRADE) --generate-hashes --only-binary :all: \
+		--python-platform aarch64-manylinux_2_28 --python-version 3.13 --no-python-downloads \
+		--output-file lambdas/requirements.lock >/dev/null
 
 ## Benchmarks: figures printed, nothing asserted.
 bench: $(STAMP)

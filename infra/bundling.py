@@ -2,9 +2,11 @@
 
 Two assets, each built once per synth and shared by every function:
 
-* the dependency layer: ``pip install`` of lambdas/requirements.txt restricted to prebuilt
-  CPython wheels for Linux/aarch64 (``--platform manylinux2014_aarch64 --only-binary=:all:``),
-  so compiled packages such as ``pydantic_core`` are the Lambda's binaries whatever the host is;
+* the dependency layer: ``pip install --require-hashes`` of lambdas/requirements.lock (exact
+  versions with their hashes, resolved for the Lambda's platform by ``make lock``) restricted to
+  prebuilt CPython wheels for Linux/aarch64 (``--platform manylinux2014_aarch64
+  --only-binary=:all:``), so compiled packages such as ``pydantic_core`` are the Lambda's binaries
+  whatever the host is, and the same lock always gives the same files;
 * the function code: the project's own ``shared/`` and ``lambdas/`` packages, without caches,
   tests or infrastructure code.
 
@@ -33,7 +35,10 @@ from aws_cdk import AssetHashType, BundlingOptions, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: the runtime dependencies as ranges (kept in step with pyproject.toml); ``make lock`` resolves them
 REQUIREMENTS = PROJECT_ROOT / "lambdas" / "requirements.txt"
+#: what the layer is built from: every package pinned with ``==`` and the hashes of its files
+LOCK = PROJECT_ROOT / "lambdas" / "requirements.lock"
 PROJECT_PACKAGES: tuple[str, ...] = ("shared", "lambdas")
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
@@ -45,6 +50,8 @@ PIP_PLATFORMS: tuple[str, ...] = ("manylinux2014_aarch64", "manylinux_2_28_aarch
 
 EXCLUDED_DIRS = frozenset({"__pycache__", "tests", "test", "infra", ".pytest_cache", ".mypy_cache"})
 EXCLUDED_SUFFIXES = frozenset({".pyc", ".pyo"})
+# lambdas/ holds the layer's inputs too: they belong to the layer, not to the function code.
+DEPENDENCY_FILES = frozenset({REQUIREMENTS.name, LOCK.name})
 # Bump when the layout the bundlers produce changes, so cached assets are rebuilt.
 # 2: sources ship with unchecked-hash bytecode of the runtime's Python version.
 BUNDLE_FORMAT = "2"
@@ -54,6 +61,10 @@ LAYER_PATH = "/opt/python"
 TASK_PATH = "/var/task"
 #: an explicit interpreter of the runtime's version, tried before any other
 PYTHON_ENV_VAR = "CONDUCTOR_BUNDLE_PYTHON"
+
+
+#: the only file of a layer built without its dependencies (``-c skip_bundle_deps=true``)
+SKIPPED_MARKER = "SKIPPED_DEPENDENCIES.txt"
 
 
 class BundlingError(RuntimeError):
@@ -187,33 +198,51 @@ def precompile(python: RuntimePython, directory: Path, runtime_path: str) -> Non
         )
 
 
-def pip_install_command(
-    requirements: Path,
-    target: Path,
-    python_version: str = PYTHON_VERSION,
-    platforms: Sequence[str] = PIP_PLATFORMS,
-) -> list[str]:
-    """The pip command that installs CPython wheels of ``requirements`` for ``platforms`` (the
-    Lambda's Linux/aarch64 ones unless told otherwise) into ``target``, without compiling them."""
-    command = [sys.executable, "-m", "pip", "install"]
+def pip_options(python_version: str = PYTHON_VERSION, platforms: Sequence[str] = PIP_PLATFORMS) -> list[str]:
+    """What pip is told besides the lock and the target: CPython wheels of ``python_version`` for
+    ``platforms`` only, each file checked against the lock's hashes, no bytecode (compiled later
+    by the runtime's interpreter)."""
+    options: list[str] = []
     for platform in platforms:
-        command += ["--platform", platform]
-    command += [
+        options += ["--platform", platform]
+    return [
+        *options,
         "--implementation",
         "cp",
         "--python-version",
         python_version,
         "--only-binary=:all:",
+        "--require-hashes",
         "--no-compile",
         "--disable-pip-version-check",
         "--no-input",
         "--quiet",
+    ]
+
+
+def pip_install_command(
+    lock: Path,
+    target: Path,
+    python_version: str = PYTHON_VERSION,
+    platforms: Sequence[str] = PIP_PLATFORMS,
+) -> list[str]:
+    """The pip command that installs the wheels ``lock`` pins, checked against its hashes, for
+    ``platforms`` (the Lambda's Linux/aarch64 ones unless told otherwise) into ``target``.
+
+    In hash-checking mode pip refuses a requirement not pinned with ``==`` and a hash, a file whose
+    hash is not listed, and a dependency the lock does not name: the layer holds exactly the lock.
+    """
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        *pip_options(python_version, platforms),
         "--target",
         str(target),
         "-r",
-        str(requirements),
+        str(lock),
     ]
-    return command
 
 
 def iter_package_files(root: Path = PROJECT_ROOT, packages: Sequence[str] = PROJECT_PACKAGES) -> Iterator[Path]:
@@ -226,7 +255,7 @@ def iter_package_files(root: Path = PROJECT_ROOT, packages: Sequence[str] = PROJ
             relative = path.relative_to(root)
             if any(part in EXCLUDED_DIRS or part.startswith(".") for part in relative.parts):
                 continue
-            if path.is_file() and path.suffix not in EXCLUDED_SUFFIXES and path.name != "requirements.txt":
+            if path.is_file() and path.suffix not in EXCLUDED_SUFFIXES and path.name not in DEPENDENCY_FILES:
                 yield path
 
 
@@ -252,14 +281,21 @@ def project_fingerprint(root: Path = PROJECT_ROOT, python_version: str = PYTHON_
     return digest.hexdigest()
 
 
-def dependencies_fingerprint(requirements: Path, python_version: str, skip: bool) -> str:
-    """Hash of everything the dependency layer is built from."""
+def dependencies_fingerprint(lock: Path, python_version: str, skip: bool) -> str:
+    """Hash of everything the dependency layer is built from: the lock (exact versions and file
+    hashes, so equal fingerprints mean equal packages), how pip installs it and the bytecode's
+    Python version."""
     digest = hashlib.sha256()
-    for part in (BUNDLE_FORMAT, python_version, *PIP_PLATFORMS, "skip" if skip else "pip"):
+    for part in (BUNDLE_FORMAT, python_version, *pip_options(python_version), "skip" if skip else "pip"):
         digest.update(part.encode())
         digest.update(b"\0")
-    digest.update(requirements.read_bytes())
+    digest.update(lock.read_bytes())
     return digest.hexdigest()
+
+
+def lock_digest(lock: Path = LOCK) -> str:
+    """sha256 of the lock file, as ``sha256sum`` prints it."""
+    return hashlib.sha256(lock.read_bytes()).hexdigest()
 
 
 def _prune_caches(directory: Path) -> None:
@@ -269,18 +305,18 @@ def _prune_caches(directory: Path) -> None:
 
 @jsii.implements(ILocalBundling)
 class DependencyBundler:
-    """Installs lambdas/requirements.txt into ``<output>/python`` (the layer layout), with bytecode."""
+    """Installs lambdas/requirements.lock into ``<output>/python`` (the layer layout), with bytecode."""
 
     def __init__(
         self,
-        requirements: Path = REQUIREMENTS,
+        lock: Path = LOCK,
         python_version: str = PYTHON_VERSION,
         skip_install: bool = False,
         *,
         python: RuntimePython | None = None,
         platforms: Sequence[str] = PIP_PLATFORMS,
     ) -> None:
-        self.requirements = requirements
+        self.lock = lock
         self.python_version = python_version
         self.skip_install = skip_install
         self.platforms = tuple(platforms)
@@ -291,12 +327,12 @@ class DependencyBundler:
         target = Path(output_dir) / "python"
         target.mkdir(parents=True, exist_ok=True)
         if self.skip_install:
-            # Synth-only builds (tests): an empty layer, never deployed as is.
-            (target / "SKIPPED_DEPENDENCIES.txt").write_text(
+            # Synth-only builds (tests): an empty layer; the app refuses to let it be deployed.
+            (target / SKIPPED_MARKER).write_text(
                 "Built with -c skip_bundle_deps=true: dependencies were not installed.\n", encoding="utf-8"
             )
             return True
-        command = pip_install_command(self.requirements, target, self.python_version, self.platforms)
+        command = pip_install_command(self.lock, target, self.python_version, self.platforms)
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise BundlingError(
@@ -334,13 +370,15 @@ def _bundling(local: ILocalBundling) -> BundlingOptions:
     return BundlingOptions(image=RUNTIME.bundling_image, local=local, command=["false"])
 
 
-def dependency_code(skip_install: bool = False, requirements: Path = REQUIREMENTS) -> lambda_.AssetCode:
+def dependency_code(skip_install: bool = False, lock: Path = LOCK) -> lambda_.AssetCode:
     """Asset code of the dependency layer."""
+    if not lock.is_file():
+        raise BundlingError(f"{lock} is missing: run `make lock` to resolve the Lambda dependencies")
     return lambda_.Code.from_asset(
-        str(requirements.parent),
+        str(lock.parent),
         asset_hash_type=AssetHashType.CUSTOM,
-        asset_hash=dependencies_fingerprint(requirements, PYTHON_VERSION, skip_install),
-        bundling=_bundling(DependencyBundler(requirements, PYTHON_VERSION, skip_install)),
+        asset_hash=dependencies_fingerprint(lock, PYTHON_VERSION, skip_install),
+        bundling=_bundling(DependencyBundler(lock, PYTHON_VERSION, skip_install)),
     )
 
 

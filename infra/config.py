@@ -131,9 +131,9 @@ class StageConfig(_Settings):
     authorizer: bool = False
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     max_tool_rounds: int = Field(default=8, ge=1, le=50)
-    # WebSocket access logging needs the account-wide API Gateway CloudWatch role; set this to
-    # false when another stack or the console already manages it in this account and region.
-    api_gateway_cloudwatch_role: bool = True
+    # WebSocket access logging needs API Gateway's CloudWatch Logs role, one setting per account and
+    # region: exactly one stage there owns it (sets it, keeps it on deletion); the others rely on it.
+    api_gateway_cloudwatch_role: bool = False
     bedrock: BedrockSettings
     lambdas: LambdaSettings = LambdaSettings()
     throttle: ThrottleSettings

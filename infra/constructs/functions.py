@@ -19,16 +19,21 @@ RETENTION: dict[int, logs.RetentionDays] = dict(
     zip(LOG_RETENTION_DAYS, [member for member in logs.RetentionDays if member.name != "INFINITE"], strict=True)
 )
 
-# Item-level actions only: DynamoDB authorizes TransactWriteItems/TransactGetItems per item
-# (PutItem, UpdateItem, DeleteItem, ConditionCheckItem, GetItem), so those cover transactions.
+# Item-level actions only, and only those shared/store.py calls: DynamoDB authorizes each item of a
+# TransactWriteItems as its own action (a Put as PutItem, an Update as UpdateItem), so these cover
+# the store's transactions too. No ConditionCheck items and no batch writes: not granted.
 CONNECTION_TABLE_ACTIONS: tuple[str, ...] = (
     "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
-    "dynamodb:ConditionCheckItem",
 )
-MESSAGE_TABLE_ACTIONS: tuple[str, ...] = (*CONNECTION_TABLE_ACTIONS, "dynamodb:Query", "dynamodb:BatchWriteItem")
+MESSAGE_TABLE_ACTIONS: tuple[str, ...] = (*CONNECTION_TABLE_ACTIONS, "dynamodb:Query")
+# A function pins the layer version it was deployed with. When the lock changes, the update points
+# every function at the new version and then deletes the replaced one (a failed update rolls back
+# to it, untouched); a running invocation keeps its copy. Retaining them would keep one more
+# version for every lock change, forever.
+LAYER_REMOVAL_POLICY = RemovalPolicy.DESTROY
 # The turn runner's asynchronous invocations: a failed or late turn is never retried (a stream must
 # not run twice, and a user who waited a minute has moved on); it goes to the on-failure
 # destination, which ends the turn. 60 s is the smallest event age Lambda accepts.
@@ -38,6 +43,17 @@ TURN_MAX_EVENT_AGE = Duration.seconds(60)
 
 def removal_policy(config: StageConfig) -> RemovalPolicy:
     return RemovalPolicy.RETAIN if config.retain else RemovalPolicy.DESTROY
+
+
+def layer_description(skip_install: bool) -> str:
+    """What a layer version holds, as ``aws lambda list-layer-versions`` shows it: the lock it was
+    built from (its sha256), or that it is empty."""
+    if skip_install:
+        return "EMPTY (synthesized with skip_bundle_deps): not deployable"
+    return (
+        f"VoiceIDE conductor dependencies (arm64, py{bundling.PYTHON_VERSION}) from "
+        f"lambdas/{bundling.LOCK.name} sha256:{bundling.lock_digest()[:16]}"
+    )
 
 
 def log_group(scope: Construct, construct_id: str, config: StageConfig) -> logs.LogGroup:
@@ -86,8 +102,8 @@ class ConductorFunctions(Construct):
             code=bundling.dependency_code(skip_install=skip_bundle_deps),
             compatible_runtimes=[bundling.RUNTIME],
             compatible_architectures=[bundling.ARCHITECTURE],
-            description="boto3, aws-lambda-powertools and pydantic for the VoiceIDE conductor (arm64, py3.13)",
-            removal_policy=removal_policy(config),
+            description=layer_description(skip_bundle_deps),
+            removal_policy=LAYER_REMOVAL_POLICY,
         )
         lambdas = config.lambdas
         self.environment: dict[str, str] = {

@@ -11,15 +11,20 @@ import stat
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from email.parser import Parser
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
+from packaging.markers import default_environment
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from infra import bundling
+from infra.app import SYNTH_ONLY_RULE
 
 ROOT = bundling.PROJECT_ROOT
 RUNTIME_DEPENDENCIES = {"boto3", "aws-lambda-powertools", "pydantic"}
@@ -55,16 +60,20 @@ def test_lambda_requirements_agree_with_pyproject() -> None:
         assert req.specifier.contains(installed), f"{name} {installed} (tested locally) is outside {req.specifier}"
 
 
-def test_pip_command_selects_linux_aarch64_cpython_wheels(tmp_path: Path) -> None:
-    command = bundling.pip_install_command(bundling.REQUIREMENTS, tmp_path, "3.13")
+def test_pip_command_installs_the_lock_as_linux_aarch64_cpython_wheels_checked_against_its_hashes(
+    tmp_path: Path,
+) -> None:
+    command = bundling.pip_install_command(bundling.LOCK, tmp_path, "3.13")
     assert command[:4] == [sys.executable, "-m", "pip", "install"]
     pairs = list(itertools.pairwise(command))
     assert ("--platform", "manylinux2014_aarch64") in pairs
     assert ("--implementation", "cp") in pairs
     assert ("--python-version", "3.13") in pairs
     assert ("--target", str(tmp_path)) in pairs
-    assert ("-r", str(bundling.REQUIREMENTS)) in pairs
+    assert ("-r", str(bundling.LOCK)) in pairs
+    assert bundling.LOCK.name == "requirements.lock" and bundling.LOCK.is_file()
     assert "--only-binary=:all:" in command
+    assert "--require-hashes" in command
     assert bundling.RUNTIME.name.removeprefix("python") == bundling.PYTHON_VERSION
 
 
@@ -77,6 +86,7 @@ def test_project_files_leave_out_caches_tests_and_infra(tmp_path: Path) -> None:
         "lambdas/__init__.py",
         "lambdas/connect.py",
         "lambdas/requirements.txt",
+        "lambdas/requirements.lock",
         "lambdas/stale.pyc",
         "lambdas/.hidden/secret.py",
         "infra/stack.py",
@@ -94,35 +104,96 @@ def test_project_files_leave_out_caches_tests_and_infra(tmp_path: Path) -> None:
     assert bundling.project_fingerprint(tmp_path) != before
 
 
+LOCKED_SIX = "six==1.17.0 --hash=sha256:4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274\n"
+
+
 def test_fingerprints_follow_the_bundle_format_and_the_bytecode_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("pydantic>=2.7,<3\n")
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(LOCKED_SIX)
     project = bundling.project_fingerprint()
-    dependencies = bundling.dependencies_fingerprint(requirements, "3.13", skip=False)
+    dependencies = bundling.dependencies_fingerprint(lock, "3.13", skip=False)
     assert bundling.project_fingerprint(python_version="3.14") != project
     monkeypatch.setattr(bundling, "BUNDLE_FORMAT", "previous")
     assert bundling.project_fingerprint() != project
-    assert bundling.dependencies_fingerprint(requirements, "3.13", skip=False) != dependencies
+    assert bundling.dependencies_fingerprint(lock, "3.13", skip=False) != dependencies
 
 
-def test_dependency_fingerprint_tracks_requirements_and_skip_flag(tmp_path: Path) -> None:
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("pydantic>=2.7,<3\n")
-    real = bundling.dependencies_fingerprint(requirements, "3.13", skip=False)
-    assert bundling.dependencies_fingerprint(requirements, "3.13", skip=True) != real
-    assert bundling.dependencies_fingerprint(requirements, "3.12", skip=False) != real
-    requirements.write_text("pydantic>=2.8,<3\n")
-    assert bundling.dependencies_fingerprint(requirements, "3.13", skip=False) != real
+def test_dependency_fingerprint_tracks_the_lock_how_pip_installs_it_and_the_skip_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The layer asset is the lock's: the same hash always carries the same files, and a new
+    hash for the same version (a re-published wheel) is a new layer; the ranges play no part."""
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(LOCKED_SIX)
+    real = bundling.dependencies_fingerprint(lock, "3.13", skip=False)
+    assert bundling.dependencies_fingerprint(lock, "3.13", skip=True) != real
+    assert bundling.dependencies_fingerprint(lock, "3.12", skip=False) != real
+    lock.write_text(LOCKED_SIX.replace("4721f391", "00000000"))
+    assert bundling.dependencies_fingerprint(lock, "3.13", skip=False) != real
+    lock.write_text(LOCKED_SIX)
+    assert bundling.dependencies_fingerprint(lock, "3.13", skip=False) == real
+    options = bundling.pip_options("3.13")
+    assert not {"-r", str(lock), "--target"} & set(options)  # where things go is no part of what is built
+    monkeypatch.setattr(bundling, "pip_options", lambda *_: [option for option in options if option != "--no-compile"])
+    assert bundling.dependencies_fingerprint(lock, "3.13", skip=False) != real
+
+
+def test_the_layer_fingerprint_is_the_lock_s(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ranges = tmp_path / "requirements.txt"
+    ranges.write_text("pydantic>=2.8,<3\n")
+    before = bundling.dependencies_fingerprint(bundling.LOCK, bundling.PYTHON_VERSION, skip=False)
+    monkeypatch.setattr(bundling, "REQUIREMENTS", ranges)
+    assert bundling.dependencies_fingerprint(bundling.LOCK, bundling.PYTHON_VERSION, skip=False) == before
 
 
 def test_a_failing_pip_raises_instead_of_falling_back_to_docker(tmp_path: Path) -> None:
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("this is not a requirement ===\n")
-    bundler = bundling.DependencyBundler(requirements, "3.13")
+    lock = tmp_path / "requirements.lock"
+    lock.write_text("this is not a requirement ===\n")
+    bundler = bundling.DependencyBundler(lock, "3.13")
     with pytest.raises(bundling.BundlingError, match="pip could not build the Lambda dependency layer"):
         bundler.try_bundle(str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize(
+    ("lock_text", "refusal"),
+    [
+        ("six>=1.16\n", "pinned with =="),  # a range
+        ("six==1.17.0\n", "Hashes are required in --require-hashes mode"),  # a pin without a hash
+    ],
+)
+def test_pip_refuses_a_lock_entry_without_exact_version_and_hash(tmp_path: Path, lock_text: str, refusal: str) -> None:
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(lock_text)
+    with pytest.raises(bundling.BundlingError, match=refusal):
+        bundling.DependencyBundler(lock, "3.13").try_bundle(str(tmp_path / "out"))
+    assert not list((tmp_path / "out" / "python").iterdir())
+
+
+@pytest.mark.infra
+@pytest.mark.parametrize(
+    ("lock_text", "refusal"),
+    [
+        (LOCKED_SIX.replace("4721f391", "00000000"), "DO NOT MATCH THE HASHES"),  # a file not the locked one
+        # a dependency the lock does not name (python-dateutil needs six)
+        (
+            "python-dateutil==2.9.0.post0 "
+            "--hash=sha256:a8b2bc7bffae282281c8140a97d3aa9c14da0b136dfe83f850eea9a5f7470427\n",
+            "--require-hashes mode",
+        ),
+    ],
+)
+def test_pip_installs_nothing_the_lock_does_not_vouch_for(tmp_path: Path, lock_text: str, refusal: str) -> None:
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(lock_text)
+    with pytest.raises(bundling.BundlingError, match=refusal):
+        bundling.DependencyBundler(lock, "3.13").try_bundle(str(tmp_path / "out"))
+
+
+def test_a_missing_lock_fails_with_the_command_that_makes_it(tmp_path: Path) -> None:
+    with pytest.raises(bundling.BundlingError, match=r"requirements\.lock is missing: run `make lock`"):
+        bundling.dependency_code(lock=tmp_path / "requirements.lock")
 
 
 @pytest.mark.infra
@@ -130,12 +201,12 @@ def test_a_failing_local_bundle_fails_the_synth(tmp_path: Path) -> None:
     from aws_cdk import App, Stack
     from aws_cdk import aws_lambda as lambda_
 
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("this is not a requirement ===\n")
+    lock = tmp_path / "requirements.lock"
+    lock.write_text("this is not a requirement ===\n")
     app = App(outdir=str(tmp_path / "out"))
     stack = Stack(app, "Bundle")
     with pytest.raises(RuntimeError, match="pip could not build the Lambda dependency layer"):
-        lambda_.LayerVersion(stack, "Layer", code=bundling.dependency_code(requirements=requirements))
+        lambda_.LayerVersion(stack, "Layer", code=bundling.dependency_code(lock=lock))
 
 
 def _asset_dir(outdir: Path, code: dict[str, object]) -> Path:
@@ -152,6 +223,7 @@ class AppBundle:
     site: Path  # the layer's python/ directory
     code: Path  # the function code asset
     handlers: list[str]
+    template: dict[str, Any]
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +244,7 @@ def app_bundle(tmp_path_factory: pytest.TempPathFactory) -> AppBundle:
     assert {p.name for p in layer_dir.iterdir()} == {"python"}
     code_dirs = {_asset_dir(outdir, fn["Code"]) for fn in functions}
     assert len(code_dirs) == 1
-    return AppBundle(layer_dir / "python", code_dirs.pop(), sorted({fn["Handler"] for fn in functions}))
+    return AppBundle(layer_dir / "python", code_dirs.pop(), sorted({fn["Handler"] for fn in functions}), template)
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +273,73 @@ def test_app_py_bundles_for_lambda_without_docker(app_bundle: AppBundle) -> None
     for handler in app_bundle.handlers:
         module = handler.rsplit(".", 1)[0]
         assert f"{module.replace('.', '/')}.py" in sources, handler
+
+
+def _installed(site: Path) -> dict[str, tuple[str, list[Requirement]]]:
+    """name -> (version, Requires-Dist) of every distribution installed in ``site``."""
+    found = {}
+    for dist_info in site.glob("*.dist-info"):
+        metadata = Parser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8"), headersonly=True)
+        requires = [Requirement(line) for line in metadata.get_all("Requires-Dist") or []]
+        found[canonicalize_name(metadata["Name"])] = (metadata["Version"], requires)
+    return found
+
+
+def _lambda_environment() -> dict[str, str]:
+    """PEP 508 marker values of Lambda's python3.13 on arm64."""
+    env = default_environment()
+    env.update(
+        implementation_name="cpython",
+        platform_python_implementation="CPython",
+        python_version=bundling.PYTHON_VERSION,
+        python_full_version=f"{bundling.PYTHON_VERSION}.0",
+        implementation_version=f"{bundling.PYTHON_VERSION}.0",
+        sys_platform="linux",
+        platform_system="Linux",
+        platform_machine="aarch64",
+        os_name="posix",
+    )
+    return env
+
+
+def _closure(roots: Iterable[Requirement], installed: dict[str, tuple[str, list[Requirement]]]) -> set[str]:
+    """Every distribution ``roots`` need on Lambda's platform, from the installed packages' own
+    metadata (extras included: a root asking for ``pkg[extra]`` pulls in what that extra needs)."""
+    environment = _lambda_environment()
+    extras_of: dict[str, set[str]] = {}
+    pending = list(roots)
+    while pending:
+        requirement = pending.pop()
+        name = canonicalize_name(requirement.name)
+        if name in extras_of and set(requirement.extras) <= extras_of[name]:
+            continue
+        extras_of.setdefault(name, set()).update(requirement.extras)
+        assert name in installed, f"{requirement} is needed but not in the layer"
+        version, requires = installed[name]
+        assert requirement.specifier.contains(version, prereleases=True), f"{name}=={version} breaks {requirement}"
+        for dependency in requires:
+            extras = {"", *extras_of[name]}
+            if dependency.marker is None or any(
+                dependency.marker.evaluate({**environment, "extra": e}) for e in extras
+            ):
+                pending.append(dependency)
+    return set(extras_of)
+
+
+@pytest.mark.infra
+@pytest.mark.timeout(600)
+def test_the_layer_holds_exactly_the_lock_and_the_lock_only_what_the_lambdas_pull_in(app_bundle: AppBundle) -> None:
+    from tests.infra.test_supply_chain import lambda_ranges, read_lock
+
+    locked = read_lock()
+    installed = _installed(app_bundle.site)
+    assert {name: version for name, (version, _) in installed.items()} == {
+        name: package.version for name, package in locked.items()
+    }
+    assert _closure(lambda_ranges().values(), installed) == set(locked)
+    # A real layer: no synth-only refusal in its template.
+    assert SYNTH_ONLY_RULE not in app_bundle.template.get("Rules", {})
+    assert not (app_bundle.site / bundling.SKIPPED_MARKER).exists()
 
 
 def _bytecode_of(root: Path) -> Iterator[tuple[Path, Path]]:

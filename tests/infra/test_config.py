@@ -144,3 +144,21 @@ def test_the_code_default_model_is_known_active() -> None:
 )
 def test_context_flags(value: Any, expected: bool) -> None:
     assert is_true(value) is expected
+
+
+def test_one_stage_per_account_and_region_owns_the_api_gateway_logging_role(stages: dict[str, Any]) -> None:
+    """API Gateway's CloudWatch Logs role is one setting per account and region: a stage sets it only
+    when told to, and in cdk.json prod owns it while dev relies on it."""
+    without = {key: value for key, value in stages["dev"].items() if key != "api_gateway_cloudwatch_role"}
+    assert select_stage({"dev": without}, "dev").api_gateway_cloudwatch_role is False
+    configs = [select_stage(stages, name) for name in stages]
+    assert {c.name: c.api_gateway_cloudwatch_role for c in configs if c.name in ("dev", "prod")} == {
+        "dev": False,
+        "prod": True,
+    }
+    owners: dict[tuple[str | None, str], list[str]] = {}
+    for config in configs:
+        owners.setdefault((config.account, config.region), [])
+        if config.api_gateway_cloudwatch_role:
+            owners[(config.account, config.region)].append(config.name)
+    assert all(len(names) == 1 for names in owners.values()), owners

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,15 +23,22 @@ AUTHORIZER_HANDLER = "lambdas.authorizer.handler"
 TURN_HANDLER = "lambdas.turn.handler"
 TURN_ABANDONED_HANDLER = "lambdas.turn_abandoned.handler"
 GUARDED_SERVICES = ("bedrock", "execute-api", "dynamodb")
-# Transactions are authorized per item (PutItem, UpdateItem, DeleteItem, ConditionCheckItem).
+# Transactions are authorized per item (a Put as PutItem, an Update as UpdateItem).
 CONNECTION_TABLE_ACTIONS = {
     "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
-    "dynamodb:ConditionCheckItem",
 }
-MESSAGE_TABLE_ACTIONS = CONNECTION_TABLE_ACTIONS | {"dynamodb:Query", "dynamodb:BatchWriteItem"}
+MESSAGE_TABLE_ACTIONS = CONNECTION_TABLE_ACTIONS | {"dynamodb:Query"}
+STORE = Path(__file__).resolve().parents[2] / "shared" / "store.py"
+# boto3 client method -> IAM action; transaction items -> the action DynamoDB authorizes each with.
+CLIENT_CALL_ACTIONS = {
+    "get_item": "GetItem", "put_item": "PutItem", "update_item": "UpdateItem", "delete_item": "DeleteItem",
+    "query": "Query", "scan": "Scan", "batch_get_item": "BatchGetItem", "batch_write_item": "BatchWriteItem",
+}  # fmt: skip
+TRANSACT_ITEM_ACTIONS = {"Get": "GetItem", "Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
+                         "ConditionCheck": "ConditionCheckItem"}  # fmt: skip
 
 
 def as_list(value: Any) -> list[Any]:
@@ -125,7 +134,7 @@ def test_stage_auto_deploys_with_throttling_and_json_access_logs(any_stage: Synt
     assert fields["routeKey"] == "$context.routeKey"
 
 
-def test_account_logging_role_only_where_configured(prod: Synth, variant: Synth) -> None:
+def test_account_logging_role_only_where_configured(dev: Synth, prod: Synth, variant: Synth) -> None:
     account_id, account = prod.one("AWS::ApiGateway::Account")
     assert account["DeletionPolicy"] == "Retain"
     role = prod.resources[ref_of(account["Properties"]["CloudWatchRoleArn"])]
@@ -135,7 +144,15 @@ def test_account_logging_role_only_where_configured(prod: Synth, variant: Synth)
     }
     stage_id, _ = prod.one("AWS::ApiGatewayV2::Stage")
     assert account_id in as_list(prod.resources[stage_id].get("DependsOn", []))
-    assert not variant.of_type("AWS::ApiGateway::Account")
+    # One stage per account and region owns the setting (prod); the others rely on it.
+    for other in (dev, variant):
+        assert not other.of_type("AWS::ApiGateway::Account")
+        assert not [
+            role
+            for role in other.of_type("AWS::IAM::Role").values()
+            if role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+            == {"Service": "apigateway.amazonaws.com"}
+        ]
 
 
 def test_authorizer_only_where_configured(dev: Synth, prod: Synth) -> None:
@@ -271,6 +288,46 @@ def test_table_access_is_item_level_on_this_table_only(any_stage: Synth) -> None
         assert service_grants(any_stage, handler, "dynamodb") == {(a, table_arn) for a in CONNECTION_TABLE_ACTIONS}
 
 
+def store_table_actions() -> set[str]:
+    """The DynamoDB actions shared/store.py needs: its client calls, and for transactions the kinds
+    of item it writes (dict keys such as ``"Put"``)."""
+    tree = ast.parse(STORE.read_text(encoding="utf-8"))
+    called = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "_client"
+    }
+    assert called, "no DynamoDB client call found in shared/store.py"
+    unknown = called - set(CLIENT_CALL_ACTIONS) - {"transact_write_items", "transact_get_items"}
+    assert not unknown, f"map these client calls to IAM actions: {unknown}"
+    actions = {CLIENT_CALL_ACTIONS[name] for name in called & set(CLIENT_CALL_ACTIONS)}
+    if called & {"transact_write_items", "transact_get_items"}:
+        keys = {
+            key.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Dict)
+            for key in node.keys
+            if isinstance(key, ast.Constant) and key.value in TRANSACT_ITEM_ACTIONS
+        }
+        actions |= {TRANSACT_ITEM_ACTIONS[key] for key in keys}
+    return {f"dynamodb:{action}" for action in actions}
+
+
+def test_every_granted_table_action_is_one_the_store_calls(any_stage: Synth) -> None:
+    used = store_table_actions()
+    assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"} <= used  # Update: transaction items
+    granted: set[str] = set()
+    for handler in (*HANDLERS.values(), TURN_HANDLER, TURN_ABANDONED_HANDLER):
+        granted |= {action for action, _ in service_grants(any_stage, handler, "dynamodb")}
+    assert granted <= used, f"granted but never called: {sorted(granted - used)}"
+    # The functions that run the whole store (decide, post, run turns) may do all of it.
+    for handler in (HANDLERS["$default"], TURN_HANDLER, TURN_ABANDONED_HANDLER):
+        assert {action for action, _ in service_grants(any_stage, handler, "dynamodb")} == used
+
+
 def test_function_roles_trust_lambda_and_carry_no_managed_policies(any_stage: Synth) -> None:
     for fn in any_stage.of_type("AWS::Lambda::Function").values():
         role = any_stage.resources[ref_of(fn["Properties"]["Role"])]["Properties"]
@@ -327,6 +384,8 @@ def test_functions_share_one_code_asset_and_one_dependency_layer(any_stage: Synt
     layer_id, layer = any_stage.one("AWS::Lambda::LayerVersion")
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    # Every stage: an update deletes the replaced layer version once no function points at it.
+    assert (layer["DeletionPolicy"], layer["UpdateReplacePolicy"]) == ("Delete", "Delete")
     keys = {json.dumps(fn["Properties"]["Code"], sort_keys=True) for fn in functions.values()}
     assert len(keys) == 1
     for fn in functions.values():
