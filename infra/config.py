@@ -117,6 +117,22 @@ class ThrottleSettings(_Settings):
     burst_limit: int = Field(ge=1, le=5_000)
 
 
+class AlarmSettings(_Settings):
+    """Thresholds of the stage's alarms (README, "Operations").
+
+    Rate alarms fire when the rate is at or above its threshold in 3 of 5 five-minute periods, so
+    one bad minute of a quiet stage does not page anyone.
+    """
+
+    # Errors the conductor sends (conductor_error/handler_error, bedrock_error), per turn;
+    # failed or throttled invocations of a function, per invocation; API integration errors.
+    error_rate_percent: float = Field(default=5.0, gt=0, le=100)
+    # p99 duration of $default and the turn runner, as a share of the function's timeout.
+    duration_percent_of_timeout: float = Field(default=80.0, ge=10, le=100)
+    # Bedrock spend guard: output tokens of all turns in one hour.
+    output_tokens_per_hour: int = Field(default=1_000_000, ge=1)
+
+
 class StageConfig(_Settings):
     """Everything that differs between deployments of the conductor."""
 
@@ -137,6 +153,7 @@ class StageConfig(_Settings):
     bedrock: BedrockSettings
     lambdas: LambdaSettings = LambdaSettings()
     throttle: ThrottleSettings
+    alarms: AlarmSettings = AlarmSettings()
 
     @field_validator("name")
     @classmethod

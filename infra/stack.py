@@ -1,9 +1,9 @@
 """The conductor stack: WebSocket API, the route Lambdas and the turn runner (+ optional authorizer),
-table, alarms."""
+table, alarms and dashboard."""
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -11,8 +11,9 @@ from constructs import Construct
 
 from infra.config import StageConfig
 from infra.constructs.api import ConductorApi
+from infra.constructs.dashboard import ConductorDashboard
 from infra.constructs.functions import ConductorFunctions, removal_policy
-from infra.constructs.monitoring import ConductorAlarms
+from infra.constructs.monitoring import ConductorAlarms, Watched
 from infra.nag import suppress_findings
 
 BEDROCK_STREAM_ACTION = "bedrock:InvokeModelWithResponseStream"
@@ -119,7 +120,18 @@ class ConductorStack(Stack):
         }
         if authorizer is not None:
             monitored["authorizer"] = authorizer
-        self.alarms = ConductorAlarms(self, "Alarms", config=config, functions=monitored)
+        watched = Watched(
+            config=config,
+            functions=monitored,
+            timeouts={
+                "message": Duration.seconds(config.lambdas.message_timeout_seconds),
+                "turn": Duration.seconds(config.lambdas.turn_timeout_seconds),
+            },
+            table=self.table,
+            api_stage=self.api.stage,
+        )
+        self.alarms = ConductorAlarms(self, "Alarms", watched=watched)
+        self.dashboard = ConductorDashboard(self, "Operations", alarms=self.alarms)
 
         CfnOutput(self, "WebSocketUrl", value=self.api.stage.url, description="wss:// URL the app connects to")
         CfnOutput(
@@ -136,7 +148,20 @@ class ConductorStack(Stack):
                 value=self.auth_secret.secret_arn,
                 description="Secrets Manager secret whose value signs connect tokens",
             )
-        if self.alarms.topic is not None:
-            CfnOutput(self, "AlarmTopicArn", value=self.alarms.topic.topic_arn, description="SNS topic of the alarms")
+        CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=self.alarms.topic.topic_arn,
+            description="SNS topic every alarm notifies (subscribe e-mail, chat or paging to it)",
+        )
+        CfnOutput(
+            self,
+            "DashboardUrl",
+            value=(
+                f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}"
+                f"#dashboards/dashboard/{config.stack_name}"
+            ),
+            description="CloudWatch dashboard of the stage",
+        )
 
         suppress_findings(self)

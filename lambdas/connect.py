@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from lambdas.events import ConnectEvent, principal_of
-from lambdas.runtime import logger, metrics, service
+from lambdas.runtime import logger, metrics, service, tracer
 from shared.protocol import is_uuid_v4
 
 
@@ -17,6 +17,7 @@ def _response(status: int, body: str = "") -> dict[str, Any]:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.thread_safe_clear_keys()
@@ -34,6 +35,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     assert session_id is not None
     session_id = session_id.lower()
     logger.thread_safe_append_keys(session_id=session_id)
+    tracer.put_annotation("session_id", session_id)
     authorizer = parsed.request_context.authorizer
     authorized_session = (authorizer or {}).get("sessionId")
     if authorized_session and str(authorized_session).lower() != session_id:

@@ -8,10 +8,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from lambdas.events import DisconnectEvent
-from lambdas.runtime import logger, metrics, service
+from lambdas.runtime import logger, metrics, service, tracer
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.thread_safe_clear_keys()

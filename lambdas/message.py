@@ -12,7 +12,8 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.events import MessageEvent, principal_of
-from lambdas.runtime import logger, metrics, service
+from lambdas.runtime import PowertoolsMetrics, logger, metrics, service, tracer
+from shared.commit import error_metric_name
 from shared.gateway import callback_endpoint
 from shared.protocol import ErrorCode, error_event
 from shared.service import Request
@@ -21,6 +22,7 @@ OK = {"statusCode": 200}
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.thread_safe_clear_keys()
@@ -45,6 +47,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 
 def _report_failure(endpoint: str, connection_id: str) -> None:
+    # Counted even when it cannot be posted: Lambda's Errors never sees this failure.
+    PowertoolsMetrics().count(error_metric_name(ErrorCode.HANDLER_ERROR))
     if not connection_id:
         return
     try:

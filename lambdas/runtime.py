@@ -1,12 +1,23 @@
-"""Per-container wiring: settings, boto3 clients and the service, built once and reused."""
+"""Per-container wiring: settings, boto3 clients and the service, built once and reused.
+
+Observability stays out here, at the edge: the service layer gets a ``Metrics`` object, and the
+adapters' calls (DynamoDB, Bedrock, the management API, the turn launch) are traced by wrapping
+them when they are built, so an X-Ray trace shows where a turn's time went while ``shared``
+never imports Powertools. Tracing is off outside Lambda and with ``POWERTOOLS_TRACE_DISABLED``.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import cache
+from typing import Any, Protocol, TypeVar
 
 import boto3
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
@@ -25,14 +36,80 @@ SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "voiceide-conductor")
 
 logger = Logger(service=SERVICE_NAME)
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VoiceIDE"), service=SERVICE_NAME)
+# botocore only: every AWS call becomes a subsegment; nothing else is patched.
+tracer = Tracer(service=SERVICE_NAME, patch_modules=["botocore"])
+
+Adapter = TypeVar("Adapter")
+
+# The store calls a trace shows as subsegments (named Class.method).
+STORE_CALLS = (
+    "put_connection",
+    "get_connection",
+    "delete_connection",
+    "load",
+    "commit",
+    "history",
+    "messages",
+    "outbox",
+)
 
 _AWS_CONFIG = Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 5})
 
 
 class PowertoolsMetrics:
+    """The service layer's ``Metrics``, as Powertools metrics of the invocation (flushed as EMF)."""
+
     def count(self, name: str, value: int = 1) -> None:
         if value:
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+    def timing(self, name: str, milliseconds: float) -> None:
+        metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=round(milliseconds, 1))
+
+
+class SubsegmentProvider(Protocol):
+    """What ``traced`` needs of a tracer's provider (the X-Ray SDK's recorder in Lambda)."""
+
+    def in_subsegment(self, name: str) -> AbstractContextManager[Any]: ...
+
+
+def traced(adapter: Adapter, *methods: str, provider: SubsegmentProvider | None = None) -> Adapter:
+    """Record every call of the adapter's ``methods`` as a subsegment named ``Class.method``.
+
+    Arguments and results are never recorded (they hold what users said); an error is, by the
+    subsegment, without logging it (a lost race is an expected ``VersionConflict``). A generator
+    method (the model stream) is one subsegment from its request to its last item or its close.
+    With tracing disabled (locally, in tests) the adapter is left as it is.
+    """
+    if provider is None:
+        if tracer.disabled:
+            return adapter
+        provider = tracer.provider
+    for name in methods:
+        method = getattr(adapter, name)
+        setattr(adapter, name, _in_subsegment(provider, f"{type(adapter).__name__}.{name}", method))
+    return adapter
+
+
+def _in_subsegment(provider: SubsegmentProvider, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def stream(*args: Any, **kwargs: Any) -> Any:
+            with provider.in_subsegment(name):
+                try:
+                    return (yield from method(*args, **kwargs))
+                except GeneratorExit:  # closed early (barge-in, new turn): not a fault
+                    return None
+
+        return stream
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with provider.in_subsegment(name):
+            return method(*args, **kwargs)
+
+    return call
 
 
 @cache
@@ -43,7 +120,7 @@ def settings() -> Settings:
 @cache
 def store() -> SessionStore:
     client = boto3.client("dynamodb", config=_AWS_CONFIG)
-    return SessionStore(client, settings().table_name, ttl_seconds=settings().session_ttl_seconds)
+    return traced(SessionStore(client, settings().table_name, ttl_seconds=settings().session_ttl_seconds), *STORE_CALLS)
 
 
 @cache
@@ -53,7 +130,7 @@ def service() -> ConductorService:
     return ConductorService(
         store=store(),
         gateway=gateway(),
-        launcher=LambdaTurnLauncher(lambda_client, config.turn_function),
+        launcher=traced(LambdaTurnLauncher(lambda_client, config.turn_function), "launch"),
         runner=turn_runner(),
         settings=config,
         logger=logger,
@@ -63,9 +140,10 @@ def service() -> ConductorService:
 
 @cache
 def gateway() -> ConnectionGateway:
-    return ConnectionGateway(
+    posts = ConnectionGateway(
         lambda endpoint: boto3.client("apigatewaymanagementapi", endpoint_url=endpoint, config=_AWS_CONFIG)
     )
+    return traced(posts, "post")
 
 
 @cache
@@ -86,6 +164,7 @@ def turn_runner() -> TurnRunner:
         max_tokens=config.max_tokens,
         temperature=config.temperature,
     )
+    traced(brain, "stream")
     metrics_sink = PowertoolsMetrics()
     committer = Committer(store(), config, metrics_sink)
     delivery = Delivery(store=store(), gateway=gateway(), committer=committer, logger=logger, metrics=metrics_sink)

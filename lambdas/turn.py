@@ -11,11 +11,12 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from lambdas.runtime import logger, metrics, turn_runner
+from lambdas.runtime import logger, metrics, tracer, turn_runner
 from shared.turn_launcher import TurnTask
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.thread_safe_clear_keys()
@@ -25,5 +26,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.error("malformed turn task: nothing to run", extra={"errors": error.error_count()})
         return {"ran": False}
     logger.thread_safe_append_keys(session_id=task.session_id, stream_id=task.stream_id)
+    tracer.put_annotation("session_id", task.session_id)
     turn_runner().run(task, context.get_remaining_time_in_millis)
     return {"ran": True}

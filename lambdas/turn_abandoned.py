@@ -13,13 +13,14 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from lambdas.runtime import PowertoolsMetrics, logger, metrics, turn_runner
+from lambdas.runtime import PowertoolsMetrics, logger, metrics, tracer, turn_runner
 from shared.core.conductor import RUNNER_LOST_LINE
 from shared.protocol import ErrorCode
 from shared.turn_launcher import TurnTask
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.thread_safe_clear_keys()
@@ -34,6 +35,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.error("abandoned turn record without a turn task", extra={"condition": condition})
         return {"ended": False}
     logger.thread_safe_append_keys(session_id=task.session_id, stream_id=task.stream_id)
+    tracer.put_annotation("session_id", task.session_id)
     logger.error(
         "turn abandoned by its runner",
         extra={

@@ -16,19 +16,30 @@ from typing import Protocol
 from shared.config import Settings
 from shared.core.conductor import Outcome
 from shared.core.state import SessionState
-from shared.protocol import AssistantSpeechPartial, make_event
+from shared.protocol import AssistantSpeechPartial, ErrorPayload, make_event
 from shared.store import SessionStore, VersionConflict
 
 COMMIT_ATTEMPTS = 12
+ERROR_EVENTS_METRIC = "ErrorEvents"
 
 
 class Metrics(Protocol):
     def count(self, name: str, value: int = 1) -> None: ...
 
+    def timing(self, name: str, milliseconds: float) -> None: ...
+
 
 class NullMetrics:
     def count(self, name: str, value: int = 1) -> None:
         return None
+
+    def timing(self, name: str, milliseconds: float) -> None:
+        return None
+
+
+def error_metric_name(code: str) -> str:
+    """The count of ``error`` events with ``code`` the conductor sent (``ErrorEvents.bedrock_error``)."""
+    return f"{ERROR_EVENTS_METRIC}.{code}"
 
 
 class ConductorBusy(Exception):
@@ -100,9 +111,16 @@ class Committer:
                     outbox=kept,
                     outbox_ttl_seconds=self.settings.outbox_ttl_seconds,
                 )
+                self._count_errors(outcome)
                 return Committed(outcome, frames)
             except VersionConflict:
                 self.metrics.count("StateConflicts")
                 backoff(attempt)
                 state = self.store.load(session_id)
         raise ConductorBusy(session_id)
+
+    def _count_errors(self, outcome: Outcome) -> None:
+        """Count the stored decision's ``error`` events by code (a lost race counts nothing)."""
+        for payload in outcome.events:
+            if isinstance(payload, ErrorPayload):
+                self.metrics.count(error_metric_name(payload.code))

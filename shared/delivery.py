@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shared.commit import COMMIT_ATTEMPTS, Committed, Committer, ConductorBusy, Metrics, backoff
+from shared.commit import COMMIT_ATTEMPTS, Committed, Committer, ConductorBusy, Metrics, backoff, error_metric_name
 from shared.core import connection
 from shared.core.state import SessionState
 from shared.protocol import ErrorCode, error_event
@@ -64,6 +64,7 @@ class Delivery:
 
     def reply(self, request: Request, code: ErrorCode, message: str) -> None:
         """An error about the frame itself, to the connection that sent it."""
+        self.metrics.count(error_metric_name(code))
         self.gateway.post(request.endpoint, request.connection_id, error_event(code, message).to_json())
 
     def catch_up(self, request: Request, state: SessionState, *, last_seq: int | None) -> SessionState | None:

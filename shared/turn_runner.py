@@ -29,6 +29,9 @@ from shared.store import SessionStore
 from shared.turn_launcher import TurnTask
 
 RemainingMs = Callable[[], int]
+# From the request to the model to the first partial of its answer posted, per model message.
+FIRST_PARTIAL_METRIC = "FirstPartialLatency"
+TOKEN_METRICS = {"InputTokens": "inputTokens", "OutputTokens": "outputTokens"}
 
 
 class Brain(Protocol):
@@ -213,17 +216,28 @@ class TurnRunner:
         remaining_ms: RemainingMs,
         claim: RunnerClaim,
     ) -> SessionState:
+        requested = time.monotonic()
+        spoke = False
         items = self.brain.stream(messages)
         try:
             for item in items:
                 if remaining_ms() < self.settings.turn_reserve_ms:
                     raise _OutOfTime
                 state = self._on_stream_item(task, state, item, message, claim)
+                if not spoke and isinstance(item, TextDelta):
+                    spoke = True
+                    self.metrics.timing(FIRST_PARTIAL_METRIC, (time.monotonic() - requested) * 1000)
         finally:
             close = getattr(items, "close", None)
             if close is not None:
                 close()
+            self._count_usage(message)
         return state
+
+    def _count_usage(self, message: ModelMessage) -> None:
+        """Tokens Bedrock billed for the message (its stream's ``metadata.usage``)."""
+        for metric, key in TOKEN_METRICS.items():
+            self.metrics.count(metric, message.usage.get(key, 0))
 
     def _on_stream_item(
         self, task: TurnTask, state: SessionState, item: StreamItem, message: ModelMessage, claim: RunnerClaim

@@ -1,10 +1,21 @@
-"""Alarms on handler errors, Lambda throttles, Bedrock errors and abandoned turns, with optional e-mail alerts."""
+"""Alarms of one stage, all notifying the stage's alarm topic (e-mail subscription optional).
+
+Errors alarm on rates, not single data points: CloudWatch metric math divides the errors by what
+they happened to (turns, invocations, integration calls), and an alarm fires when the rate is at or
+above ``alarms.error_rate_percent`` in 3 of 5 five-minute periods. Durations alarm near the
+function's timeout, throttles of the table and failed API executions when they last, and Bedrock
+output tokens when an hour's sum reaches the stage's ceiling (the spend guard).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -13,75 +24,253 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from infra.config import StageConfig
+from shared.commit import error_metric_name
+from shared.protocol import ErrorCode
 
-BEDROCK_ERRORS_METRIC = "BedrockErrors"
-TURNS_ABANDONED_METRIC = "TurnsAbandoned"
 PERIOD = Duration.minutes(5)
+EVALUATION_PERIODS = 5
+DATAPOINTS_TO_ALARM = 3
+SPEND_PERIOD = Duration.hours(1)
+
+TURNS_METRIC = "Turns"
+TURNS_ABANDONED_METRIC = "TurnsAbandoned"
+OUTPUT_TOKENS_METRIC = "OutputTokens"
+INPUT_TOKENS_METRIC = "InputTokens"
+FIRST_PARTIAL_METRIC = "FirstPartialLatency"
+# Error codes that mean the conductor failed the user (the others answer a malformed or refused frame).
+CONDUCTOR_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.CONDUCTOR_ERROR, ErrorCode.HANDLER_ERROR)
+BEDROCK_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.BEDROCK_ERROR,)
+# Every error code the conductor sends to the app.
+SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
+    ErrorCode.INVALID_JSON,
+    ErrorCode.INVALID_EVENT,
+    ErrorCode.NO_SESSION,
+    ErrorCode.EMPTY_TRANSCRIPT,
+    ErrorCode.NO_PENDING_TOOL_CALL,
+    ErrorCode.INVALID_TOOL_CALL,
+    ErrorCode.BEDROCK_ERROR,
+    ErrorCode.CONDUCTOR_ERROR,
+    ErrorCode.HANDLER_ERROR,
+    ErrorCode.FRAME_TOO_LARGE,
+    ErrorCode.TRANSCRIPT_TOO_LONG,
+    ErrorCode.RATE_LIMITED,
+)
+# The table operations the store uses (ThrottledRequests has an Operation dimension).
+TABLE_OPERATIONS: tuple[dynamodb.Operation, ...] = (
+    dynamodb.Operation.GET_ITEM,
+    dynamodb.Operation.PUT_ITEM,
+    dynamodb.Operation.DELETE_ITEM,
+    dynamodb.Operation.QUERY,
+    dynamodb.Operation.TRANSACT_WRITE_ITEMS,
+)
+ROUTE_FUNCTIONS = ("connect", "message", "disconnect")
+TIMED_FUNCTIONS = ("message", "turn")
+
+
+def own_metric(
+    config: StageConfig, name: str, *, statistic: str = "Sum", period: Duration = PERIOD
+) -> cloudwatch.Metric:
+    """A metric the conductor emits itself (Powertools EMF, dimension ``service``)."""
+    return cloudwatch.Metric(
+        namespace=config.metrics_namespace,
+        metric_name=name,
+        dimensions_map={"service": config.service_name},
+        statistic=statistic,
+        period=period,
+        label=name,
+    )
+
+
+def error_events(config: StageConfig, code: ErrorCode) -> cloudwatch.Metric:
+    """``error`` events with ``code`` sent to the app."""
+    return cloudwatch.Metric(
+        namespace=config.metrics_namespace,
+        metric_name=error_metric_name(code),
+        dimensions_map={"service": config.service_name},
+        statistic="Sum",
+        period=PERIOD,
+        label=str(code),
+    )
+
+
+def api_metric(stage: apigwv2.WebSocketStage, name: str) -> cloudwatch.Metric:
+    """An ``AWS/ApiGateway`` WebSocket metric of the stage (dimensions ApiId, Stage)."""
+    return stage.metric(name, statistic="Sum", period=PERIOD, label=name)
+
+
+def percent(
+    label: str, failed: dict[str, cloudwatch.IMetric], total: dict[str, cloudwatch.IMetric]
+) -> cloudwatch.MathExpression:
+    """``100 * sum(failed) / sum(total)`` per period; missing points count as 0, and failures in a
+    period with nothing to divide by count as 100 % (a handler error on a frame of no new turn)."""
+    failures = " + ".join(f"FILL({key}, 0)" for key in failed)
+    attempts = " + ".join(f"FILL({key}, 0)" for key in total)
+    return cloudwatch.MathExpression(
+        expression=f"IF(({attempts}) > 0, 100 * ({failures}) / ({attempts}), IF(({failures}) > 0, 100, 0))",
+        using_metrics={**failed, **total},
+        label=label,
+        period=PERIOD,
+    )
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What the alarms and the dashboard look at."""
+
+    config: StageConfig
+    functions: dict[str, lambda_.Function]
+    timeouts: dict[str, Duration]
+    table: dynamodb.ITable
+    api_stage: apigwv2.WebSocketStage
 
 
 class ConductorAlarms(Construct):
-    """One alarm per signal; all notify the alarm topic when an e-mail address is configured."""
+    """Every alarm of the stage; each one notifies ``topic`` when it fires and when it clears."""
 
-    def __init__(
-        self, scope: Construct, construct_id: str, *, config: StageConfig, functions: dict[str, lambda_.Function]
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, watched: Watched) -> None:
         super().__init__(scope, construct_id)
+        config = watched.config
+        self.watched = watched
         self.alarms: list[cloudwatch.Alarm] = []
-        for name, fn in functions.items():
-            self._alarm(
-                f"{name.capitalize()}Errors",
-                fn.metric_errors(period=PERIOD, statistic="Sum"),
-                f"{name} function invocations failed",
-            )
-            self._alarm(
-                f"{name.capitalize()}Throttles",
-                fn.metric_throttles(period=PERIOD, statistic="Sum"),
-                f"{name} function invocations were throttled",
-            )
-        self._alarm(
-            "BedrockErrors",
-            self._metric(config, BEDROCK_ERRORS_METRIC),
-            "Bedrock ConverseStream calls failed (throttling, stream errors)",
+        self.rates: dict[str, cloudwatch.MathExpression] = {}
+        threshold = config.alarms.error_rate_percent
+
+        turns = {"turns": own_metric(config, TURNS_METRIC)}
+        self._rate(
+            "ConductorErrorRate",
+            percent(
+                "conductor_error + handler_error per turn (%)",
+                {f"e_{code.value}": error_events(config, code) for code in CONDUCTOR_FAULT_CODES},
+                turns,
+            ),
+            f"turns ending in conductor_error or handler_error reached {threshold:g}%",
         )
-        self._alarm(
-            "TurnsAbandoned",
-            self._metric(config, TURNS_ABANDONED_METRIC),
-            "turns never ran or their runner died (the user heard an apology)",
+        self._rate(
+            "BedrockErrorRate",
+            percent(
+                "bedrock_error per turn (%)",
+                {f"e_{code.value}": error_events(config, code) for code in BEDROCK_FAULT_CODES},
+                turns,
+            ),
+            f"turns ending in bedrock_error (model failed, stalled or garbled) reached {threshold:g}%",
+        )
+        self._rate(
+            "TurnsAbandonedRate",
+            percent("abandoned turns per turn (%)", {"abandoned": own_metric(config, TURNS_ABANDONED_METRIC)}, turns),
+            f"turns whose runner never ran or died (the user heard an apology) reached {threshold:g}%",
         )
 
-        self.topic: sns.Topic | None = None
+        for name, fn in watched.functions.items():
+            key = name.lower()  # metric ids are unique per graph: the dashboard shows every function's rate
+            invocations = {f"{key}_invocations": fn.metric_invocations(period=PERIOD, statistic="Sum")}
+            self._rate(
+                f"{name.capitalize()}ErrorRate",
+                percent(
+                    f"{name} errors per invocation (%)", {f"{key}_errors": fn.metric_errors(period=PERIOD)}, invocations
+                ),
+                f"failed invocations of the {name} function reached {threshold:g}%",
+            )
+            throttles = {f"{key}_throttles": fn.metric_throttles(period=PERIOD, statistic="Sum")}
+            self._rate(
+                f"{name.capitalize()}ThrottleRate",
+                percent(f"{name} throttles per invocation (%)", throttles, {**invocations, **throttles}),
+                f"throttled invocations of the {name} function reached {threshold:g}%",
+            )
+
+        share = config.alarms.duration_percent_of_timeout
+        for name in TIMED_FUNCTIONS:
+            limit_ms = watched.timeouts[name].to_milliseconds() * share / 100
+            self._alarm(
+                f"{name.capitalize()}DurationNearTimeout",
+                watched.functions[name].metric_duration(period=PERIOD, statistic="p99"),
+                limit_ms,
+                f"p99 duration of the {name} function reached {share:g}% of its timeout ({limit_ms:g} ms)",
+            )
+
+        self._alarm(
+            "TableThrottles",
+            self.table_throttles(),
+            1,
+            "DynamoDB throttled requests to the conductor table",
+        )
+        self._alarm(
+            "ApiExecutionErrors",
+            api_metric(watched.api_stage, "ExecutionError"),
+            1,
+            "API Gateway could not call a route's function (ExecutionError)",
+        )
+        self._rate(
+            "ApiIntegrationErrorRate",
+            percent(
+                "integration errors per route invocation (%)",
+                {"integration_errors": api_metric(watched.api_stage, "IntegrationError")},
+                {
+                    f"calls_{name}": watched.functions[name].metric_invocations(period=PERIOD, statistic="Sum")
+                    for name in ROUTE_FUNCTIONS
+                },
+            ),
+            f"routes answering API Gateway with a 4XX/5XX (IntegrationError) reached {threshold:g}%",
+        )
+
+        ceiling = config.alarms.output_tokens_per_hour
+        self.spend = cloudwatch.Alarm(
+            self,
+            "BedrockOutputTokensPerHour",
+            metric=self.output_tokens_per_hour(),
+            threshold=ceiling,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=self._description(f"Bedrock output tokens reached {ceiling} in one hour (spend guard)"),
+        )
+        self.alarms.append(self.spend)
+
+        self.topic = self._topic(config)
         if config.alarm_email:
-            self.topic = self._topic(config)
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
-            action = cw_actions.SnsAction(self.topic)
-            for alarm in self.alarms:
-                alarm.add_alarm_action(action)
-                alarm.add_ok_action(action)
+        action = cw_actions.SnsAction(self.topic)
+        for alarm in self.alarms:
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
 
-    @staticmethod
-    def _metric(config: StageConfig, name: str) -> cloudwatch.Metric:
-        """A count the conductor emits itself (Powertools metrics, dimension ``service``)."""
-        return cloudwatch.Metric(
-            namespace=config.metrics_namespace,
-            metric_name=name,
-            dimensions_map={"service": config.service_name},
-            statistic="Sum",
+    def table_throttles(self) -> cloudwatch.MathExpression:
+        """Throttled requests of every operation the store uses, plus read and write throttle events."""
+        table = self.watched.table
+        return cloudwatch.MathExpression(
+            expression="FILL(requests, 0) + FILL(reads, 0) + FILL(writes, 0)",
+            using_metrics={
+                "requests": table.metric_throttled_requests_for_operations(operations=list(TABLE_OPERATIONS)),
+                "reads": table.metric("ReadThrottleEvents", statistic="Sum", period=PERIOD),
+                "writes": table.metric("WriteThrottleEvents", statistic="Sum", period=PERIOD),
+            },
+            label="DynamoDB throttles",
             period=PERIOD,
         )
 
-    def _alarm(self, construct_id: str, metric: cloudwatch.Metric, description: str) -> None:
+    def output_tokens_per_hour(self) -> cloudwatch.Metric:
+        return own_metric(self.watched.config, OUTPUT_TOKENS_METRIC, period=SPEND_PERIOD)
+
+    def _description(self, what: str) -> str:
+        return f"VoiceIDE conductor ({self.watched.config.name}): {what}. Runbook: README, Operations."
+
+    def _alarm(self, construct_id: str, metric: cloudwatch.IMetric, threshold: float, what: str) -> None:
         self.alarms.append(
             cloudwatch.Alarm(
                 self,
                 construct_id,
                 metric=metric,
-                threshold=1,
-                evaluation_periods=1,
+                threshold=threshold,
+                evaluation_periods=EVALUATION_PERIODS,
+                datapoints_to_alarm=DATAPOINTS_TO_ALARM,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                alarm_description=f"VoiceIDE conductor: {description} in the last 5 minutes",
+                alarm_description=self._description(f"{what}, in 3 of the last 5 five-minute periods"),
             )
         )
+
+    def _rate(self, construct_id: str, rate: cloudwatch.MathExpression, what: str) -> None:
+        self.rates[construct_id] = rate
+        self._alarm(construct_id, rate, self.watched.config.alarms.error_rate_percent, what)
 
     def _topic(self, config: StageConfig) -> sns.Topic:
         # CloudWatch can only publish to an encrypted topic whose customer managed key lets it.

@@ -11,6 +11,7 @@ import pytest
 
 from infra.nag import flatten_cfn_reference
 from tests.infra.conftest import Synth
+from tests.infra.test_operations import alarm_metrics
 
 pytestmark = pytest.mark.infra
 
@@ -449,45 +450,44 @@ def _alarms(synth: Synth) -> dict[str, dict[str, Any]]:
 def test_alarms_on_errors_throttles_and_bedrock(any_stage: Synth) -> None:
     alarms = _alarms(any_stage)
     lambda_alarms = {
-        (a["MetricName"], ref_of(a["Dimensions"][0]["Value"]))
+        (name, dims["FunctionName"])
         for a in alarms.values()
-        if a["Namespace"] == "AWS/Lambda"
+        for ns, name, dims, _, _ in alarm_metrics(a)
+        if ns == "AWS/Lambda"
     }
     for fn_id in any_stage.of_type("AWS::Lambda::Function"):
-        assert ("Errors", fn_id) in lambda_alarms
-        assert ("Throttles", fn_id) in lambda_alarms
-    for metric in ("BedrockErrors", "TurnsAbandoned"):  # what the conductor counts itself
-        own = [a for a in alarms.values() if a["MetricName"] == metric]
+        assert ("Errors", f"<{fn_id}>") in lambda_alarms
+        assert ("Throttles", f"<{fn_id}>") in lambda_alarms
+    for metric in ("ErrorEvents.bedrock_error", "TurnsAbandoned"):  # what the conductor counts itself
+        own = [m for a in alarms.values() for m in alarm_metrics(a) if m[1] == metric]
         assert len(own) == 1, metric
-        assert own[0]["Namespace"] == any_stage.config.metrics_namespace
-        assert own[0]["Dimensions"] == [{"Name": "service", "Value": any_stage.config.service_name}]
+        assert own[0][0] == any_stage.config.metrics_namespace
+        assert own[0][2] == {"service": any_stage.config.service_name}
     for alarm in alarms.values():
-        assert alarm["Threshold"] == 1
         assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
         assert alarm["TreatMissingData"] == "notBreaching"
 
 
-def test_alarm_email_adds_an_encrypted_topic(prod: Synth, variant: Synth) -> None:
-    assert not prod.of_type("AWS::SNS::Topic")
-    assert all("AlarmActions" not in a for a in _alarms(prod).values())
-
-    topic_id, topic = variant.one("AWS::SNS::Topic")
-    key_id = ref_of(topic["Properties"]["KmsMasterKeyId"])
-    key = variant.resources[key_id]["Properties"]
-    assert key["EnableKeyRotation"] is True
-    assert any(
-        s["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and "kms:Decrypt" in as_list(s["Action"])
-        for s in key["KeyPolicy"]["Statement"]
-    )
+def test_alarms_notify_an_encrypted_topic_and_email_only_where_configured(prod: Synth, variant: Synth) -> None:
+    assert not prod.of_type("AWS::SNS::Subscription")
+    for synth in (prod, variant):
+        topic_id, topic = synth.one("AWS::SNS::Topic")
+        key_id = ref_of(topic["Properties"]["KmsMasterKeyId"])
+        key = synth.resources[key_id]["Properties"]
+        assert key["EnableKeyRotation"] is True
+        assert any(
+            s["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and "kms:Decrypt" in as_list(s["Action"])
+            for s in key["KeyPolicy"]["Statement"]
+        )
+        for alarm in _alarms(synth).values():
+            assert [ref_of(a) for a in alarm["AlarmActions"]] == [topic_id]
+        _, topic_policy = synth.one("AWS::SNS::TopicPolicy")
+        assert topic_policy["Properties"]["PolicyDocument"]["Statement"][0]["Condition"] == {
+            "Bool": {"aws:SecureTransport": "false"}
+        }
     _, subscription = variant.one("AWS::SNS::Subscription")
     assert subscription["Properties"]["Protocol"] == "email"
     assert subscription["Properties"]["Endpoint"] == "oncall@example.com"
-    for alarm in _alarms(variant).values():
-        assert [ref_of(a) for a in alarm["AlarmActions"]] == [topic_id]
-    _, topic_policy = variant.one("AWS::SNS::TopicPolicy")
-    assert topic_policy["Properties"]["PolicyDocument"]["Statement"][0]["Condition"] == {
-        "Bool": {"aws:SecureTransport": "false"}
-    }
 
 
 def test_outputs(dev: Synth, prod: Synth, variant: Synth) -> None:
@@ -500,8 +500,14 @@ def test_outputs(dev: Synth, prod: Synth, variant: Synth) -> None:
         assert "TableName" in outputs
     assert "TokenSigningSecretArn" not in dev.template["Outputs"]
     assert "TokenSigningSecretArn" in prod.template["Outputs"]
-    assert "AlarmTopicArn" not in prod.template["Outputs"]
-    assert "AlarmTopicArn" in variant.template["Outputs"]
+    for synth in (dev, prod, variant):
+        topic_id, _ = synth.one("AWS::SNS::Topic")
+        assert synth.template["Outputs"]["AlarmTopicArn"]["Value"] == {"Ref": topic_id}
+        region = synth.config.region
+        assert flatten_cfn_reference(synth.template["Outputs"]["DashboardUrl"]["Value"]) == (
+            f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
+            f"#dashboards/dashboard/{synth.config.stack_name}"
+        )
 
 
 def test_stack_names_and_regions(dev: Synth, prod: Synth, variant: Synth) -> None:

@@ -1,0 +1,228 @@
+"""Operations in the synthesized templates: the alarm topic, metric-math rate alarms, duration,
+throttle, API and spend alarms, and the dashboard (its widgets and the metrics it names)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.constructs.monitoring import CONDUCTOR_FAULT_CODES, SENT_ERROR_CODES, TABLE_OPERATIONS
+from infra.nag import flatten_cfn_reference
+from shared.commit import error_metric_name
+from shared.protocol import SERVER_ERROR_CODES, ErrorCode
+from tests.infra.conftest import Synth
+
+pytestmark = pytest.mark.infra
+
+ROOT = Path(__file__).resolve().parents[2]
+RATE_ALARMS = ("ConductorErrorRate", "BedrockErrorRate", "TurnsAbandonedRate", "ApiIntegrationErrorRate")
+
+
+@pytest.fixture(params=["dev", "prod", "variant"])
+def any_stage(request: pytest.FixtureRequest) -> Synth:
+    return request.getfixturevalue(request.param)
+
+
+def alarms(synth: Synth) -> dict[str, dict[str, Any]]:
+    return {name: res["Properties"] for name, res in synth.of_type("AWS::CloudWatch::Alarm").items()}
+
+
+def alarm(synth: Synth, construct_id: str) -> dict[str, Any]:
+    found = [props for name, props in alarms(synth).items() if name.startswith(f"Alarms{construct_id}")]
+    assert len(found) == 1, construct_id
+    return found[0]
+
+
+def alarm_metrics(props: dict[str, Any]) -> list[tuple[str, str, dict[str, str], str, int]]:
+    """(namespace, name, dimensions, statistic, period) of every metric an alarm reads."""
+    if "MetricName" in props:
+        dims = {d["Name"]: flatten_cfn_reference(d["Value"]) for d in props.get("Dimensions", [])}
+        stat = props.get("Statistic") or props.get("ExtendedStatistic")
+        return [(props["Namespace"], props["MetricName"], dims, stat, props["Period"])]
+    found = []
+    for query in props["Metrics"]:
+        if "MetricStat" in query:
+            stat = query["MetricStat"]
+            metric = stat["Metric"]
+            dims = {d["Name"]: flatten_cfn_reference(d["Value"]) for d in metric.get("Dimensions", [])}
+            found.append((metric["Namespace"], metric["MetricName"], dims, stat["Stat"], stat["Period"]))
+    return found
+
+
+def expression(props: dict[str, Any]) -> str:
+    [returned] = [q for q in props["Metrics"] if q.get("ReturnData", True)]
+    return returned["Expression"]
+
+
+def test_every_alarm_notifies_the_topic_when_it_fires_and_when_it_clears(any_stage: Synth) -> None:
+    topic_id, _ = any_stage.one("AWS::SNS::Topic")
+    found = alarms(any_stage)
+    assert len(found) >= 15
+    for name, props in found.items():
+        assert [flatten_cfn_reference(a) for a in props["AlarmActions"]] == [f"<{topic_id}>"], name
+        assert [flatten_cfn_reference(a) for a in props["OKActions"]] == [f"<{topic_id}>"], name
+        assert props["TreatMissingData"] == "notBreaching", name
+        assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", name
+        assert props["AlarmDescription"].startswith(f"VoiceIDE conductor ({any_stage.config.name}): "), name
+
+
+def test_error_rates_are_metric_math_over_turns_in_3_of_5_periods(any_stage: Synth) -> None:
+    config = any_stage.config
+    own = (config.metrics_namespace, {"service": config.service_name}, "Sum", 300)
+    for construct_id, failures in (
+        ("ConductorErrorRate", {error_metric_name(code) for code in CONDUCTOR_FAULT_CODES}),
+        ("BedrockErrorRate", {error_metric_name(ErrorCode.BEDROCK_ERROR)}),
+        ("TurnsAbandonedRate", {"TurnsAbandoned"}),
+    ):
+        props = alarm(any_stage, construct_id)
+        read = alarm_metrics(props)
+        assert {name for _, name, _, _, _ in read} == failures | {"Turns"}
+        assert all((ns, dims, stat, period) == own for ns, _, dims, stat, period in read)
+        assert expression(props).startswith("IF((FILL(turns, 0)) > 0, 100 * (")
+        assert (props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (5, 3)
+        assert props["Threshold"] == config.alarms.error_rate_percent
+    assert {error_metric_name(code) for code in CONDUCTOR_FAULT_CODES} == {
+        "ErrorEvents.conductor_error",
+        "ErrorEvents.handler_error",
+    }
+
+
+def test_function_error_and_throttle_rates_per_invocation(any_stage: Synth) -> None:
+    for fn_id in any_stage.of_type("AWS::Lambda::Function"):
+        rates = {}
+        for props in alarms(any_stage).values():
+            read = alarm_metrics(props)
+            if all(
+                ns == "AWS/Lambda" and dims == {"FunctionName": f"<{fn_id}>"} and name != "Duration"
+                for ns, name, dims, _, _ in read
+            ):
+                rates[frozenset(name for _, name, _, _, _ in read)] = props
+        assert set(rates) == {frozenset({"Errors", "Invocations"}), frozenset({"Throttles", "Invocations"})}, fn_id
+        for props in rates.values():
+            assert "100 *" in expression(props)
+            assert (props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (5, 3)
+
+
+def test_duration_alarms_sit_at_the_configured_share_of_each_timeout(any_stage: Synth) -> None:
+    config = any_stage.config
+    share = config.alarms.duration_percent_of_timeout / 100
+    for construct_id, handler, timeout in (
+        ("TurnDurationNearTimeout", "lambdas.turn.handler", config.lambdas.turn_timeout_seconds),
+        ("MessageDurationNearTimeout", "lambdas.message.handler", config.lambdas.message_timeout_seconds),
+    ):
+        fn_id, fn = any_stage.function(handler)
+        assert fn["Properties"]["Timeout"] == timeout
+        props = alarm(any_stage, construct_id)
+        assert alarm_metrics(props) == [("AWS/Lambda", "Duration", {"FunctionName": f"<{fn_id}>"}, "p99", 300)]
+        assert props["Threshold"] == pytest.approx(timeout * 1000 * share)
+        assert (props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (5, 3)
+
+
+def test_table_throttles_cover_every_operation_of_the_store(any_stage: Synth) -> None:
+    table_id, _ = any_stage.one("AWS::DynamoDB::Table")
+    read = alarm_metrics(alarm(any_stage, "TableThrottles"))
+    assert all(ns == "AWS/DynamoDB" and dims["TableName"] == f"<{table_id}>" for ns, _, dims, _, _ in read)
+    throttled = {dims["Operation"] for _, name, dims, _, _ in read if name == "ThrottledRequests"}
+    assert len(throttled) == len(TABLE_OPERATIONS)
+    assert {name for _, name, _, _, _ in read} == {"ThrottledRequests", "ReadThrottleEvents", "WriteThrottleEvents"}
+    store = (ROOT / "shared" / "store.py").read_text(encoding="utf-8")
+    called = {"".join(part.title() for part in name.split("_")) for name in re.findall(r"_client\.(\w+)\(", store)}
+    assert called == throttled
+
+
+def test_api_gateway_alarms_read_the_websocket_stage_metrics(any_stage: Synth) -> None:
+    api_id, _ = any_stage.one("AWS::ApiGatewayV2::Api")
+    stage = {"ApiId": f"<{api_id}>", "Stage": any_stage.config.name}
+    assert alarm_metrics(alarm(any_stage, "ApiExecutionErrors")) == [
+        ("AWS/ApiGateway", "ExecutionError", stage, "Sum", 300)
+    ]
+    read = alarm_metrics(alarm(any_stage, "ApiIntegrationErrorRate"))
+    assert ("AWS/ApiGateway", "IntegrationError", stage, "Sum", 300) in read
+    routes = {f"<{any_stage.function(f'lambdas.{name}.handler')[0]}>" for name in ("connect", "message", "disconnect")}
+    assert {dims["FunctionName"] for _, name, dims, _, _ in read if name == "Invocations"} == routes
+
+
+def test_spend_guard_threshold_comes_from_the_stage(dev: Synth, prod: Synth) -> None:
+    assert dev.config.alarms.output_tokens_per_hour != prod.config.alarms.output_tokens_per_hour
+    for synth in (dev, prod):
+        props = alarm(synth, "BedrockOutputTokensPerHour")
+        assert props["Threshold"] == synth.config.alarms.output_tokens_per_hour
+        own = {"service": synth.config.service_name}
+        assert alarm_metrics(props) == [(synth.config.metrics_namespace, "OutputTokens", own, "Sum", 3600)]
+        assert props["EvaluationPeriods"] == 1
+
+
+def test_sent_error_codes_are_every_code_the_conductor_sends() -> None:
+    """The dashboard graphs one metric per code: a code the conductor starts sending must be on it."""
+    sources = [*ROOT.glob("shared/**/*.py"), *ROOT.glob("lambdas/*.py")]
+    used = {
+        ErrorCode[name]
+        for path in sources
+        if path.name != "protocol.py"
+        for name in re.findall(r"ErrorCode\.([A-Z_]+)", path.read_text(encoding="utf-8"))
+    }
+    used -= {ErrorCode.AUDIO_OUTPUT_INTERRUPTED}  # the app's barge-in, received
+    assert used | set(SERVER_ERROR_CODES) <= set(SENT_ERROR_CODES)
+
+
+# ---- dashboard ---------------------------------------------------------------------------------
+
+
+def dashboard(synth: Synth) -> dict[str, Any]:
+    """The dashboard body as JSON, with references shown as ``<LogicalId>``."""
+    _, resource = synth.one("AWS::CloudWatch::Dashboard")
+    assert resource["Properties"]["DashboardName"] == synth.config.stack_name
+    delimiter, parts = resource["Properties"]["DashboardBody"]["Fn::Join"]
+    return json.loads(delimiter.join(part if isinstance(part, str) else flatten_cfn_reference(part) for part in parts))
+
+
+def widget_metrics(widget: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(namespace, metric name, stat) of a graph's metrics; "..." rows repeat the previous row's."""
+    found: list[tuple[str, str, str]] = []
+    previous: list[Any] = []
+    for row in widget["properties"].get("metrics", []):
+        if isinstance(row[-1], dict) and "expression" in row[-1]:
+            continue
+        options = row[-1] if isinstance(row[-1], dict) else {}
+        cells = [cell for cell in row if not isinstance(cell, dict)]
+        padded = [*previous, *[None] * len(cells)][: len(cells)]
+        cells = [prev if cell == "." else cell for cell, prev in zip(cells, padded, strict=True)]
+        previous = cells
+        found.append((cells[0], cells[1], options.get("stat", widget["properties"].get("stat", ""))))
+    return found
+
+
+def test_dashboard_graphs_turns_errors_latency_tokens_and_connections(any_stage: Synth) -> None:
+    body = dashboard(any_stage)
+    widgets = body["widgets"]
+    assert all(w["properties"].get("title") for w in widgets)
+    graphs = {w["properties"]["title"]: widget_metrics(w) for w in widgets if w["type"] == "metric"}
+    ns = any_stage.config.metrics_namespace
+
+    assert graphs["Turns (per 5 minutes)"] == [(ns, "Turns", "Sum")]
+    assert {(m, s) for _, m, s in graphs["Connections and messages (API Gateway)"]} == {
+        ("ConnectCount", "Sum"),
+        ("MessageCount", "Sum"),
+    }
+    assert {m for _, m, _ in graphs["Error events sent to the app, by code"]} == {
+        error_metric_name(code) for code in SENT_ERROR_CODES
+    }
+    for title in ("Turn runner duration (ms)", "$default duration (ms)"):
+        assert {(m, s) for _, m, s in graphs[title]} == {("Duration", p) for p in ("p50", "p90", "p99")}
+    first_partial = next(t for t in graphs if t.startswith("Time to first partial"))
+    assert {(m, s) for _, m, s in graphs[first_partial]} == {("FirstPartialLatency", p) for p in ("p50", "p90", "p99")}
+    assert {m for _, m, _ in graphs["Bedrock tokens (per 5 minutes)"]} == {"InputTokens", "OutputTokens"}
+    assert {m for _, m, _ in graphs["API Gateway errors"]} == {"IntegrationError", "ExecutionError", "ClientError"}
+    rates = next(w for w in widgets if w["properties"].get("title") == "Error rates (% of turns)")
+    assert len([row for row in rates["properties"]["metrics"] if "expression" in row[-1]]) == 3
+
+    spend = next(w for w in widgets if w["properties"].get("title", "").startswith("Bedrock output tokens per hour"))
+    assert (
+        spend["properties"]["annotations"]["horizontal"][0]["value"] == any_stage.config.alarms.output_tokens_per_hour
+    )
+    [status] = [w for w in widgets if w["type"] == "alarm"]
+    assert len(status["properties"]["alarms"]) == len(alarms(any_stage))
