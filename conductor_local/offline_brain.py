@@ -26,8 +26,9 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
 ``stop <reason> [text]``
     Streams ``text`` as said (without one, a sentence naming the reason) and ends the message
     with ``messageStop`` ``stopReason = <reason>``: the next word, verbatim, so any snake_case
-    reason (an unknown one too) can be tried; "stop the build" is ordinary speech. When the text is a ``call`` directive, the message is a
-    short sentence, then those tool uses; with ``max_tokens`` the last use's input JSON is cut
+    reason (an unknown one too) can be tried; "stop the build" is ordinary speech. When the
+    text is a ``call`` directive, the message is a short sentence, then those tool uses; with
+    ``max_tokens`` the last use's input JSON is cut
     off in the middle, as a real cut at the output limit looks (its block is still stopped).
     Example: ``stop max_tokens call editor.readFile {"path": "a.swift"}``.
 

@@ -241,9 +241,7 @@ def test_only_the_turn_runner_streams_and_only_from_the_configured_model(
 
 def test_message_function_may_only_launch_the_turn_runner(any_stage: Synth) -> None:
     turn_id, _ = any_stage.function(TURN_HANDLER)
-    assert service_grants(any_stage, HANDLERS["$default"], "lambda") == {
-        ("lambda:InvokeFunction", f"<{turn_id}.Arn>")
-    }
+    assert service_grants(any_stage, HANDLERS["$default"], "lambda") == {("lambda:InvokeFunction", f"<{turn_id}.Arn>")}
     _, message = any_stage.function(HANDLERS["$default"])
     assert message["Properties"]["Environment"]["Variables"]["CONDUCTOR_TURN_FUNCTION"] == {"Ref": turn_id}
     for handler in (HANDLERS["$connect"], HANDLERS["$disconnect"], TURN_ABANDONED_HANDLER):
