@@ -114,6 +114,13 @@ SERVER_ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode.CONDUCTOR_ERROR,
     ErrorCode.HANDLER_ERROR,
 )
+# Every code the conductor itself sends: the spec's server codes and one for each configured limit.
+SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
+    *SERVER_ERROR_CODES,
+    ErrorCode.FRAME_TOO_LARGE,
+    ErrorCode.TRANSCRIPT_TOO_LONG,
+    ErrorCode.RATE_LIMITED,
+)
 
 
 class _Payload(BaseModel):

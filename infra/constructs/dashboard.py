@@ -11,7 +11,6 @@ from infra.constructs.monitoring import (
     INPUT_TOKENS_METRIC,
     OUTPUT_TOKENS_METRIC,
     PERIOD,
-    SENT_ERROR_CODES,
     TURNS_ABANDONED_METRIC,
     TURNS_METRIC,
     ConductorAlarms,
@@ -19,6 +18,7 @@ from infra.constructs.monitoring import (
     error_events,
     own_metric,
 )
+from shared.protocol import SENT_ERROR_CODES
 
 WIDTH = 8  # three graphs per row of the 24-column grid
 HEIGHT = 6

@@ -40,21 +40,6 @@ FIRST_PARTIAL_METRIC = "FirstPartialLatency"
 # Error codes that mean the conductor failed the user (the others answer a malformed or refused frame).
 CONDUCTOR_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.CONDUCTOR_ERROR, ErrorCode.HANDLER_ERROR)
 BEDROCK_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.BEDROCK_ERROR,)
-# Every error code the conductor sends to the app.
-SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
-    ErrorCode.INVALID_JSON,
-    ErrorCode.INVALID_EVENT,
-    ErrorCode.NO_SESSION,
-    ErrorCode.EMPTY_TRANSCRIPT,
-    ErrorCode.NO_PENDING_TOOL_CALL,
-    ErrorCode.INVALID_TOOL_CALL,
-    ErrorCode.BEDROCK_ERROR,
-    ErrorCode.CONDUCTOR_ERROR,
-    ErrorCode.HANDLER_ERROR,
-    ErrorCode.FRAME_TOO_LARGE,
-    ErrorCode.TRANSCRIPT_TOO_LONG,
-    ErrorCode.RATE_LIMITED,
-)
 # The table operations the store uses (ThrottledRequests has an Operation dimension).
 TABLE_OPERATIONS: tuple[dynamodb.Operation, ...] = (
     dynamodb.Operation.GET_ITEM,

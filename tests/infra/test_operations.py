@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from infra.constructs.monitoring import CONDUCTOR_FAULT_CODES, SENT_ERROR_CODES, TABLE_OPERATIONS
+from infra.constructs.monitoring import CONDUCTOR_FAULT_CODES, TABLE_OPERATIONS
 from infra.nag import flatten_cfn_reference
 from shared.commit import error_metric_name
-from shared.protocol import SERVER_ERROR_CODES, ErrorCode
+from shared.protocol import SENT_ERROR_CODES, SERVER_ERROR_CODES, ErrorCode
 from tests.infra.conftest import Synth
 
 pytestmark = pytest.mark.infra
