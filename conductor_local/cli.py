@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -15,9 +16,11 @@ from collections.abc import Sequence
 from types import FrameType
 
 from conductor_local import doctor
-from conductor_local.stack import LocalStack
+from conductor_local.stack import AUTH_MODES, LocalStack
 
 EXIT_NO_CREDENTIALS = 2
+CLIENT_COMMAND = ".venv/bin/voiceide-client"
+"""The client stub as ``make run`` installs it, run from the repository root."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the real Amazon Bedrock with your AWS credentials and region instead of the offline brain",
     )
     local.add_argument("--quiet", action="store_true", help="do not log each event in and out")
+    local.add_argument(
+        "--auth",
+        choices=AUTH_MODES,
+        default="none",
+        help="sign-in in front of $connect: none, or cognito (a local user pool with a test user; clients "
+        "send its ID token) (default: %(default)s)",
+    )
     check = commands.add_parser(
         "doctor",
         help="check a deployed stage: model lifecycle and access, the stack, the table",
@@ -79,7 +89,7 @@ def run_local(args: argparse.Namespace) -> int:
 
     # The readable event lines say what happens; the handlers' JSON logs only when something is wrong.
     env = {"POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING")}
-    stack = LocalStack(args.host, args.port, use_real_bedrock=args.bedrock, quiet=args.quiet, env=env)
+    stack = LocalStack(args.host, args.port, use_real_bedrock=args.bedrock, quiet=args.quiet, env=env, auth=args.auth)
     try:
         stack.start()
     except OSError as error:
@@ -88,13 +98,36 @@ def run_local(args: argparse.Namespace) -> int:
     try:
         brain = "Amazon Bedrock" if args.bedrock else "the offline brain (deterministic, no AWS)"
         print(f"VoiceIDE conductor listening on {stack.session_url(str(uuid.uuid4()))}", flush=True)
-        print(f"  brain: {brain}; DynamoDB: moto at {stack.dynamodb_endpoint}", flush=True)
-        print(f"  try it: voiceide-client --url {stack.ws_url}    (Ctrl-C to stop)", flush=True)
+        services = "DynamoDB" if stack.user_pool is None else "DynamoDB and Cognito"
+        print(f"  brain: {brain}; {services}: moto at {stack.dynamodb_endpoint}", flush=True)
+        if stack.user_pool is None:
+            print(f"  try it: voiceide-client --url {stack.ws_url}    (Ctrl-C to stop)", flush=True)
+        else:
+            pool = stack.user_pool
+            print(f"  sign-in: Cognito user pool {pool.user_pool_id} (moto); connections need its ID token", flush=True)
+            print(f"  test user: {pool.username} / password {pool.password}", flush=True)
+            print(f"  try it: {sign_in_command(stack)}    (Ctrl-C to stop)", flush=True)
         while not stop.wait(0.5):
             pass
     finally:
         stack.stop()
     return 0
+
+
+def sign_in_command(stack: LocalStack) -> str:
+    """The client stub's command line that signs in as the test user and connects."""
+    pool = stack.user_pool
+    assert pool is not None
+    return " ".join(
+        [
+            CLIENT_COMMAND,
+            f"--url {stack.ws_url}",
+            f"--username {shlex.quote(pool.username)}",
+            f"--password {shlex.quote(pool.password)}",
+            f"--client-id {pool.client_id}",
+            f"--cognito-endpoint {pool.endpoint}",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@
 * Lambda: ``LocalLambdaServer`` serving the ``Invoke`` API for the turn runner
   (``lambdas.turn.handler``), which ``$default`` launches asynchronously as it does on AWS, and
   its on-failure destination (``lambdas.turn_abandoned.handler``).
+* Sign-in (``auth="cognito"``): a user pool, app client and test user in the moto server's
+  cognito-idp (``conductor_local.cognito``), and ``lambdas.authorizer.handler`` in front of
+  ``$connect`` verifying the pool's tokens, as deployed. Every route then sees
+  ``requestContext.authorizer`` (the user's ``sub`` as ``principalId``), and a connection
+  without a principal is refused.
 
 The handlers find the local endpoints through boto3's standard ``AWS_ENDPOINT_URL_<SERVICE>``
 variables, set here for the stack's lifetime and restored on ``stop()``.
@@ -14,17 +19,19 @@ variables, set here for the stack's lifetime and restored on ``stop()``.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import boto3
 
-from conductor_local.apigw import LocalApiGateway, RouteHandlers
+from conductor_local.apigw import AUTHORIZER_ROUTE, LocalApiGateway, RouteHandlers
+from conductor_local.cognito import LocalUserPool, create_user_pool
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.tables import create_tables
 
@@ -38,11 +45,15 @@ TURN_ABANDONED_FUNCTION = "voiceide-conductor-turn-abandoned"
 TURN_TIMEOUT_S = 600.0
 """The turn runner's timeout as deployed (infra/config.py)."""
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+AuthMode = Literal["none", "cognito"]
+AUTH_MODES: tuple[AuthMode, ...] = ("none", "cognito")
 
 
 def lambda_context(route_key: str) -> LocalLambdaContext:
     """A fresh context per invocation, named and timed like the deployed function for the route."""
-    if route_key in ("$connect", "$disconnect"):
+    if route_key == AUTHORIZER_ROUTE:
+        name, timeout = "authorizer", HANDLER_TIMEOUT_S
+    elif route_key in ("$connect", "$disconnect"):
         name, timeout = route_key[1:], HANDLER_TIMEOUT_S
     else:
         name, timeout = "message", MESSAGE_TIMEOUT_S
@@ -59,6 +70,11 @@ class LocalStack:
     ``port=0`` picks a free port (see ``port``/``ws_url``). ``brain_responder`` replaces the
     offline brain (a ``LocalBedrockServer`` responder); ``handlers`` replaces the deployed
     handlers; ``env`` adds environment variables for the handlers (e.g. conductor limits).
+
+    ``auth="cognito"`` puts sign-in in front of ``$connect``: a user pool with a test user in
+    the moto server (``user_pool`` says where, and the test user's credentials), the deployed
+    authorizer configured for it (added to ``handlers`` too when they bring none), and
+    ``CONDUCTOR_REQUIRE_PRINCIPAL=true``. ``auth="none"`` (the default) has no authorizer.
     """
 
     def __init__(
@@ -74,8 +90,12 @@ class LocalStack:
         table_name: str = DEFAULT_TABLE,
         stage: str = "local",
         on_log: Callable[[str], None] | None = None,
+        auth: AuthMode = "none",
     ) -> None:
+        if auth not in AUTH_MODES:
+            raise ValueError(f"auth must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
         self.host = host
+        self.auth = auth
         self.use_real_bedrock = use_real_bedrock
         self.table_name = table_name
         self._port = port
@@ -91,6 +111,9 @@ class LocalStack:
         self.lambda_server: Any = None
         """The ``LocalLambdaServer`` running the turn runner (``wait_idle()`` waits for turns)."""
         self.dynamodb_endpoint = ""
+        self.region = DEFAULT_REGION
+        self.user_pool: LocalUserPool | None = None
+        """With ``auth="cognito"``: the local user pool, its app client and test user."""
         self._saved_env: dict[str, str | None] = {}
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -99,14 +122,25 @@ class LocalStack:
         if self.gateway is not None:
             raise RuntimeError("the stack is already started")
         try:
+            self.region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
             self._start_dynamodb()
+            if self.auth == "cognito":
+                self._create_user_pool()
             if not self.use_real_bedrock:
                 self._start_bedrock()
             self._start_lambda()
             self._set_env()
             handlers = self._handlers or _deployed_handlers()
+            if self.auth == "cognito" and handlers.authorizer is None:
+                handlers = dataclasses.replace(handlers, authorizer=_deployed_authorizer)
             self.gateway = LocalApiGateway(
-                handlers, self.host, self._port, stage=self._stage, context_factory=lambda_context, on_log=self._on_log
+                handlers,
+                self.host,
+                self._port,
+                stage=self._stage,
+                context_factory=lambda_context,
+                on_log=self._on_log,
+                region=self.region,
             ).start()
         except BaseException:
             self.stop()
@@ -127,6 +161,7 @@ class LocalStack:
         if self._moto is not None:
             self._moto.stop()
             self._moto = None
+        self.user_pool = None
         self._restore_env()
         if self._handlers is None:
             _reset_handler_clients()
@@ -167,7 +202,17 @@ class LocalStack:
         return boto3.client(
             "dynamodb",
             endpoint_url=self.dynamodb_endpoint,
-            region_name=DEFAULT_REGION,
+            region_name=self.region,
+            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def cognito_client(self) -> Any:
+        """A boto3 cognito-idp client on the stack's moto server (e.g. to add users)."""
+        return boto3.client(
+            "cognito-idp",
+            endpoint_url=self.dynamodb_endpoint,
+            region_name=self.region,
             aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         )
@@ -189,6 +234,9 @@ class LocalStack:
         self.dynamodb_endpoint = f"http://{host}:{port}"
         create_tables(self.dynamodb_client(), self.table_name)
 
+    def _create_user_pool(self) -> None:
+        self.user_pool = create_user_pool(self.cognito_client(), self.dynamodb_endpoint, self.region)
+
     def _start_bedrock(self) -> None:
         from conductor_local.bedrock_server import LocalBedrockServer
 
@@ -205,7 +253,7 @@ class LocalStack:
         self.lambda_server = LocalLambdaServer(turn_functions()).start()
 
     def _set_env(self) -> None:
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+        region = self.region
         env: dict[str, str | None] = {
             "AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb_endpoint,
             "AWS_ENDPOINT_URL_LAMBDA": self.lambda_server.url,
@@ -225,6 +273,8 @@ class LocalStack:
             "POWERTOOLS_METRICS_DISABLED": "true",
         }
         env |= {name: value for name, value in defaults.items() if name not in os.environ}
+        if self.user_pool is not None:
+            env |= {**self.user_pool.authorizer_env(), "CONDUCTOR_REQUIRE_PRINCIPAL": "true"}
         env |= self._extra_env
         for name, value in env.items():
             self._saved_env.setdefault(name, os.environ.get(name))
@@ -250,6 +300,11 @@ def _deployed_handlers() -> RouteHandlers:
         message=importlib.import_module("lambdas.message").handler,
         disconnect=importlib.import_module("lambdas.disconnect").handler,
     )
+
+
+def _deployed_authorizer(event: Any, context: Any) -> Any:
+    """The ``$connect`` authorizer, imported at its first invocation (its environment is set by then)."""
+    return importlib.import_module("lambdas.authorizer").handler(event, context)
 
 
 def turn_functions() -> dict[str, Any]:

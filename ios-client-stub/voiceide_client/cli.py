@@ -1,13 +1,18 @@
 """``voiceide-client``: talk to a conductor from the terminal, typed lines standing in for speech.
 
 Exit codes: 0 every turn finished; 1 a turn timed out; 2 bad usage; 3 the conductor could not
-be reached (first connection, or every reconnect attempt, failed).
+be reached (first connection, or every reconnect attempt, failed); 4 signing in failed.
+
+With ``--username`` (or ``VOICEIDE_USERNAME``) the client signs in to the conductor's Cognito
+user pool first and sends the ID token on every handshake (``sign_in.CognitoSignIn``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
+import os
 import sys
 import threading
 import uuid
@@ -19,6 +24,7 @@ from shared.protocol import AssistantSpeechPartial, ErrorCode, Event
 
 from .client import ConductorClient, ConductorUnavailable
 from .render import NullRenderer, Renderer, TranscriptRenderer
+from .sign_in import CognitoSignIn, SignInError
 from .speech import make_speaker
 from .tools import ToolRouter
 from .turn import TurnTimeout
@@ -27,6 +33,15 @@ from .workspace_tools import Workspace
 EXIT_OK = 0
 EXIT_TURN_TIMEOUT = 1
 EXIT_UNREACHABLE = 3
+EXIT_SIGN_IN_FAILED = 4
+SIGN_IN_ENV = {
+    "username": "VOICEIDE_USERNAME",
+    "password": "VOICEIDE_PASSWORD",
+    "client_id": "VOICEIDE_CLIENT_ID",
+    "cognito_endpoint": "VOICEIDE_COGNITO_ENDPOINT",
+    "region": "VOICEIDE_REGION",
+}
+"""Environment variables standing in for the sign-in options (a password there stays out of ``ps``)."""
 BARGE_IN_LINE = "!"
 
 
@@ -77,7 +92,50 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     parser.add_argument("--timeout", type=_positive, default=60.0, metavar="S", help="seconds a turn may take")
+    sign_in = parser.add_argument_group(
+        "sign-in", "Sign in to the conductor's Cognito user pool and send the ID token on every handshake."
+    )
+    sign_in.add_argument(
+        "--username", default=os.environ.get(SIGN_IN_ENV["username"]), help="sign in as this user; $VOICEIDE_USERNAME"
+    )
+    sign_in.add_argument(
+        "--password",
+        default=os.environ.get(SIGN_IN_ENV["password"]),
+        help="the user's password; $VOICEIDE_PASSWORD; asked for when neither is given and stdin is a terminal",
+    )
+    sign_in.add_argument(
+        "--client-id", default=os.environ.get(SIGN_IN_ENV["client_id"]), help="the app client id; $VOICEIDE_CLIENT_ID"
+    )
+    sign_in.add_argument(
+        "--cognito-endpoint",
+        default=os.environ.get(SIGN_IN_ENV["cognito_endpoint"]),
+        metavar="URL",
+        help="cognito-idp endpoint (the local stack's moto server); AWS's by default; $VOICEIDE_COGNITO_ENDPOINT",
+    )
+    sign_in.add_argument(
+        "--region",
+        default=os.environ.get(SIGN_IN_ENV["region"]),
+        help="region of the user pool; $VOICEIDE_REGION, else $AWS_REGION, else us-east-1",
+    )
     return parser
+
+
+def _sign_in_from(args: argparse.Namespace, parser: argparse.ArgumentParser, stdin: TextIO) -> CognitoSignIn | None:
+    """The sign-in the options ask for (None without a username); usage errors exit with 2."""
+    if not args.username:
+        if args.password or args.client_id:
+            parser.error("--password and --client-id need --username")
+        return None
+    if not args.client_id:
+        parser.error("--username needs --client-id (or VOICEIDE_CLIENT_ID)")
+    password = args.password
+    if not password:
+        if not stdin.isatty():
+            parser.error("--username needs --password (or VOICEIDE_PASSWORD)")
+        password = getpass.getpass(f"password for {args.username}: ")
+    return CognitoSignIn(
+        args.client_id, args.username, password, region=args.region, endpoint_url=args.cognito_endpoint
+    )
 
 
 class BargeInAfter:
@@ -172,6 +230,14 @@ async def run(
         parser.error(f"--script: no such file: {args.script}")
     out = stdout or sys.stdout
     err = stderr or sys.stderr
+    input_stream = stdin or sys.stdin
+    sign_in = _sign_in_from(args, parser, input_stream)
+    if sign_in is not None:
+        try:
+            await asyncio.to_thread(sign_in.sign_in)
+        except SignInError as exc:
+            print(f"voiceide-client: {exc}", file=err)
+            return EXIT_SIGN_IN_FAILED
     renderer: Renderer = NullRenderer() if args.quiet else TranscriptRenderer(out)
     barge_in = BargeInAfter(args.barge_in_after)
     client = ConductorClient(
@@ -183,6 +249,7 @@ async def run(
         ),
         renderer=renderer,
         on_event=barge_in.on_event,
+        handshake_headers=None if sign_in is None else sign_in.headers,
     )
     barge_in.client = client
     try:
@@ -194,7 +261,6 @@ async def run(
         if args.script is not None:
             exit_code = await _run_script(client, _script_lines(args.script), args.timeout, err)
         else:
-            input_stream = stdin or sys.stdin
             if input_stream.isatty():
                 print(f"session {client.session_id}: type what you would say, '!' to barge in, Ctrl-D to quit")
             exit_code = await _run_interactive(client, input_stream, args.timeout, err)

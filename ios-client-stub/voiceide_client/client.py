@@ -58,6 +58,8 @@ _CONNECT_ERRORS = (OSError, WebSocketException, TimeoutError)
 
 EventCallback = Callable[[Event], Any]
 Sleep = Callable[[float], Awaitable[None]]
+HandshakeHeaders = Callable[[], Awaitable[Mapping[str, str]]]
+"""Headers for the next WebSocket handshake, asked for before each one (e.g. a fresh ``Authorization``)."""
 
 
 def scaled_backoff(scale: float, base: Sequence[float] = DEFAULT_BACKOFF) -> tuple[float, ...]:
@@ -132,6 +134,9 @@ class ConductorClient:
     (``ws_*``, ``decode_error``, ``reconnect_failed``), ``gateway_frames`` the ignored frames
     that are not protocol events. ``on_event`` (sync or async) sees both received events and
     client-side errors. Events longer than ``max_frame_bytes`` are sent in several frames.
+    ``handshake_headers`` is awaited before every handshake, reconnects included, for headers
+    to send with it (``CognitoSignIn.headers`` gives ``Authorization: Bearer <ID token>``); a
+    ``ConnectionError`` it raises fails that connection attempt.
     """
 
     def __init__(
@@ -151,6 +156,7 @@ class ConductorClient:
         close_timeout: float = 2.0,
         offline_reply: str = OFFLINE_REPLY,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        handshake_headers: HandshakeHeaders | None = None,
     ) -> None:
         if isinstance(tools, ToolRouter):
             if speaker is not None:
@@ -170,6 +176,7 @@ class ConductorClient:
         self._on_event = on_event
         self._renderer: Renderer = renderer or NullRenderer()
         self._sleep = sleep
+        self._handshake_headers = handshake_headers
 
         self.events: list[Event] = []
         self.sent: list[Event] = []
@@ -343,7 +350,10 @@ class ConductorClient:
     # ---- connection --------------------------------------------------------------------------
 
     async def _open(self) -> ClientConnection:
-        ws = await connect(self.url, open_timeout=self.open_timeout, close_timeout=self.close_timeout)
+        headers = await self._handshake_headers() if self._handshake_headers is not None else None
+        ws = await connect(
+            self.url, additional_headers=headers, open_timeout=self.open_timeout, close_timeout=self.close_timeout
+        )
         start = make_event(SessionStart(session_id=self.session_id, last_seq=self.last_seq))
         try:
             await ws.send(frames_of(start.to_json(), self.max_frame_bytes))
