@@ -133,6 +133,67 @@ class AlarmSettings(_Settings):
     output_tokens_per_hour: int = Field(default=1_000_000, ge=1)
 
 
+AuthMode = Literal["cognito", "none", "dev-signed-token"]
+AUTH_MODES: tuple[str, ...] = ("cognito", "none", "dev-signed-token")
+# An open stage (``auth: none``) is reachable by anyone who finds its URL: its whole stage may take at
+# most this many requests a second (burst), and each session at most this many turns a minute.
+OPEN_STAGE_MAX_RATE_LIMIT = 5.0
+OPEN_STAGE_MAX_BURST_LIMIT = 10
+OPEN_STAGE_MAX_TURNS_PER_MINUTE = 6
+USER_POOL_ID = r"^(?P<region>[a-z]{2}(-gov)?-[a-z]+-\d)_[0-9a-zA-Z]+$"
+APP_CLIENT_ID = r"^[\w+]{1,128}$"
+
+
+class CognitoPoolSettings(_Settings):
+    """The user pool whose tokens open ``$connect`` (``auth: cognito``).
+
+    Without ``user_pool_id`` the stack creates the pool and one app client for the iOS app (public:
+    no client secret). With it, the stack uses that existing pool and accepts tokens of the listed
+    ``client_ids`` only (at least one).
+    """
+
+    user_pool_id: str | None = Field(default=None, pattern=USER_POOL_ID)
+    client_ids: tuple[Annotated[str, Field(pattern=APP_CLIENT_ID)], ...] = ()
+    # "required": every user enrols an authenticator app (TOTP) at first sign-in.
+    mfa: Literal["optional", "required"] = "optional"
+    # "plus": Cognito's threat protection (compromised credentials, risky sign-ins), billed per user.
+    feature_plan: Literal["essentials", "plus"] = "essentials"
+    self_sign_up: bool = False
+    # Hosted UI (and Sign in with Apple through the pool): a Cognito domain prefix and the app's
+    # redirect URLs (e.g. "voiceide://signin"); none: sign-in only through the app's own screens.
+    domain_prefix: str | None = Field(default=None, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+    callback_urls: tuple[str, ...] = ()
+    logout_urls: tuple[str, ...] = ()
+
+    @property
+    def existing(self) -> bool:
+        return self.user_pool_id is not None
+
+    @property
+    def pool_region(self) -> str | None:
+        """The region of an existing pool (its id starts with it)."""
+        match = re.match(USER_POOL_ID, self.user_pool_id or "")
+        return match["region"] if match else None
+
+    @model_validator(mode="after")
+    def _pool_and_clients(self) -> CognitoPoolSettings:
+        if self.existing and not self.client_ids:
+            raise ValueError("user_pool_id is set: list the app client ids whose tokens are accepted in client_ids")
+        if not self.existing and self.client_ids:
+            raise ValueError(
+                "client_ids only apply with user_pool_id (an existing pool); without it the stack "
+                "creates the pool and its app client"
+            )
+        if self.existing and (self.domain_prefix or self.callback_urls or self.logout_urls):
+            raise ValueError(
+                "domain_prefix, callback_urls and logout_urls configure a pool the stack creates; "
+                "an existing pool (user_pool_id) keeps its own"
+            )
+        if self.callback_urls and not self.domain_prefix:
+            raise ValueError("callback_urls need domain_prefix (the hosted UI redirects to them)")
+        return self
+
+
 class StageConfig(_Settings):
     """Everything that differs between deployments of the conductor."""
 
@@ -144,7 +205,12 @@ class StageConfig(_Settings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_retention_days: int
     removal_policy: Literal["retain", "destroy"]
-    authorizer: bool = False
+    # Who may open $connect: "cognito" (the stage's user pool; the default), "none" (anyone: development
+    # only, with tight throttles) or "dev-signed-token" (HMAC tokens minted with the stage's secret; CI rigs).
+    auth: AuthMode = "cognito"
+    cognito: CognitoPoolSettings = CognitoPoolSettings()
+    # The conductor's per-session limit on turns (CONDUCTOR_MAX_TURNS_PER_MINUTE).
+    max_turns_per_minute: int = Field(default=30, ge=1, le=600)
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     max_tool_rounds: int = Field(default=8, ge=1, le=50)
     # WebSocket access logging needs API Gateway's CloudWatch Logs role, one setting per account and
@@ -154,6 +220,45 @@ class StageConfig(_Settings):
     lambdas: LambdaSettings = LambdaSettings()
     throttle: ThrottleSettings
     alarms: AlarmSettings = AlarmSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_settings(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "authorizer" in data:
+            raise ValueError(
+                "'authorizer' was replaced by 'auth': write \"auth\": \"cognito\" (was true: sign-in through the "
+                'stage\'s Cognito user pool) or "auth": "none" (was false: an open development stage)'
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _auth(self) -> StageConfig:
+        if self.auth != "cognito" and "cognito" in self.model_fields_set:
+            raise ValueError(f'\'cognito\' settings apply only with "auth": "cognito" (this stage has {self.auth!r})')
+        if self.auth == "none":
+            if self.retain:
+                raise ValueError(
+                    "auth 'none' is for development stages only: a stage with removal_policy 'retain' keeps real "
+                    'users\' data and must use "auth": "cognito"'
+                )
+            too_loose = []
+            if self.throttle.rate_limit > OPEN_STAGE_MAX_RATE_LIMIT:
+                too_loose.append(f"throttle.rate_limit <= {OPEN_STAGE_MAX_RATE_LIMIT:g}")
+            if self.throttle.burst_limit > OPEN_STAGE_MAX_BURST_LIMIT:
+                too_loose.append(f"throttle.burst_limit <= {OPEN_STAGE_MAX_BURST_LIMIT}")
+            if self.max_turns_per_minute > OPEN_STAGE_MAX_TURNS_PER_MINUTE:
+                too_loose.append(f"max_turns_per_minute <= {OPEN_STAGE_MAX_TURNS_PER_MINUTE}")
+            if too_loose:
+                raise ValueError(
+                    "auth 'none' leaves $connect open to anyone, so the stage must be tightly throttled: set "
+                    + ", ".join(too_loose)
+                )
+        return self
+
+    @property
+    def authorizer(self) -> bool:
+        """Whether ``$connect`` has a Lambda authorizer (every auth mode but ``none``)."""
+        return self.auth != "none"
 
     @field_validator("name")
     @classmethod

@@ -29,16 +29,28 @@ MANAGEMENT_API_REASON = (
     "API's own stage (arn:...:<apiId>/<stage>/POST/@connections/*)."
 )
 SECRET_ROTATION_REASON = (
-    "HMAC key that signs connect tokens: rotating it invalidates every token issued with it, so it is "
-    "rotated deliberately (put a new value, re-issue tokens; the authorizer caches it for 5 minutes)."
+    "HMAC key that signs dev/CI connect tokens (auth: dev-signed-token): rotating it invalidates every token "
+    "issued with it, so it is rotated deliberately (put a new value, re-issue tokens; the authorizer caches it "
+    "for 5 minutes)."
+)
+MFA_OPTIONAL_REASON = (
+    "MFA is optional on this stage (cognito.mfa in cdk.json): users of a hands-free voice app sign in once per "
+    "device and stay signed in with a refresh token; each user may enrol an authenticator app (TOTP), and "
+    "a stage sets mfa 'required' to make it mandatory."
+)
+ESSENTIALS_PLAN_REASON = (
+    "The pool is on the Essentials feature plan (cognito.feature_plan in cdk.json): threat protection is "
+    "billed per monthly active user; a stage sets feature_plan 'plus' to turn it on (full function). The "
+    "password policy (12+ characters, all character classes) and admin-created users apply on every plan."
 )
 ROUTE_AUTH_REASON = (
     "API Gateway WebSocket APIs authorize only on $connect; $default and $disconnect run on a connection "
     "that already passed $connect."
 )
 CONNECT_AUTH_OFF_REASON = (
-    "The token authorizer is switched off for this stage in cdk.json (development stages only); "
-    "connections are identified by their sessionId alone."
+    "This stage has auth 'none' in cdk.json (development stages only, validated): connections are identified "
+    "by their sessionId alone, and the stage is throttled to a few requests a second and each session to a "
+    "few turns a minute."
 )
 DESTINATION_REASON = (
     "Granted by CDK's Lambda destination: Lambda invokes the turn runner's on-failure destination "
@@ -101,12 +113,18 @@ def suppress_findings(stack: ConductorStack) -> None:
     versions = flatten_cfn_reference(Stack.of(stack).resolve(abandoned.function_arn)) + ":*"
     acknowledge(_role_policy(stack.functions.turn), f"AwsSolutions-IAM5[Resource::{versions}]", DESTINATION_REASON)
 
-    if stack.auth_secret is not None:
-        acknowledge(_cfn(stack.auth_secret), "AwsSolutions-SMG4", SECRET_ROTATION_REASON)
+    if stack.auth.signing_secret is not None:
+        acknowledge(_cfn(stack.auth.signing_secret), "AwsSolutions-SMG4", SECRET_ROTATION_REASON)
+    pool = stack.auth.user_pool
+    if pool is not None and pool.cfn_pool is not None:
+        if stack.config.cognito.mfa != "required":
+            acknowledge(pool.cfn_pool, "AwsSolutions-COG2", MFA_OPTIONAL_REASON)
+        if stack.config.cognito.feature_plan != "plus":
+            acknowledge(pool.cfn_pool, "AwsSolutions-COG8", ESSENTIALS_PLAN_REASON)
 
     for route_key in ("$default", "$disconnect"):
         acknowledge(_cfn(stack.api.routes[route_key]), "AwsSolutions-APIG4", ROUTE_AUTH_REASON)
-    if not stack.config.authorizer:
+    if stack.config.auth == "none":
         acknowledge(_cfn(stack.api.routes["$connect"]), "AwsSolutions-APIG4", CONNECT_AUTH_OFF_REASON)
 
     if stack.api.cloudwatch_role is not None and stack.api.cloudwatch_policy is not None:

@@ -1,16 +1,16 @@
-"""The conductor stack: WebSocket API, the route Lambdas and the turn runner (+ optional authorizer),
-table, alarms and dashboard."""
+"""The conductor stack: WebSocket API, the route Lambdas and the turn runner, sign-in (a Cognito user
+pool and the $connect authorizer), table, alarms and dashboard."""
 
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.config import StageConfig
 from infra.constructs.api import ConductorApi
+from infra.constructs.auth import ConductorAuth
 from infra.constructs.dashboard import ConductorDashboard
 from infra.constructs.functions import ConductorFunctions, removal_policy
 from infra.constructs.monitoring import ConductorAlarms, Watched
@@ -75,20 +75,11 @@ class ConductorStack(Stack):
             self, "Functions", config=config, table=self.table, skip_bundle_deps=skip_bundle_deps
         )
 
-        self.auth_secret: secretsmanager.Secret | None = None
-        authorizer = None
-        if config.authorizer:
-            self.auth_secret = secretsmanager.Secret(
-                self,
-                "TokenSigningSecret",
-                description=f"HMAC key signing VoiceIDE conductor connect tokens ({config.name})",
-                generate_secret_string=secretsmanager.SecretStringGenerator(
-                    password_length=64, exclude_punctuation=True, include_space=False
-                ),
-                removal_policy=removal_policy(config),
-            )
-            authorizer = self.functions.add_authorizer(self.auth_secret.secret_arn)
-            self.auth_secret.grant_read(authorizer)
+        self.auth = ConductorAuth(self, "Auth", config=config)
+        # The Cognito authorizer calls no AWS API (the pool's JWKS is public): it gets no grant.
+        authorizer = self.functions.add_authorizer(self.auth.environment) if config.authorizer else None
+        if self.auth.signing_secret is not None and authorizer is not None:
+            self.auth.signing_secret.grant_read(authorizer)
 
         self.api = ConductorApi(
             self,
@@ -141,12 +132,33 @@ class ConductorStack(Stack):
             description="https:// management API URL the message function posts through",
         )
         CfnOutput(self, "TableName", value=self.table.table_name, description="DynamoDB table of the conductor")
-        if self.auth_secret is not None:
+        if self.auth.user_pool is not None:
+            pool = self.auth.user_pool
+            CfnOutput(
+                self, "UserPoolId", value=pool.pool.user_pool_id, description="Cognito user pool the app signs in to"
+            )
             CfnOutput(
                 self,
-                "TokenSigningSecretArn",
-                value=self.auth_secret.secret_arn,
-                description="Secrets Manager secret whose value signs connect tokens",
+                "UserPoolClientId",
+                value=",".join(pool.client_ids),
+                description="App client id(s) whose tokens open $connect (the app signs in with this client)",
+            )
+            CfnOutput(
+                self,
+                "Issuer",
+                value=pool.issuer,
+                description="iss of the pool's tokens (JWKS: <issuer>/.well-known/jwks.json)",
+            )
+            if pool.domain is not None:
+                CfnOutput(
+                    self, "HostedUiUrl", value=pool.domain.base_url(), description="Cognito hosted UI of the pool"
+                )
+        if self.auth.signing_secret is not None:
+            CfnOutput(
+                self,
+                "DevTokenSigningSecretArn",
+                value=self.auth.signing_secret.secret_arn,
+                description="Secrets Manager secret whose value signs dev/CI connect tokens (auth: dev-signed-token)",
             )
         CfnOutput(
             self,

@@ -1,4 +1,8 @@
-"""HMAC-SHA256 signed bearer tokens for the ``$connect`` authorizer.
+"""Development and CI only: HMAC-SHA256 signed tokens for a stage with ``auth: dev-signed-token``.
+
+The product's sign-in is the stage's Cognito user pool (:mod:`shared.jwt_auth`). This scheme is
+for test rigs and CI that need a principal without a user pool: whoever holds the stage's signing
+secret can mint a token for any principal, so no real user's stage uses it.
 
 A token is ``v1.<payload>.<signature>``: the payload is base64url JSON ``{"sub": principal,
 "iat": issued_at, "exp": expires_at}`` and the signature is HMAC-SHA256 over ``v1.<payload>``
@@ -7,7 +11,7 @@ with the stage's signing secret, base64url without padding. Pure: no AWS, no clo
 
 Issue one from the command line (the secret is read from ``CONDUCTOR_AUTH_SECRET`` or stdin)::
 
-    python -m shared.auth_tokens --principal alice --ttl 86400
+    python -m shared.auth_tokens --principal ci-bot --ttl 3600
 """
 
 from __future__ import annotations
@@ -134,7 +138,8 @@ def verify_token(secret: str | bytes, token: str, now: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print a token for ``--principal``; the secret comes from CONDUCTOR_AUTH_SECRET or stdin."""
+    """Print a dev/CI token for ``--principal`` (stages with ``auth: dev-signed-token`` only); the
+    secret comes from CONDUCTOR_AUTH_SECRET or stdin."""
     parser = argparse.ArgumentParser(prog="python -m shared.auth_tokens", description=main.__doc__)
     parser.add_argument("--principal", required=True, help="who the token identifies (e.g. a user id)")
     parser.add_argument("--ttl", type=int, default=86_400, help="lifetime in seconds (default: 1 day)")

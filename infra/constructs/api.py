@@ -18,11 +18,14 @@ from constructs import Construct
 from infra.config import StageConfig
 from infra.constructs.functions import log_group
 
-# Query string parameters API Gateway hands to the authorizer (and requires on $connect).
-AUTHORIZER_IDENTITY_SOURCE: tuple[str, ...] = (
-    "route.request.querystring.token",
-    "route.request.querystring.sessionId",
-)
+# What API Gateway requires before it invokes the $connect authorizer. Every listed identity source
+# must be present and non-empty, or API Gateway answers 401 without calling the function; there is no
+# "either of". The token may come in the Authorization header (URLSession sets it on the upgrade
+# request) or in the ``token`` query parameter (clients that cannot set handshake headers), so neither
+# can be listed: only ``sessionId``, which every connect carries. A handshake without it is refused by
+# API Gateway at no cost; the function reads the token from either place and answers 401 when both
+# are absent. (WebSocket APIs have no authorizer caching, so the list is no cache key either.)
+AUTHORIZER_IDENTITY_SOURCE: tuple[str, ...] = ("route.request.querystring.sessionId",)
 
 ACCESS_LOG_FIELDS: dict[str, str] = {
     "requestId": "$context.requestId",

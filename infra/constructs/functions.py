@@ -114,6 +114,7 @@ class ConductorFunctions(Construct):
             "CONDUCTOR_MAX_TOOL_ROUNDS": str(config.max_tool_rounds),
             "CONDUCTOR_TURN_RESERVE_MS": str(lambdas.turn_reserve_ms),
             "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
+            "CONDUCTOR_MAX_TURNS_PER_MINUTE": str(config.max_turns_per_minute),
             "POWERTOOLS_SERVICE_NAME": config.service_name,
             "POWERTOOLS_LOG_LEVEL": config.log_level,
             "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
@@ -182,21 +183,22 @@ class ConductorFunctions(Construct):
         for fn in (self.message, self.turn, self.turn_abandoned):
             fn.add_to_role_policy(iam.PolicyStatement(actions=list(MESSAGE_TABLE_ACTIONS), resources=[table.table_arn]))
 
-    def add_authorizer(self, secret_arn: str) -> lambda_.Function:
-        """The ``$connect`` REQUEST authorizer function (reads the token signing secret)."""
+    def add_authorizer(self, auth_environment: dict[str, str]) -> lambda_.Function:
+        """The ``$connect`` REQUEST authorizer function; ``auth_environment`` says what it checks
+        (``CONDUCTOR_AUTH_MODE`` and that mode's settings)."""
         lambdas = self.config.lambdas
         self.authorizer = self._function(
             FunctionSpec(
                 "authorizer",
                 "lambdas.authorizer.handler",
-                "WebSocket $connect token authorizer",
+                f"WebSocket $connect authorizer ({auth_environment['CONDUCTOR_AUTH_MODE']})",
                 lambdas.handler_memory_mb,
                 Duration.seconds(lambdas.handler_timeout_seconds),
             ),
             environment={
                 "POWERTOOLS_SERVICE_NAME": self.config.service_name,
                 "POWERTOOLS_LOG_LEVEL": self.config.log_level,
-                "CONDUCTOR_AUTH_SECRET_ARN": secret_arn,
+                **auth_environment,
             },
         )
         return self.authorizer

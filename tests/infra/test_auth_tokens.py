@@ -1,4 +1,4 @@
-"""Signed connect tokens: round trip, expiry, tampering, malformed input."""
+"""Dev/CI signed connect tokens (auth: dev-signed-token): round trip, expiry, tampering, malformed input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The $connect authorizer handler, with the secret fetched through a mocked Parameters provider."""
+"""The $connect authorizer in ``dev-signed-token`` mode (the HMAC tokens of dev/CI stages), with the
+secret fetched through a mocked Parameters provider. The ``cognito`` mode: test_cognito.py."""
 
 from __future__ import annotations
 
@@ -26,16 +27,17 @@ def fetched(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int | None]]:
         calls.append((name, max_age))
         return SECRET
 
+    monkeypatch.setenv("CONDUCTOR_AUTH_MODE", "dev-signed-token")
     monkeypatch.setenv("CONDUCTOR_AUTH_SECRET_ARN", SECRET_ARN)
     monkeypatch.setattr(authorizer.parameters, "get_secret", get_secret)
     return calls
 
 
-def event(**query: str) -> dict[str, Any]:
+def event(headers: dict[str, str] | None = None, **query: str) -> dict[str, Any]:
     return {
         "type": "REQUEST",
         "methodArn": METHOD_ARN,
-        "headers": {},
+        "headers": headers or {},
         "queryStringParameters": query or None,
         "requestContext": {"routeKey": "$connect", "eventType": "CONNECT", "connectionId": "conn-1"},
     }
@@ -57,6 +59,13 @@ def test_valid_token_allows_with_principal_and_session(fetched: list[tuple[str, 
         "context": {"principalId": "alice", "sessionId": SESSION},
     }
     assert fetched == [(SECRET_ARN, authorizer.SECRET_MAX_AGE_SECONDS)]
+
+
+def test_the_token_may_come_as_a_bearer_header(fetched: list[tuple[str, int | None]]) -> None:
+    token = issue_token(SECRET, "ci-bot", 300, time.time())
+    response = invoke(event({"authorization": f"Bearer {token}"}, sessionId=SESSION))
+    assert response["principalId"] == "ci-bot"
+    assert response["context"] == {"principalId": "ci-bot", "sessionId": SESSION}
 
 
 @pytest.mark.parametrize(

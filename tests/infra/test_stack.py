@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import ast
+import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from infra.config import (
+    OPEN_STAGE_MAX_BURST_LIMIT,
+    OPEN_STAGE_MAX_RATE_LIMIT,
+    OPEN_STAGE_MAX_TURNS_PER_MINUTE,
+    StageConfigError,
+    read_cdk_json_context,
+    select_stage,
+)
 from infra.nag import flatten_cfn_reference
-from tests.infra.conftest import Synth
+from tests.infra.conftest import Synth, synthesize
 from tests.infra.test_operations import alarm_metrics
 
 pytestmark = pytest.mark.infra
@@ -156,49 +166,244 @@ def test_account_logging_role_only_where_configured(dev: Synth, prod: Synth, var
         ]
 
 
-def test_authorizer_only_where_configured(dev: Synth, prod: Synth) -> None:
+def connect_route(synth: Synth) -> dict[str, Any]:
+    return next(
+        r["Properties"]
+        for r in synth.of_type("AWS::ApiGatewayV2::Route").values()
+        if r["Properties"]["RouteKey"] == "$connect"
+    )
+
+
+def test_an_open_stage_has_no_authorizer_and_is_tightly_throttled(dev: Synth) -> None:
+    assert dev.config.auth == "none"
     assert not dev.of_type("AWS::ApiGatewayV2::Authorizer")
     assert not dev.of_type("AWS::SecretsManager::Secret")
+    assert not dev.of_type("AWS::Cognito::UserPool")
     assert not [
         f for f in dev.of_type("AWS::Lambda::Function").values() if f["Properties"]["Handler"] == AUTHORIZER_HANDLER
     ]
-    dev_connect = next(
-        r["Properties"]
-        for r in dev.of_type("AWS::ApiGatewayV2::Route").values()
-        if r["Properties"]["RouteKey"] == "$connect"
-    )
-    assert dev_connect["AuthorizationType"] == "NONE"
-
-    authorizer_id, authorizer = prod.one("AWS::ApiGatewayV2::Authorizer")
-    props = authorizer["Properties"]
-    assert props["AuthorizerType"] == "REQUEST"
-    assert props["IdentitySource"] == ["route.request.querystring.token", "route.request.querystring.sessionId"]
-    fn_id, _ = prod.function(AUTHORIZER_HANDLER)
-    assert fn_id in flatten_cfn_reference(props["AuthorizerUri"])
-    routes = {r["Properties"]["RouteKey"]: r["Properties"] for r in prod.of_type("AWS::ApiGatewayV2::Route").values()}
-    assert routes["$connect"]["AuthorizationType"] == "CUSTOM"
-    assert ref_of(routes["$connect"]["AuthorizerId"]) == authorizer_id
-    assert routes["$default"]["AuthorizationType"] == "NONE"
+    assert connect_route(dev)["AuthorizationType"] == "NONE"
+    _, stage = dev.one("AWS::ApiGatewayV2::Stage")
+    throttle = stage["Properties"]["DefaultRouteSettings"]
+    assert throttle["ThrottlingRateLimit"] <= OPEN_STAGE_MAX_RATE_LIMIT
+    assert throttle["ThrottlingBurstLimit"] <= OPEN_STAGE_MAX_BURST_LIMIT
+    for handler in (*HANDLERS.values(), TURN_HANDLER):
+        env = dev.function(handler)[1]["Properties"]["Environment"]["Variables"]
+        assert int(env["CONDUCTOR_MAX_TURNS_PER_MINUTE"]) <= OPEN_STAGE_MAX_TURNS_PER_MINUTE
+        assert env["CONDUCTOR_REQUIRE_PRINCIPAL"] == "false"
 
 
-def test_authorizer_reads_only_its_generated_secret(prod: Synth) -> None:
-    secret_id, secret = prod.one("AWS::SecretsManager::Secret")
+def test_cognito_stages_create_a_pool_and_a_public_app_client(prod: Synth, variant: Synth) -> None:
+    for synth in (prod, variant):
+        assert synth.config.auth == "cognito"
+        pool_id, pool = synth.one("AWS::Cognito::UserPool")
+        props = pool["Properties"]
+        assert props["Policies"]["PasswordPolicy"] == {
+            "MinimumLength": 12,
+            "RequireLowercase": True,
+            "RequireNumbers": True,
+            "RequireSymbols": True,
+            "RequireUppercase": True,
+            "TemporaryPasswordValidityDays": 3,
+        }
+        assert props["AdminCreateUserConfig"] == {"AllowAdminCreateUserOnly": True}
+        assert props["MfaConfiguration"] == "OPTIONAL" and props["EnabledMfas"] == ["SOFTWARE_TOKEN_MFA"]
+        assert props["UsernameAttributes"] == ["email"]
+        assert props["DeletionProtection"] == "ACTIVE" and pool["DeletionPolicy"] == "Retain"
+        _, client = synth.one("AWS::Cognito::UserPoolClient")
+        client_props = client["Properties"]
+        assert ref_of(client_props["UserPoolId"]) == pool_id
+        assert client_props["GenerateSecret"] is False  # it ships inside the app
+        assert set(client_props["ExplicitAuthFlows"]) == {
+            "ALLOW_USER_SRP_AUTH",
+            "ALLOW_USER_PASSWORD_AUTH",
+            "ALLOW_REFRESH_TOKEN_AUTH",
+        }
+        assert client_props["PreventUserExistenceErrors"] == "ENABLED"
+        assert client_props["EnableTokenRevocation"] is True
+        assert not synth.of_type("AWS::Cognito::UserPoolDomain")
+        assert not synth.of_type("AWS::SecretsManager::Secret")
+
+
+def test_the_cognito_authorizer_checks_the_pools_tokens_and_calls_no_aws_api(prod: Synth, variant: Synth) -> None:
+    for synth in (prod, variant):
+        pool_id, _ = synth.one("AWS::Cognito::UserPool")
+        client_id, _ = synth.one("AWS::Cognito::UserPoolClient")
+        authorizer_id, authorizer = synth.one("AWS::ApiGatewayV2::Authorizer")
+        props = authorizer["Properties"]
+        assert props["AuthorizerType"] == "REQUEST"
+        # Only sessionId: the token may come in the Authorization header or the token query parameter.
+        assert props["IdentitySource"] == ["route.request.querystring.sessionId"]
+        fn_id, fn = synth.function(AUTHORIZER_HANDLER)
+        assert fn_id in flatten_cfn_reference(props["AuthorizerUri"])
+        routes = {
+            r["Properties"]["RouteKey"]: r["Properties"] for r in synth.of_type("AWS::ApiGatewayV2::Route").values()
+        }
+        assert routes["$connect"]["AuthorizationType"] == "CUSTOM"
+        assert ref_of(routes["$connect"]["AuthorizerId"]) == authorizer_id
+        assert routes["$default"]["AuthorizationType"] == "NONE"
+
+        env = fn["Properties"]["Environment"]["Variables"]
+        assert env["CONDUCTOR_AUTH_MODE"] == "cognito"
+        assert env["CONDUCTOR_COGNITO_ISSUER"] == {
+            "Fn::Join": ["", ["https://", {"Fn::GetAtt": [pool_id, "ProviderURL"]}]]
+        }
+        assert env["CONDUCTOR_COGNITO_CLIENT_IDS"] == {"Ref": client_id}
+        assert "CONDUCTOR_COGNITO_JWKS_URL" not in env  # <issuer>/.well-known/jwks.json
+        assert "CONDUCTOR_AUTH_SECRET_ARN" not in env
+        # Its role may write its logs and traces, nothing else: the JWKS is public.
+        actions = {action for action, _ in grants(synth, function_role(synth, AUTHORIZER_HANDLER))}
+        assert actions == {
+            "logs:CreateLogStream",
+            "logs:PutLogEvents",
+            "xray:PutTraceSegments",
+            "xray:PutTelemetryRecords",
+        }
+        for handler in HANDLERS.values():
+            env = synth.function(handler)[1]["Properties"]["Environment"]["Variables"]
+            assert env["CONDUCTOR_REQUIRE_PRINCIPAL"] == "true"
+
+        outputs = synth.template["Outputs"]
+        assert outputs["UserPoolId"]["Value"] == {"Ref": pool_id}
+        assert outputs["UserPoolClientId"]["Value"] == {"Ref": client_id}
+        assert outputs["Issuer"]["Value"] == env_issuer(synth)
+        assert "DevTokenSigningSecretArn" not in outputs
+
+
+def env_issuer(synth: Synth) -> Any:
+    return synth.function(AUTHORIZER_HANDLER)[1]["Properties"]["Environment"]["Variables"]["CONDUCTOR_COGNITO_ISSUER"]
+
+
+def stage_like_prod(**changes: Any) -> dict[str, Any]:
+    settings = copy.deepcopy(read_cdk_json_context()["stages"]["prod"])
+    settings.update(changes)
+    return settings
+
+
+@pytest.fixture(scope="module")
+def signed_token_stage(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    stages = {"ci": stage_like_prod(auth="dev-signed-token", removal_policy="destroy")}
+    del stages["ci"]["cognito"]
+    return synthesize(tmp_path_factory.mktemp("cdk-ci"), "ci", stages=stages)
+
+
+@pytest.fixture(scope="module")
+def existing_pool_stage(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    cognito = {"user_pool_id": "eu-west-1_AbCdEf123", "client_ids": ["3n4b5urk1ft4fl3mg5e62d9ado", "7a1b2c3d4e"]}
+    stages = {"shared": stage_like_prod(cognito=cognito)}
+    return synthesize(tmp_path_factory.mktemp("cdk-shared"), "shared", stages=stages)
+
+
+@pytest.fixture(scope="module")
+def hosted_ui_stage(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    cognito = {
+        "mfa": "required",
+        "feature_plan": "plus",
+        "domain_prefix": "voiceide-hosted-test",
+        "callback_urls": ["voiceide://signin"],
+        "logout_urls": ["voiceide://signout"],
+    }
+    stages = {"hosted": stage_like_prod(cognito=cognito)}
+    return synthesize(tmp_path_factory.mktemp("cdk-hosted"), "hosted", stages=stages)
+
+
+def test_a_dev_signed_token_stage_reads_only_its_generated_secret(signed_token_stage: Synth) -> None:
+    synth = signed_token_stage
+    assert not synth.of_type("AWS::Cognito::UserPool")
+    secret_id, secret = synth.one("AWS::SecretsManager::Secret")
     assert secret["Properties"]["GenerateSecretString"]["PasswordLength"] >= 32
-    assert secret["DeletionPolicy"] == "Retain"
-    _, fn = prod.function(AUTHORIZER_HANDLER)
-    assert ref_of(fn["Properties"]["Environment"]["Variables"]["CONDUCTOR_AUTH_SECRET_ARN"]) == secret_id
-    secret_grants = service_grants(prod, AUTHORIZER_HANDLER, "secretsmanager")
-    assert secret_grants == {
+    _, fn = synth.function(AUTHORIZER_HANDLER)
+    env = fn["Properties"]["Environment"]["Variables"]
+    assert env["CONDUCTOR_AUTH_MODE"] == "dev-signed-token"
+    assert ref_of(env["CONDUCTOR_AUTH_SECRET_ARN"]) == secret_id
+    assert not any(name.startswith("CONDUCTOR_COGNITO_") for name in env)
+    assert service_grants(synth, AUTHORIZER_HANDLER, "secretsmanager") == {
         ("secretsmanager:GetSecretValue", f"<{secret_id}>"),
         ("secretsmanager:DescribeSecret", f"<{secret_id}>"),
     }
     for handler in HANDLERS.values():
-        assert not service_grants(prod, handler, "secretsmanager")
+        assert not service_grants(synth, handler, "secretsmanager")
     for service in GUARDED_SERVICES:
-        assert not service_grants(prod, AUTHORIZER_HANDLER, service)
+        assert not service_grants(synth, AUTHORIZER_HANDLER, service)
+    assert ref_of(synth.template["Outputs"]["DevTokenSigningSecretArn"]["Value"]) == secret_id
+    assert connect_route(synth)["AuthorizationType"] == "CUSTOM"
 
 
-# --- IAM ----------------------------------------------------------------------------------------
+def test_an_existing_pool_is_used_as_it_is(existing_pool_stage: Synth) -> None:
+    synth = existing_pool_stage
+    assert not synth.of_type("AWS::Cognito::UserPool") and not synth.of_type("AWS::Cognito::UserPoolClient")
+    env = synth.function(AUTHORIZER_HANDLER)[1]["Properties"]["Environment"]["Variables"]
+    # The pool's own region names its issuer (the stage is in us-east-1).
+    assert flatten_cfn_reference(env["CONDUCTOR_COGNITO_ISSUER"]) == (
+        "https://cognito-idp.eu-west-1.<AWS::URLSuffix>/eu-west-1_AbCdEf123"
+    )
+    assert env["CONDUCTOR_COGNITO_CLIENT_IDS"] == "3n4b5urk1ft4fl3mg5e62d9ado,7a1b2c3d4e"
+    assert synth.template["Outputs"]["UserPoolId"]["Value"] == "eu-west-1_AbCdEf123"
+
+
+def test_mfa_plus_plan_and_hosted_ui_when_configured(hosted_ui_stage: Synth) -> None:
+    synth = hosted_ui_stage
+    _, pool = synth.one("AWS::Cognito::UserPool")
+    assert pool["Properties"]["MfaConfiguration"] == "ON"
+    assert pool["Properties"]["UserPoolTier"] == "PLUS"
+    assert pool["Properties"]["UserPoolAddOns"] == {"AdvancedSecurityMode": "ENFORCED"}
+    _, domain = synth.one("AWS::Cognito::UserPoolDomain")
+    assert domain["Properties"]["Domain"] == "voiceide-hosted-test"
+    _, client = synth.one("AWS::Cognito::UserPoolClient")
+    props = client["Properties"]
+    assert props["AllowedOAuthFlows"] == ["code"] and props["AllowedOAuthFlowsUserPoolClient"] is True
+    assert props["CallbackURLs"] == ["voiceide://signin"] and props["LogoutURLs"] == ["voiceide://signout"]
+    assert set(props["AllowedOAuthScopes"]) == {"openid", "email", "profile"}
+    assert "HostedUiUrl" in synth.template["Outputs"]
+    # Nothing left to acknowledge on this pool: MFA is required and threat protection is on.
+    pool_acks = acknowledged_rules(synth, "AWS::Cognito::UserPool")
+    assert not {"AwsSolutions-COG2", "AwsSolutions-COG8"} & pool_acks
+
+
+def acknowledged_rules(synth: Synth, resource_type: str) -> set[str]:
+    """cdk-nag rules acknowledged on the resources of one type (``infra/nag.py``)."""
+    return {
+        rule["id"]
+        for resource in synth.of_type(resource_type).values()
+        for rule in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])
+    }
+
+
+def test_cognito_findings_are_acknowledged_only_where_the_stage_chose_so(prod: Synth) -> None:
+    # prod: MFA optional and the Essentials plan, each acknowledged on the pool with its reason.
+    assert acknowledged_rules(prod, "AWS::Cognito::UserPool") == {"AwsSolutions-COG2", "AwsSolutions-COG8"}
+    report = json.loads((prod.outdir / "validation-report.json").read_text())
+    assert report["pluginReports"] == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"authorizer": False}, "'authorizer' was replaced by 'auth'"),
+        ({"auth": "oauth"}, "'cognito', 'none' or 'dev-signed-token'"),
+        ({"auth": "none", "throttle": {"rate_limit": 20, "burst_limit": 40}}, "throttle.rate_limit <= 5"),
+        ({"auth": "none", "max_turns_per_minute": 30}, "max_turns_per_minute <= 6"),
+        ({"auth": "none", "removal_policy": "retain"}, "development stages only"),
+        ({"auth": "none", "cognito": {"mfa": "required"}}, "apply only with"),
+        ({"cognito": {"user_pool_id": "us-east-1_Abc"}}, "list the app client ids"),
+        ({"cognito": {"client_ids": ["abc"]}}, "only apply with user_pool_id"),
+        ({"cognito": {"callback_urls": ["voiceide://signin"]}}, "need domain_prefix"),
+        ({"cognito": {"user_pool_id": "not a pool"}}, "user_pool_id"),
+    ],
+)
+def test_auth_settings_are_validated_with_clear_errors(changes: dict[str, Any], message: str) -> None:
+    settings = stage_like_prod(**changes)
+    if changes.get("auth") not in (None, "cognito") and "cognito" not in changes:
+        settings.pop("cognito", None)
+    if "authorizer" in changes:
+        settings.pop("auth")
+    if changes.get("auth") == "none" and "removal_policy" not in changes:
+        settings["removal_policy"] = "destroy"
+        settings.setdefault("max_turns_per_minute", 6)
+        if "throttle" not in changes:
+            settings["throttle"] = {"rate_limit": 5, "burst_limit": 10}
+    with pytest.raises(StageConfigError, match=re.escape(message)):
+        select_stage({"qa": settings}, "qa")
 
 
 def test_no_wildcards_on_bedrock_execute_api_or_dynamodb(any_stage: Synth) -> None:
@@ -414,6 +619,7 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
         "CONDUCTOR_MAX_TOOL_ROUNDS": str(config.max_tool_rounds),
         "CONDUCTOR_TURN_RESERVE_MS": str(config.lambdas.turn_reserve_ms),
         "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
+        "CONDUCTOR_MAX_TURNS_PER_MINUTE": str(config.max_turns_per_minute),
         "POWERTOOLS_SERVICE_NAME": config.service_name,
         "POWERTOOLS_LOG_LEVEL": config.log_level,
         "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
@@ -496,8 +702,11 @@ def test_outputs(dev: Synth, prod: Synth, variant: Synth) -> None:
         assert outputs["WebSocketUrl"] == f"wss://<{api_id}>.execute-api.{region}.<AWS::URLSuffix>/{stage}"
         assert outputs["CallbackUrl"] == f"https://<{api_id}>.execute-api.{region}.<AWS::URLSuffix>/{stage}"
         assert "TableName" in outputs
-    assert "TokenSigningSecretArn" not in dev.template["Outputs"]
-    assert "TokenSigningSecretArn" in prod.template["Outputs"]
+    for synth in (dev, prod, variant):
+        assert "TokenSigningSecretArn" not in synth.template["Outputs"]
+        assert ("UserPoolId" in synth.template["Outputs"]) is (synth.config.auth == "cognito")
+    assert {"UserPoolId", "UserPoolClientId", "Issuer"} <= set(prod.template["Outputs"])
+    assert not {"UserPoolId", "UserPoolClientId", "Issuer"} & set(dev.template["Outputs"])
     for synth in (dev, prod, variant):
         topic_id, _ = synth.one("AWS::SNS::Topic")
         assert synth.template["Outputs"]["AlarmTopicArn"]["Value"] == {"Ref": topic_id}

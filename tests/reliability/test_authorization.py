@@ -12,8 +12,9 @@ import pytest
 
 from conductor_local.bedrock_server import message, tool_call
 from conductor_local.lambda_context import LocalLambdaContext
-from lambdas import connect, runtime
+from lambdas import authorizer, connect, runtime
 from tests.handlers.conftest import Connection, Harness
+from tests.infra.test_cognito import connect_event, make_pool
 from tests.reliability.support import OK, THINKING, errors, frame, model_calls, send_frame_as
 
 
@@ -181,3 +182,35 @@ def test_a_principal_bound_turn_still_works_end_to_end(conductor: Harness) -> No
     assert send_frame_as(conductor, owner, frame("userAudioTranscriptFinal", {"text": "hi"}), principal="alice") == OK
     assert conductor.summary(owner)[0] == THINKING
     assert ("final", "Hi Alice.") in conductor.summary(owner)
+
+
+# ---- signed in through Cognito -------------------------------------------------------------------
+
+
+def test_a_session_stays_with_the_cognito_user_who_opened_it(
+    conductor: Harness, moto_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two real users of one pool: the authorizer allows both, the session stays the first one's."""
+    pool = make_pool(moto_url)
+    alice, bob = pool.add_user("alice@example.com"), pool.add_user("bob@example.com")
+    for name, value in pool.env().items():
+        monkeypatch.setenv(name, value)
+    authorizer.verifier_for.cache_clear()
+    session_id = str(uuid.uuid4())
+
+    def through_the_authorizer(username: str) -> int:
+        token = pool.sign_in(username)["IdToken"]
+        event = connect_event(header=f"Bearer {token}", session_id=session_id)
+        allowed = authorizer.handler(event, LocalLambdaContext("authorizer"))
+        assert allowed["policyDocument"]["Statement"][0]["Effect"] == "Allow"
+        return connect_with(conductor, session_id, allowed["context"])
+
+    try:
+        assert through_the_authorizer("alice@example.com") == 200
+        conductor.sessions.add(session_id)
+        assert through_the_authorizer("bob@example.com") == 403
+        assert through_the_authorizer("alice@example.com") == 200  # her reconnect
+    finally:
+        authorizer.verifier_for.cache_clear()
+    state = runtime.store().load(session_id)
+    assert state is not None and state.principal == alice != bob
