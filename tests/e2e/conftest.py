@@ -69,6 +69,21 @@ def session_store(stack: LocalStack) -> SessionStore:
     return SessionStore(stack.dynamodb_client(), stack.table_name, ttl_seconds=3600)
 
 
+async def caught_up(stack: LocalStack, client: ConductorClient) -> None:
+    """Wait until the client's new connection is live (its sessionStart caught it up).
+
+    Partials the model streams before that are dropped by design (the final carries the whole
+    text): the offline brain answers in milliseconds, so a test that asserts partials on the
+    first turn after connecting waits for this first, as a deployed model's first token would.
+    """
+
+    def live() -> bool:
+        state = session_store(stack).load(client.session_id)
+        return state is not None and state.connection_live and state.connection_id is not None
+
+    await poll_until(live)
+
+
 def stored_history(stack: LocalStack, session_id: str) -> list[Message]:
     return session_store(stack).history(session_id, 1000)
 

@@ -33,6 +33,7 @@ from tests.e2e.conftest import (
     TURN_TIMEOUT_S,
     assert_cumulative,
     async_test,
+    caught_up,
     client_for,
     collapse_partials,
     label,
@@ -91,6 +92,7 @@ async def test_max_tokens_speaks_the_text_and_the_cut_off_line_and_never_runs_th
         return {"text": "let x = 1"}
 
     async with client_for(stack, tools={"editor.readFile": read_file}) as client:
+        await caught_up(stack, client)
         turn = await client.say('stop max_tokens call editor.readFile {"path": "a.swift"}', timeout=TURN_TIMEOUT_S)
 
         assert_clean_end(turn, client)
@@ -118,6 +120,7 @@ async def test_max_tokens_speaks_the_text_and_the_cut_off_line_and_never_runs_th
 @async_test
 async def test_content_filtered_speaks_a_line_instead_of_the_filtered_text(stack: LocalStack) -> None:
     async with client_for(stack) as client:
+        await caught_up(stack, client)
         turn = await client.say("stop content_filtered", timeout=TURN_TIMEOUT_S)
 
         assert_clean_end(turn, client)
@@ -133,6 +136,7 @@ async def test_content_filtered_speaks_a_line_instead_of_the_filtered_text(stack
 async def test_guardrail_intervened_speaks_the_guardrails_own_message(stack: LocalStack) -> None:
     message = "Sorry, I can't talk about that here."
     async with client_for(stack) as client:
+        await caught_up(stack, client)
         turn = await client.say(f"stop guardrail_intervened {message}", timeout=TURN_TIMEOUT_S)
 
         assert_clean_end(turn, client)
@@ -155,6 +159,7 @@ async def test_guardrail_intervened_speaks_the_guardrails_own_message(stack: Loc
 @async_test
 async def test_a_malformed_reply_is_a_bedrock_error_and_a_spoken_line(stack: LocalStack, transcript: str) -> None:
     async with client_for(stack) as client:
+        await caught_up(stack, client)
         turn = await client.say(transcript, timeout=TURN_TIMEOUT_S)
 
         assert_clean_end(turn, client)
@@ -172,6 +177,7 @@ async def test_a_malformed_reply_is_a_bedrock_error_and_a_spoken_line(stack: Loc
 async def test_an_unknown_stop_reason_ends_the_turn_cleanly_with_what_was_said(stack: LocalStack) -> None:
     said = STOP_TEXT.format(reason="reason_from_the_future")
     async with client_for(stack) as client:
+        await caught_up(stack, client)
         turn = await client.say("stop reason_from_the_future", timeout=TURN_TIMEOUT_S)
 
         assert_clean_end(turn, client)
@@ -186,6 +192,7 @@ async def test_an_unknown_stop_reason_ends_the_turn_cleanly_with_what_was_said(s
 @async_test
 async def test_a_stream_without_message_stop_is_a_bedrock_error_and_the_text_is_kept(stack: LocalStack) -> None:
     async with client_for(stack) as client:
+        await caught_up(stack, client)
         turn = await client.say("stop none I was just about to say", timeout=TURN_TIMEOUT_S)
 
         assert_clean_end(turn, client)

@@ -28,6 +28,7 @@ from tests.e2e.conftest import (
     assert_seq_counts_up_by_one,
     async_test,
     brain_requests_for,
+    caught_up,
     client_for,
     collapse_partials,
     event_processed,
@@ -81,6 +82,11 @@ async def test_turns_follow_the_spec_flow_and_seq_counts_up_by_one_per_session(s
     watch_a, watch_b = AnsweredAt(), AnsweredAt()
     async with client_for(stack, on_event=watch_a) as a, client_for(stack, on_event=watch_b) as b:
         watch_a.client, watch_b.client = a, b
+        # Partials go out once a new connection is caught up (its sessionStart's invocation makes
+        # it live); partials the model streams before that are dropped by design (the final
+        # carries the whole text), which would leave gaps in seq. This test is about the flow.
+        for client in (a, b):
+            await caught_up(stack, client)
         # Two sessions at once, then a second turn of the first one.
         first_a, first_b = await asyncio.gather(
             a.say("Hello there", timeout=TURN_TIMEOUT_S), b.say("Good morning", timeout=TURN_TIMEOUT_S)
