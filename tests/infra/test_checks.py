@@ -22,6 +22,8 @@ REVIEWED_FINDINGS = (
     "AwsSolutions-IAM5[Resource::arn:aws:execute-api:",
     "AwsSolutions-IAM5[Resource::<FunctionsTurnabandonedFunction",  # the runner's on-failure destination
     "AwsSolutions-SMG4",
+    "AwsSolutions-COG2",  # MFA optional where the stage says so
+    "AwsSolutions-COG8",  # Cognito Essentials plan where the stage says so
     "AwsSolutions-APIG4",
     "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
 )
@@ -68,7 +70,9 @@ def test_acknowledgments_sit_on_the_resources_that_need_them(dev: Synth, prod: S
     assert set(found["AwsSolutions-IAM5[Resource::*]"]) == set(prod.of_type("AWS::IAM::Policy"))
     routes = {res["Properties"]["RouteKey"]: name for name, res in prod.of_type("AWS::ApiGatewayV2::Route").items()}
     assert set(found["AwsSolutions-APIG4"]) == {routes["$default"], routes["$disconnect"]}
-    assert found["AwsSolutions-SMG4"] == list(prod.of_type("AWS::SecretsManager::Secret"))
+    assert "AwsSolutions-SMG4" not in found  # prod signs in with Cognito: no token secret
+    pools = set(prod.of_type("AWS::Cognito::UserPool"))
+    assert pools and set(found["AwsSolutions-COG2"]) == set(found["AwsSolutions-COG8"]) == pools
     management = [rule for rule in found if rule.startswith("AwsSolutions-IAM5[Resource::arn:aws:execute-api:")]
     assert len(management) == 1 and management[0].endswith("/prod/POST/@connections/*]")
     # Posting to connections: $default, the turn runner and its on-failure destination, nothing else.
