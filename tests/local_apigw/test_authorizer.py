@@ -18,7 +18,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from conductor_local.apigw import AuthorizerError, LocalApiGateway, RouteHandlers, policy_allows
-from lambdas.authorizer import authorize
+from lambdas.authorizer import DEV_SIGNED_TOKEN, authorize
 from shared.auth_tokens import issue_token
 from tests.local_apigw.conftest import WAIT_S, Event, StandInRoutes, next_event
 
@@ -193,11 +193,14 @@ def test_a_slow_authorizer_refuses_the_handshake(routes: StandInRoutes, authoriz
     assert routes.connects.empty()
 
 
-def test_the_conductors_own_authorizer_admits_a_signed_token(routes: StandInRoutes) -> None:
+def test_the_conductors_own_authorizer_admits_a_signed_token(
+    routes: StandInRoutes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = "local-signing-secret-of-at-least-32-bytes"
+    monkeypatch.setattr("lambdas.authorizer.signing_secret", lambda: secret)
 
     def conductor_authorizer(event: Event, context: Any) -> Any:
-        return authorize(APIGatewayAuthorizerRequestEvent(event), secret, time.time())
+        return authorize(APIGatewayAuthorizerRequestEvent(event), DEV_SIGNED_TOKEN)
 
     gw = _gateway(routes, conductor_authorizer)
     try:
