@@ -1,6 +1,6 @@
 """The VoiceIDE event protocol: the envelope, the nine kinds, parsing and serialization.
 
-The wire contract is ``../shared/spec/voiceide-event-protocol.md`` (team reference folder).
+The wire contract is ``docs/protocol.md``.
 Everything here is camelCase on the wire. Parsing never raises: it returns an ``Event``, an
 ``IgnoredEvent`` (unknown kind, per the spec's forward-compatibility rule) or a
 ``ProtocolError`` carrying the error code to send back.

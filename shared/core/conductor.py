@@ -1,4 +1,4 @@
-"""The turn state machine (DESIGN.md, "The turn, event by event") as pure functions.
+"""The turn state machine (``docs/protocol.md``, "A turn, event by event") as pure functions.
 
 Each function takes the stored session state plus one input and returns an ``Outcome``: the new
 state, the events to send (in order), the history writes, and whether to run the model now.
