@@ -2,40 +2,58 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# One install stamp per need: running the stack needs the package alone; lint adds the dev tools;
+# tests and synth add the CDK toolchain (hundreds of MB). Each re-runs when pyproject.toml changes.
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
+ALL_STAMP := $(VENV)/.installed-all
 PORT ?= 8080
 HOST ?= 127.0.0.1
 
 .PHONY: run test lint format schema synth lock bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
+	@echo "==> creating the virtualenv in $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(BIN)/pip install --upgrade --progress-bar off pip
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	@echo "==> installing the conductor, the local stack and the client stub"
+	$(BIN)/pip install --progress-bar off -e .
+	touch $@
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	@echo "==> installing the conductor with the test and lint tools"
+	$(BIN)/pip install --progress-bar off -e '.[dev]'
+	touch $@ $(RUN_STAMP)
+
+$(ALL_STAMP): pyproject.toml | $(BIN)/python
+	@echo "==> installing the conductor with the test tools and the CDK toolchain (a few hundred MB)"
+	$(BIN)/pip install --progress-bar off -e '.[dev,cdk]'
+	touch $@ $(DEV_STAMP) $(RUN_STAMP)
 
 ## Run the whole conductor locally (DynamoDB, Bedrock and API Gateway on loopback; no AWS account).
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/voiceide-conductor local --host $(HOST) --port $(PORT)
 
 ## The test suite (core, handlers, local stack, client stub, end-to-end, infrastructure).
-test: $(STAMP)
+test: $(ALL_STAMP)
 	$(BIN)/pytest
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: $(STAMP)
+format: $(DEV_STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
 ## Regenerate the protocol's JSON Schema (schema/voiceide-event.schema.json).
-schema: $(STAMP)
+schema: $(RUN_STAMP)
 	$(BIN)/python -m shared.schema_export
 
 ## Synthesize the CloudFormation templates of every stage into cdk.out/ (no AWS account needed).
-synth: $(STAMP)
+synth: $(ALL_STAMP)
 	npx --yes aws-cdk@2 synth -c stage=dev --quiet
 	npx --yes aws-cdk@2 synth -c stage=prod --quiet
 
@@ -43,13 +61,13 @@ synth: $(STAMP)
 ## (exact versions with hashes, resolved for the Lambda's platform: CPython 3.13 on Linux/aarch64).
 ## Takes the newest versions the ranges allow; LOCK_UPGRADE= keeps the current pins where they still fit.
 LOCK_UPGRADE ?= --upgrade
-lock: $(STAMP)
+lock: $(DEV_STAMP)
 	$(BIN)/uv pip compile lambdas/requirements.txt $(LOCK_UPGRADE) --generate-hashes --only-binary :all: \
 		--python-platform aarch64-manylinux_2_28 --python-version 3.13 --no-python-downloads \
 		--output-file lambdas/requirements.lock >/dev/null
 
 ## Benchmarks: figures printed, nothing asserted.
-bench: $(STAMP)
+bench: $(RUN_STAMP)
 	$(BIN)/python benchmarks/turn_latency.py
 
 clean:

@@ -13,6 +13,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 from conductor_local import doctor
@@ -101,7 +102,7 @@ def run_local(args: argparse.Namespace) -> int:
         services = "DynamoDB" if stack.user_pool is None else "DynamoDB and Cognito"
         print(f"  brain: {brain}; {services}: moto at {stack.dynamodb_endpoint}", flush=True)
         if stack.user_pool is None:
-            print(f"  try it: voiceide-client --url {stack.ws_url}    (Ctrl-C to stop)", flush=True)
+            print(f"  try it: {client_command()} --url {stack.ws_url}    (Ctrl-C to stop)", flush=True)
         else:
             pool = stack.user_pool
             print(f"  sign-in: Cognito user pool {pool.user_pool_id} (moto); connections need its ID token", flush=True)
@@ -112,6 +113,20 @@ def run_local(args: argparse.Namespace) -> int:
     finally:
         stack.stop()
     return 0
+
+
+def client_command() -> str:
+    """How to start the client stub from here: the script installed next to this Python (``make run``
+    puts it in the checkout's ``.venv/bin``, which is not on PATH), relative to the current folder
+    when it is inside it, else absolute; the bare name when no script is installed there."""
+    script = Path(sys.executable).parent / "voiceide-client"
+    if not script.is_file():
+        return "voiceide-client"
+    try:
+        shown = str(script.relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(script)
+    return shlex.quote(shown)
 
 
 def sign_in_command(stack: LocalStack) -> str:

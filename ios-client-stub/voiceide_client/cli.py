@@ -1,7 +1,7 @@
 """``voiceide-client``: talk to a conductor from the terminal, typed lines standing in for speech.
 
-Exit codes: 0 every turn finished; 1 a turn timed out; 2 bad usage; 3 the conductor could not
-be reached (first connection, or every reconnect attempt, failed); 4 signing in failed.
+Exit codes: ``EXIT_CODES``. On a terminal the growing answer is redrawn in place
+(``live_render``); otherwise one plain line per final, tool call, state and error.
 
 With ``--username`` (or ``VOICEIDE_USERNAME``) the client signs in to the conductor's Cognito
 user pool first and sends the ID token on every handshake (``sign_in.CognitoSignIn``).
@@ -12,28 +12,40 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import io
 import os
 import sys
 import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
-from shared.protocol import AssistantSpeechPartial, ErrorCode, Event
+from shared.protocol import AssistantSpeechPartial, ErrorCode, ErrorPayload, Event
 
-from .client import ConductorClient, ConductorUnavailable
-from .render import NullRenderer, Renderer, TranscriptRenderer
+from .client import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, ConductorClient, ConductorUnavailable
+from .render import TranscriptRenderer, transcript_renderer
 from .sign_in import CognitoSignIn, SignInError
 from .speech import make_speaker
 from .tools import ToolRouter
-from .turn import TurnTimeout
+from .turn import TurnResult, TurnTimeout
+from .urls import check_url
 from .workspace_tools import Workspace
 
 EXIT_OK = 0
 EXIT_TURN_TIMEOUT = 1
+EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_SIGN_IN_FAILED = 4
+EXIT_SERVER_ERROR = 5
+EXIT_CODES = {
+    EXIT_OK: "every turn finished",
+    EXIT_TURN_TIMEOUT: "a turn did not finish within --timeout",
+    EXIT_USAGE: "bad usage (an option or the URL)",
+    EXIT_UNREACHABLE: "the conductor could not be reached (first connection after its retries, or every reconnect)",
+    EXIT_SIGN_IN_FAILED: "signing in failed",
+    EXIT_SERVER_ERROR: "a turn ended with an error from the conductor",
+}
 SIGN_IN_ENV = {
     "username": "VOICEIDE_USERNAME",
     "password": "VOICEIDE_PASSWORD",
@@ -56,25 +68,56 @@ def _uuid4(value: str) -> str:
 
 
 def _positive(value: str) -> float:
-    number = float(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r}: must be a number of seconds greater than 0")
     return number
 
 
 def _count(value: str) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
     if number < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return number
 
 
+def _url(value: str) -> str:
+    problem = check_url(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Usage errors as one line (``voiceide-client: …``), exit code 2; ``--help`` has the rest."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
+
+
+def _exit_codes_help() -> str:
+    return "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="voiceide-client",
         description="A stand-in for the VoiceIDE iOS app: each line is a final transcript.",
+        epilog=_exit_codes_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--url", required=True, help="conductor WebSocket URL, e.g. ws://127.0.0.1:8765")
+    parser.add_argument(
+        "--url",
+        required=True,
+        type=_url,
+        help="conductor WebSocket URL: ws://127.0.0.1:8080 for `make run`, wss://… for a deployed stage",
+    )
     parser.add_argument("--session", type=_uuid4, metavar="UUID", help="session UUID (v4) to use; a new one by default")
     parser.add_argument(
         "--script", type=Path, metavar="FILE", help="send each non-empty, non-# line of FILE, one turn each"
@@ -90,7 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="folder the IDE tools (open, read, search, list, git status) act on; the current one by default",
     )
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    parser.add_argument(
+        "--quiet", action="store_true", help="print nothing but errors and connection trouble (to stderr)"
+    )
     parser.add_argument("--timeout", type=_positive, default=60.0, metavar="S", help="seconds a turn may take")
     sign_in = parser.add_argument_group(
         "sign-in", "Sign in to the conductor's Cognito user pool and send the ID token on every handshake."
@@ -169,14 +214,29 @@ def _script_lines(path: Path) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
-async def _run_script(client: ConductorClient, lines: list[str], timeout: float, err: TextIO) -> int:
+def _server_errors(turn: TurnResult) -> list[str]:
+    """The codes of the ``error`` events the conductor sent during ``turn``."""
+    return [event.payload.code for event in turn.events if isinstance(event.payload, ErrorPayload)]
+
+
+async def _take_turn(client: ConductorClient, text: str, timeout: float, renderer: TranscriptRenderer) -> int:
+    try:
+        turn = await client.say(text, timeout=timeout)
+    except TurnTimeout as exc:
+        renderer.notice(f"voiceide-client: {exc}")
+        return EXIT_TURN_TIMEOUT
+    return EXIT_SERVER_ERROR if _server_errors(turn) else EXIT_OK
+
+
+async def _run_script(client: ConductorClient, lines: list[str], timeout: float, renderer: TranscriptRenderer) -> int:
+    """One turn per line; a timeout stops the script, a server error is reported at the end."""
+    exit_code = EXIT_OK
     for text in lines:
-        try:
-            await client.say(text, timeout=timeout)
-        except TurnTimeout as exc:
-            print(f"voiceide-client: {exc}", file=err)
-            return EXIT_TURN_TIMEOUT
-    return EXIT_OK
+        outcome = await _take_turn(client, text, timeout, renderer)
+        if outcome == EXIT_TURN_TIMEOUT:
+            return outcome
+        exit_code = exit_code or outcome
+    return exit_code
 
 
 def _read_lines(stream: TextIO, queue: asyncio.Queue[str | None], loop: asyncio.AbstractEventLoop) -> None:
@@ -188,7 +248,7 @@ def _read_lines(stream: TextIO, queue: asyncio.Queue[str | None], loop: asyncio.
         loop.call_soon_threadsafe(queue.put_nowait, None)
 
 
-async def _run_interactive(client: ConductorClient, stdin: TextIO, timeout: float, err: TextIO) -> int:
+async def _run_interactive(client: ConductorClient, stdin: TextIO, timeout: float, renderer: TranscriptRenderer) -> int:
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     transcripts: asyncio.Queue[str | None] = asyncio.Queue()
@@ -198,11 +258,9 @@ async def _run_interactive(client: ConductorClient, stdin: TextIO, timeout: floa
     async def take_turns() -> None:
         nonlocal exit_code
         while (text := await transcripts.get()) is not None:
-            try:
-                await client.say(text, timeout=timeout)
-            except TurnTimeout as exc:
-                print(f"voiceide-client: {exc}", file=err)
-                exit_code = EXIT_TURN_TIMEOUT
+            outcome = await _take_turn(client, text, timeout, renderer)
+            if outcome == EXIT_TURN_TIMEOUT or exit_code == EXIT_OK:
+                exit_code = outcome
 
     turns = asyncio.create_task(take_turns())
     while (line := await lines.get()) is not None:
@@ -222,8 +280,10 @@ async def run(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    backoff: Sequence[float] = DEFAULT_BACKOFF,
 ) -> int:
-    """The CLI inside a running event loop (what ``main`` runs; tests call it directly)."""
+    """The CLI inside a running event loop (what ``main`` runs; tests call it directly, with a
+    shorter ``backoff``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.script is not None and not args.script.is_file():
@@ -238,39 +298,74 @@ async def run(
         except SignInError as exc:
             print(f"voiceide-client: {exc}", file=err)
             return EXIT_SIGN_IN_FAILED
-    renderer: Renderer = NullRenderer() if args.quiet else TranscriptRenderer(out)
+    renderer = transcript_renderer(out, err, quiet=args.quiet)
+    try:
+        return await _converse(args, renderer, input_stream, sign_in, backoff)
+    finally:
+        renderer.close()
+
+
+async def _converse(
+    args: argparse.Namespace,
+    renderer: TranscriptRenderer,
+    input_stream: TextIO,
+    sign_in: CognitoSignIn | None,
+    backoff: Sequence[float],
+) -> int:
     barge_in = BargeInAfter(args.barge_in_after)
     client = ConductorClient(
         args.url,
         args.session,
         ToolRouter(
-            make_speaker(speak_to=args.speak_to, quiet=args.quiet, out=out),
+            make_speaker(speak_to=args.speak_to, quiet=args.quiet, out=RendererLines(renderer)),
             Workspace(args.workspace).handlers(),
         ),
         renderer=renderer,
         on_event=barge_in.on_event,
         handshake_headers=None if sign_in is None else sign_in.headers,
+        backoff=backoff,
+        on_progress=renderer.notice,
     )
     barge_in.client = client
     try:
-        await client.connect()
+        await client.connect(retries=DEFAULT_MAX_ATTEMPTS)
     except ConductorUnavailable as exc:
-        print(f"voiceide-client: {exc}", file=err)
+        if not renderer.live:  # a terminal display has just shown it as an [error] line
+            renderer.notice(f"voiceide-client: {exc}")
         return EXIT_UNREACHABLE
     try:
         if args.script is not None:
-            exit_code = await _run_script(client, _script_lines(args.script), args.timeout, err)
+            exit_code = await _run_script(client, _script_lines(args.script), args.timeout, renderer)
         else:
             if input_stream.isatty():
-                print(f"session {client.session_id}: type what you would say, '!' to barge in, Ctrl-D to quit")
-            exit_code = await _run_interactive(client, input_stream, args.timeout, err)
+                renderer.line(f"session {client.session_id}: type what you would say, '!' to barge in, Ctrl-D to quit")
+            exit_code = await _run_interactive(client, input_stream, args.timeout, renderer)
         await barge_in.drain()
     finally:
         await client.close()
-    if exit_code == EXIT_OK and ErrorCode.RECONNECT_FAILED in client.error_codes:
-        print("voiceide-client: lost the conductor; answers came from the offline stub", file=err)
+    if exit_code != EXIT_TURN_TIMEOUT and ErrorCode.RECONNECT_FAILED in client.error_codes:
+        renderer.notice("voiceide-client: lost the conductor; answers came from the offline stub")
         return EXIT_UNREACHABLE
+    if exit_code == EXIT_SERVER_ERROR:
+        renderer.notice("voiceide-client: the conductor answered a turn with an error (exit code 5)")
     return exit_code
+
+
+class RendererLines(io.TextIOBase):
+    """A text stream whose lines go to the renderer (the printed stand-in for speech)."""
+
+    def __init__(self, renderer: TranscriptRenderer) -> None:
+        self._renderer = renderer
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            self._renderer.line(line)
+        return len(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

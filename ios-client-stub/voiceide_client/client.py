@@ -42,6 +42,7 @@ from shared.protocol import (
     parse_event,
 )
 
+from .connect_errors import explain, is_local
 from .local_stub import OFFLINE_REPLY, LocalConductorStub
 from .render import NullRenderer, Renderer
 from .speech import Speaker
@@ -58,6 +59,8 @@ _CONNECT_ERRORS = (OSError, WebSocketException, TimeoutError)
 
 EventCallback = Callable[[Event], Any]
 Sleep = Callable[[float], Awaitable[None]]
+Progress = Callable[[str], None]
+"""Told, in a sentence for a person, how the connection is doing (retrying, offline, back)."""
 HandshakeHeaders = Callable[[], Awaitable[Mapping[str, str]]]
 """Headers for the next WebSocket handshake, asked for before each one (e.g. a fresh ``Authorization``)."""
 
@@ -72,6 +75,12 @@ def session_url(url: str, session_id: str) -> str:
     parts = urlsplit(url)
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "sessionId"]
     query.append(("sessionId", session_id))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def _without_session(url: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "sessionId"]
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
@@ -136,7 +145,9 @@ class ConductorClient:
     client-side errors. Events longer than ``max_frame_bytes`` are sent in several frames.
     ``handshake_headers`` is awaited before every handshake, reconnects included, for headers
     to send with it (``CognitoSignIn.headers`` gives ``Authorization: Bearer <ID token>``); a
-    ``ConnectionError`` it raises fails that connection attempt.
+    ``ConnectionError`` it raises fails that connection attempt. ``on_progress`` is told how the
+    connection is doing: retries of the first connection, reconnect attempts, the offline stub
+    taking over, the conductor being back.
     """
 
     def __init__(
@@ -157,6 +168,7 @@ class ConductorClient:
         offline_reply: str = OFFLINE_REPLY,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         handshake_headers: HandshakeHeaders | None = None,
+        on_progress: Progress | None = None,
     ) -> None:
         if isinstance(tools, ToolRouter):
             if speaker is not None:
@@ -177,6 +189,7 @@ class ConductorClient:
         self._renderer: Renderer = renderer or NullRenderer()
         self._sleep = sleep
         self._handshake_headers = handshake_headers
+        self._on_progress = on_progress
 
         self.events: list[Event] = []
         self.sent: list[Event] = []
@@ -216,16 +229,39 @@ class ConductorClient:
     ) -> None:
         await self.close()
 
-    async def connect(self) -> None:
-        """Open the first connection and send ``sessionStart``; raises ConductorUnavailable."""
+    async def connect(self, *, retries: int = 0) -> None:
+        """Open the first connection and send ``sessionStart``; raises ConductorUnavailable.
+
+        With ``retries``, a failure that waiting can mend (nothing listening yet, a timeout, a 5xx)
+        is tried again up to that many times, after the backoff's delays; a refused handshake
+        (4xx) or a TLS mismatch fails at once.
+        """
         if self._link is not Link.NEW:
             raise RuntimeError(f"connect() called on a {self._link} client")
-        try:
-            ws = await self._open()
-        except _CONNECT_ERRORS as exc:
-            self._set_link(Link.CLOSED)
-            await self._client_error(ErrorCode.WS_CONNECT_FAILED, f"could not connect to {self.url}: {exc}")
-            raise ConductorUnavailable(f"could not connect to {self.url}: {exc}") from exc
+        where = _without_session(self.url)
+        attempt = 0
+        while True:
+            try:
+                ws = await self._open()
+                break
+            except _CONNECT_ERRORS as exc:
+                failure = explain(exc, self.url)
+                if not failure.retryable or attempt >= retries:
+                    tried = f" after {attempt + 1} attempts" if attempt else ""
+                    message = f"conductor not reachable at {where}{tried}: {failure.reason}"
+                    self._set_link(Link.CLOSED)
+                    await self._client_error(ErrorCode.WS_CONNECT_FAILED, message)
+                    raise ConductorUnavailable(message) from exc
+                attempt += 1
+                delay = self._delay(attempt - 1)
+                hint = "; is `make run` running?" if is_local(self.url) else ";"
+                self._progress(
+                    f"conductor not reachable at {where}: {failure.reason}{hint} "
+                    f"retrying in {delay:g} s ({attempt}/{retries})"
+                )
+                await self._sleep(delay)
+        if attempt:
+            self._progress(f"connected to {where}")
         self._supervisor = asyncio.create_task(self._supervise(ws), name="voiceide-client supervisor")
 
     async def close(self) -> None:
@@ -390,19 +426,35 @@ class ConductorClient:
             return str(exc)
         return f"closed by the server (code {ws.close_code}, reason {ws.close_reason!r})"
 
+    def _delay(self, attempt: int) -> float:
+        """The backoff before retry number ``attempt + 1`` (the last delay repeats)."""
+        return self.backoff[min(attempt, len(self.backoff) - 1)] if self.backoff else 0.0
+
     async def _reconnect(self) -> ClientConnection | None:
-        last_error = "no attempt made"
+        last_error = last_reason = "no attempt made"
         for attempt in range(self.max_attempts):
-            delay = self.backoff[min(attempt, len(self.backoff) - 1)] if self.backoff else 0.0
+            delay = self._delay(attempt)
+            if attempt == 0:
+                self._progress(f"connection to the conductor lost; reconnecting in {delay:g} s (1/{self.max_attempts})")
+            else:
+                self._progress(
+                    f"reconnect failed ({last_reason}); retrying in {delay:g} s ({attempt + 1}/{self.max_attempts})"
+                )
             await self._sleep(delay)
             if self._link is Link.CLOSED:
                 return None
             self.reconnect_attempts += 1
             try:
-                return await self._open()
+                ws = await self._open()
             except _CONNECT_ERRORS as exc:
-                last_error = f"{type(exc).__name__}: {exc}"
+                last_error, last_reason = f"{type(exc).__name__}: {exc}", explain(exc, self.url).reason
                 logger.info("reconnect attempt %d failed: %s", attempt + 1, last_error)
+                continue
+            self._progress(f"the conductor is back (reconnected on attempt {attempt + 1}/{self.max_attempts})")
+            return ws
+        self._progress(
+            f"conductor unreachable after {self.max_attempts} attempts: the offline stub answers from now on"
+        )
         await self._client_error(
             ErrorCode.RECONNECT_FAILED, f"gave up after {self.max_attempts} attempts ({last_error})"
         )
@@ -586,6 +638,14 @@ class ConductorClient:
                 await outcome
         except Exception:
             logger.exception("on_event callback failed")
+
+    def _progress(self, message: str) -> None:
+        logger.info("%s", message)
+        if self._on_progress is not None:
+            try:
+                self._on_progress(message)
+            except Exception:
+                logger.exception("on_progress callback failed")
 
     def _notify(self) -> None:
         for waiter in self._waiters:

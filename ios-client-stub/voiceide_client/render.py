@@ -1,7 +1,10 @@
-"""Prints the conversation: partials overwrite the current line, finals commit it.
+"""Prints the conversation: one line per final, tool call, state and error.
 
 The client reports what it receives, sends, raises and which state it enters; the library
 default is ``NullRenderer`` so nothing is printed unless a caller asks for it.
+``TranscriptRenderer`` writes plain lines (no control characters: logs and pipes stay clean);
+``LiveTranscriptRenderer`` (``live_render``) adds the growing partial answer on a terminal.
+``transcript_renderer`` picks one for a stream.
 """
 
 from __future__ import annotations
@@ -22,8 +25,6 @@ from shared.protocol import (
 )
 
 from .tools import BUILTIN_TOOLS
-
-CLEAR_LINE = "\r\x1b[K"
 
 
 class Renderer(Protocol):
@@ -50,61 +51,99 @@ class NullRenderer:
 
 
 class TranscriptRenderer:
-    """Human-readable transcript.
+    """Human-readable transcript as plain lines; partials are not shown (the final follows).
 
-    ``live`` (default: whether ``out`` is a terminal) shows each partial by rewriting the
-    current line; without it only finals are printed, so logs and pipes stay clean.
+    ``quiet`` prints only errors and connection notices, to ``err``. Otherwise errors are part
+    of the transcript on ``out`` and notices (reconnecting, offline) go to ``err``.
     """
 
-    def __init__(self, out: TextIO | None = None, *, live: bool | None = None) -> None:
+    live = False
+    """Whether lines and notices share one terminal display (then a notice needs no error line too)."""
+
+    def __init__(self, out: TextIO | None = None, *, err: TextIO | None = None, quiet: bool = False) -> None:
         self._out = out or sys.stdout
-        self.live = self._out.isatty() if live is None else live
-        self._line_open = False
+        self._err = err or sys.stderr
+        self.quiet = quiet
         self._tool_names: dict[str, str] = {}
+
+    # ---- what the client reports ----------------------------------------------------------------
 
     def received(self, event: Event) -> None:
         payload = event.payload
         if isinstance(payload, AssistantSpeechPartial):
-            if self.live:
-                self._out.write(f"{CLEAR_LINE}assistant: {payload.text}")
-                self._out.flush()
-                self._line_open = True
+            self._partial(f"assistant: {payload.text}")
         elif isinstance(payload, AssistantSpeechFinal):
-            if self._line_open:
-                self._out.write(CLEAR_LINE)
-                self._line_open = False
-            self._line(f"assistant: {payload.text}")
+            self._final(f"assistant: {payload.text}")
         elif isinstance(payload, ToolCall):
             self._tool_names[payload.call_id] = payload.name
             if payload.name not in BUILTIN_TOOLS:
-                self._line(f"→ tool {payload.name} {payload.arguments}")
+                self._emit(f"→ tool {payload.name} {payload.arguments}", "tool")
         elif isinstance(payload, ErrorPayload):
-            self._line(f"[error] {payload.code}: {payload.message}")
+            self.error(f"[error] {payload.code}: {payload.message}")
         elif isinstance(payload, AssistantUIPatch):
-            self._line(f"[ui] {payload.patch}")
+            self._emit(f"[ui] {payload.patch}", "ui")
 
     def sent(self, event: Event) -> None:
         payload = event.payload
         if isinstance(payload, UserAudioTranscriptFinal):
-            self._line(f"you: {payload.text}")
+            self._emit(f"you: {payload.text}", "you")
         elif isinstance(payload, ErrorPayload) and payload.code == ErrorCode.AUDIO_OUTPUT_INTERRUPTED:
-            self._line("[barge-in]")
+            self._emit("[barge-in]", "barge-in")
         elif isinstance(payload, ToolResult):
             name = self._tool_names.pop(payload.call_id, payload.call_id)
             if payload.error is not None:
-                self._line(f"← error {name}: {payload.error}")
+                self._emit(f"← error {name}: {payload.error}", "tool-error")
             elif name not in BUILTIN_TOOLS:
-                self._line(f"← result {name} {payload.result}")
+                self._emit(f"← result {name} {payload.result}", "tool")
 
     def client_error(self, error: ErrorPayload) -> None:
-        self._line(f"[error] {error.code}: {error.message}")
+        self.error(f"[error] {error.code}: {error.message}")
 
     def state(self, state: str) -> None:
-        self._line(f"[state] {state}")
+        self._emit(f"[state] {state}", "state")
 
-    def _line(self, text: str) -> None:
-        if self._line_open:
-            self._out.write("\n")
-            self._line_open = False
-        self._out.write(text + "\n")
-        self._out.flush()
+    # ---- what the CLI reports -------------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        """A line of the transcript (e.g. the printed stand-in for speech)."""
+        self._emit(text, "speech")
+
+    def error(self, text: str) -> None:
+        """An error line: in the transcript, or on ``err`` when quiet."""
+        if self.quiet:
+            self._write(self._err, text)
+        else:
+            self._emit(text, "error")
+
+    def notice(self, text: str) -> None:
+        """How the connection is doing (retrying, offline, back): shown even when quiet."""
+        self._write(self._err, text)
+
+    def close(self) -> None:
+        """Leave the terminal as a shell expects it (nothing to do for plain lines)."""
+
+    # ---- output; LiveTranscriptRenderer overrides these ----------------------------------------
+
+    def _partial(self, text: str) -> None:
+        """A growing answer: not printed as plain lines (its final follows)."""
+
+    def _final(self, text: str) -> None:
+        self._emit(text, "assistant")
+
+    def _emit(self, text: str, kind: str) -> None:
+        if not self.quiet:
+            self._write(self._out, text)
+
+    @staticmethod
+    def _write(stream: TextIO, text: str) -> None:
+        stream.write(text + "\n")
+        stream.flush()
+
+
+def transcript_renderer(out: TextIO, err: TextIO, *, quiet: bool = False) -> TranscriptRenderer:
+    """A live display when ``out`` is a terminal (and not quiet), else plain lines."""
+    if not quiet and out.isatty():
+        from .live_render import LiveTranscriptRenderer  # rich loads only for a terminal
+
+        return LiveTranscriptRenderer.for_terminal(out)
+    return TranscriptRenderer(out, err=err, quiet=quiet)

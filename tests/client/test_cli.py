@@ -80,10 +80,19 @@ async def test_script_turn_timeout_exits_non_zero(tmp_path: Path) -> None:
 @async_test
 async def test_unreachable_conductor_exits_non_zero(tmp_path: Path) -> None:
     out, err = io.StringIO(), io.StringIO()
-    argv = ["--url", f"ws://127.0.0.1:{unused_port()}/", "--script", str(_script(tmp_path, "hi\n"))]
-    assert await cli.run(argv, stdout=out, stderr=err) == cli.EXIT_UNREACHABLE
+    url = f"ws://127.0.0.1:{unused_port()}/"
+    argv = ["--url", url, "--script", str(_script(tmp_path, "hi\n"))]
+    assert await cli.run(argv, stdout=out, stderr=err, backoff=[0.01] * 5) == cli.EXIT_UNREACHABLE
     assert "[error] ws_connect_failed:" in out.getvalue()
-    assert "could not connect" in err.getvalue()
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 6, lines
+    assert lines[1] == (
+        f"conductor not reachable at {url}: nothing is listening (connection refused); "
+        "is `make run` running? retrying in 0.01 s (2/5)"
+    )
+    assert lines[-1] == f"voiceide-client: conductor not reachable at {url} after 6 attempts: " + (
+        "nothing is listening (connection refused)"
+    )
 
 
 @async_test
