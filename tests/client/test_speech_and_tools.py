@@ -15,10 +15,8 @@ import pytest
 from shared.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
-    ErrorPayload,
     ToolCall,
     ToolResult,
-    UserAudioTranscriptFinal,
     make_event,
 )
 from voiceide_client import (
@@ -140,31 +138,6 @@ async def test_interrupt_answers_the_speech_in_progress_with_interrupted() -> No
     await asyncio.wait_for(speaker.started.wait(), 5)
     router.interrupt()
     assert await speaking == ToolResult(call_id="s", result=None, error="interrupted")
-
-
-def test_renderer_overwrites_partials_and_commits_finals() -> None:
-    out = io.StringIO()
-    renderer = TranscriptRenderer(out, live=True)
-    renderer.sent(make_event(UserAudioTranscriptFinal(text="open main")))
-    renderer.state("thinking")
-    renderer.received(make_event(AssistantSpeechPartial(text="Open")))
-    renderer.received(make_event(AssistantSpeechPartial(text="Opening it")))
-    renderer.received(make_event(ToolCall(call_id="1", name="editor.openFile", arguments='{"path":"main"}')))
-    renderer.sent(make_event(ToolResult(call_id="1", result='{"ok":true}')))
-    renderer.received(make_event(ToolCall(call_id="2", name="tts.speak", arguments='{"text":"Opened."}')))
-    renderer.sent(make_event(ToolResult(call_id="2", result='{"spoken":true}')))
-    renderer.received(make_event(AssistantSpeechFinal(text="Opening it now.")))
-    renderer.client_error(ErrorPayload(code="ws_error", message="connection lost"))
-    assert out.getvalue() == (
-        "you: open main\n"
-        "[state] thinking\n"
-        "\r\x1b[Kassistant: Open"
-        "\r\x1b[Kassistant: Opening it\n"
-        '→ tool editor.openFile {"path":"main"}\n'
-        '← result editor.openFile {"ok":true}\n'
-        "assistant: Opening it now.\n"
-        "[error] ws_error: connection lost\n"
-    )
 
 
 def test_renderer_without_a_terminal_prints_finals_only() -> None:
