@@ -20,10 +20,6 @@ from conductor_local import doctor
 from conductor_local.stack import AUTH_MODES, LocalStack
 
 EXIT_NO_CREDENTIALS = 2
-CLIENT_COMMAND = ".venv/bin/voiceide-client"
-"""The client stub as ``make run`` installs it, run from the repository root."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="voiceide-conductor", description="The VoiceIDE conductor.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -135,7 +131,7 @@ def sign_in_command(stack: LocalStack) -> str:
     assert pool is not None
     return " ".join(
         [
-            CLIENT_COMMAND,
+            client_command(),
             f"--url {stack.ws_url}",
             f"--username {shlex.quote(pool.username)}",
             f"--password {shlex.quote(pool.password)}",
