@@ -20,6 +20,8 @@ from conductor_local import doctor
 from conductor_local.stack import AUTH_MODES, LocalStack
 
 EXIT_NO_CREDENTIALS = 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="voiceide-conductor", description="The VoiceIDE conductor.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
