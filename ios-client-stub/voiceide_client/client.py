@@ -1,15 +1,12 @@
 """ConductorClient: the iOS runtime's side of the VoiceIDE WebSocket, as an asyncio library.
 
-One connection at a time. A supervisor task reads frames, dispatches events and, when the
-connection drops, reconnects with the spec's backoff (1, 2, 4, 8, 16 s; 5 attempts) and a new
-``sessionStart`` carrying the same sessionId and the highest ``seq`` seen. If every attempt
-fails the client reports ``reconnect_failed`` and hands transcripts to a LocalConductorStub.
+One connection at a time; opening, reconnecting with backoff and going offline are in
+``connection``. A supervisor task reads frames and this module dispatches them as events.
 Outgoing events wait for a live link, so a tool that finishes during a reconnect answers on
-the new connection.
+the new connection; offline, the LocalConductorStub takes them.
 
-As on API Gateway, no frame is larger than 32 KB: a longer event goes out as one message in
-several frames. Frames that are not protocol events (JSON objects without ``kind``, such as API
-Gateway's own ``{"message": "Endpoint request timed out", ...}``) are logged and ignored.
+Frames that are not protocol events (JSON objects without ``kind``, such as API Gateway's own
+``{"message": "Endpoint request timed out", ...}``) are logged and ignored.
 """
 
 from __future__ import annotations
@@ -19,14 +16,12 @@ import inspect
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from enum import StrEnum
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, WebSocketException
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
 
 from shared.protocol import (
     ErrorCode,
@@ -34,7 +29,6 @@ from shared.protocol import (
     Event,
     IgnoredEvent,
     ProtocolError,
-    SessionStart,
     ToolCall,
     UserAudioTranscriptFinal,
     error_event,
@@ -42,68 +36,48 @@ from shared.protocol import (
     parse_event,
 )
 
-from .connect_errors import explain, is_local
+from .connection import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_ATTEMPTS,
+    MAX_FRAME_BYTES,
+    ConductorUnavailable,
+    ConnectionLifecycle,
+    HandshakeHeaders,
+    Link,
+    Progress,
+    Sleep,
+    frames_of,
+    scaled_backoff,
+    session_url,
+    url_session_id,
+)
 from .local_stub import OFFLINE_REPLY, LocalConductorStub
 from .render import NullRenderer, Renderer
 from .speech import Speaker
 from .tools import SET_STATE, ToolHandler, ToolRouter
 from .turn import ToolInvocation, TurnResult, TurnTimeout
 
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "DEFAULT_MAX_ATTEMPTS",
+    "MAX_FRAME_BYTES",
+    "ClientClosed",
+    "ConductorClient",
+    "ConductorUnavailable",
+    "EventCallback",
+    "HandshakeHeaders",
+    "Link",
+    "Progress",
+    "Sleep",
+    "frames_of",
+    "gateway_frame",
+    "scaled_backoff",
+    "session_url",
+]
+
 logger = logging.getLogger(__name__)
 
-DEFAULT_BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
-DEFAULT_MAX_ATTEMPTS = 5
-MAX_FRAME_BYTES = 32 * 1024
-"""API Gateway's WebSocket frame quota: a larger frame closes the connection (1009)."""
-_CONNECT_ERRORS = (OSError, WebSocketException, TimeoutError)
-
 EventCallback = Callable[[Event], Any]
-Sleep = Callable[[float], Awaitable[None]]
-Progress = Callable[[str], None]
-"""Told, in a sentence for a person, how the connection is doing (retrying, offline, back)."""
-HandshakeHeaders = Callable[[], Awaitable[Mapping[str, str]]]
-"""Headers for the next WebSocket handshake, asked for before each one (e.g. a fresh ``Authorization``)."""
-
-
-def scaled_backoff(scale: float, base: Sequence[float] = DEFAULT_BACKOFF) -> tuple[float, ...]:
-    """The spec's backoff sequence multiplied by ``scale`` (tests use e.g. 0.01)."""
-    return tuple(delay * scale for delay in base)
-
-
-def session_url(url: str, session_id: str) -> str:
-    """``url`` with its ``sessionId`` query parameter set to ``session_id``."""
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "sessionId"]
-    query.append(("sessionId", session_id))
-    return urlunsplit(parts._replace(query=urlencode(query)))
-
-
-def _without_session(url: str) -> str:
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "sessionId"]
-    return urlunsplit(parts._replace(query=urlencode(query)))
-
-
-def _url_session_id(url: str) -> str | None:
-    return dict(parse_qsl(urlsplit(url).query)).get("sessionId")
-
-
-def frames_of(text: str, max_frame_bytes: int = MAX_FRAME_BYTES) -> str | list[str]:
-    """``text`` as one frame, or, when longer than ``max_frame_bytes`` in UTF-8, as fragments of
-    at most that many bytes each (cut between characters) to send as one fragmented message."""
-    data = text.encode("utf-8")
-    if len(data) <= max_frame_bytes:
-        return text
-    fragments: list[str] = []
-    start = 0
-    while len(data) - start > max_frame_bytes:
-        end = start + max_frame_bytes
-        while data[end] & 0xC0 == 0x80:  # a UTF-8 continuation byte: back off to the character's start
-            end -= 1
-        fragments.append(data[start:end].decode("utf-8"))
-        start = end
-    fragments.append(data[start:].decode("utf-8"))
-    return fragments
 
 
 def gateway_frame(frame: str | bytes) -> dict[str, Any] | None:
@@ -116,26 +90,11 @@ def gateway_frame(frame: str | bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and "kind" not in value else None
 
 
-class ConductorUnavailable(ConnectionError):
-    """The first connection could not be made (``ws_connect_failed`` was recorded)."""
-
-
 class ClientClosed(RuntimeError):
     """The client was closed; nothing more can be sent."""
 
 
-class Link(StrEnum):
-    NEW = "new"
-    CONNECTED = "connected"
-    RECONNECTING = "reconnecting"
-    OFFLINE = "offline"
-    CLOSED = "closed"
-
-
-_READY_LINKS = (Link.CONNECTED, Link.OFFLINE, Link.CLOSED)
-
-
-class ConductorClient:
+class ConductorClient(ConnectionLifecycle):
     """Connects as the iOS app does, runs tool calls, and reports each turn.
 
     ``events`` are the distinct events received (server and, once offline, the local stub),
@@ -176,7 +135,7 @@ class ConductorClient:
             self.tools = tools
         else:
             self.tools = ToolRouter(speaker, tools)
-        self.session_id = session_id or _url_session_id(url) or str(uuid.uuid4())
+        self.session_id = session_id or url_session_id(url) or str(uuid.uuid4())
         self.url = session_url(url, self.session_id)
         self.backoff = tuple(backoff)
         self.max_attempts = max_attempts
@@ -238,30 +197,7 @@ class ConductorClient:
         """
         if self._link is not Link.NEW:
             raise RuntimeError(f"connect() called on a {self._link} client")
-        where = _without_session(self.url)
-        attempt = 0
-        while True:
-            try:
-                ws = await self._open()
-                break
-            except _CONNECT_ERRORS as exc:
-                failure = explain(exc, self.url)
-                if not failure.retryable or attempt >= retries:
-                    tried = f" after {attempt + 1} attempts" if attempt else ""
-                    message = f"conductor not reachable at {where}{tried}: {failure.reason}"
-                    self._set_link(Link.CLOSED)
-                    await self._client_error(ErrorCode.WS_CONNECT_FAILED, message)
-                    raise ConductorUnavailable(message) from exc
-                attempt += 1
-                delay = self._delay(attempt - 1)
-                hint = "; is `make run` running?" if is_local(self.url) else ";"
-                self._progress(
-                    f"conductor not reachable at {where}: {failure.reason}{hint} "
-                    f"retrying in {delay:g} s ({attempt}/{retries})"
-                )
-                await self._sleep(delay)
-        if attempt:
-            self._progress(f"connected to {where}")
+        ws = await self._open_first(retries)
         self._supervisor = asyncio.create_task(self._supervise(ws), name="voiceide-client supervisor")
 
     async def close(self) -> None:
@@ -382,100 +318,6 @@ class ConductorClient:
 
     async def wait_connected(self, timeout: float = 5.0) -> None:
         await self.wait_until(lambda: self._link is Link.CONNECTED, timeout)
-
-    # ---- connection --------------------------------------------------------------------------
-
-    async def _open(self) -> ClientConnection:
-        headers = await self._handshake_headers() if self._handshake_headers is not None else None
-        ws = await connect(
-            self.url, additional_headers=headers, open_timeout=self.open_timeout, close_timeout=self.close_timeout
-        )
-        start = make_event(SessionStart(session_id=self.session_id, last_seq=self.last_seq))
-        try:
-            await ws.send(frames_of(start.to_json(), self.max_frame_bytes))
-        except ConnectionClosed:
-            ws.transport.abort()
-            raise
-        self._ws = ws
-        self.connections += 1
-        self._record_sent(start)
-        self._set_link(Link.CONNECTED)
-        return ws
-
-    async def _supervise(self, ws: ClientConnection) -> None:
-        while True:
-            reason = await self._receive(ws)
-            if self._link is Link.CLOSED:
-                return
-            self._mark_down(ws)
-            await self._client_error(ErrorCode.WS_ERROR, f"connection lost: {reason}")
-            reconnected = await self._reconnect()
-            if reconnected is None:
-                self._go_offline()
-                return
-            ws = reconnected
-
-    async def _receive(self, ws: ClientConnection) -> str:
-        try:
-            async for frame in ws:
-                try:
-                    await self._on_frame(frame)
-                except Exception:
-                    logger.exception("handling a frame failed")
-        except ConnectionClosed as exc:
-            return str(exc)
-        return f"closed by the server (code {ws.close_code}, reason {ws.close_reason!r})"
-
-    def _delay(self, attempt: int) -> float:
-        """The backoff before retry number ``attempt + 1`` (the last delay repeats)."""
-        return self.backoff[min(attempt, len(self.backoff) - 1)] if self.backoff else 0.0
-
-    async def _reconnect(self) -> ClientConnection | None:
-        last_error = last_reason = "no attempt made"
-        for attempt in range(self.max_attempts):
-            delay = self._delay(attempt)
-            if attempt == 0:
-                self._progress(f"connection to the conductor lost; reconnecting in {delay:g} s (1/{self.max_attempts})")
-            else:
-                self._progress(
-                    f"reconnect failed ({last_reason}); retrying in {delay:g} s ({attempt + 1}/{self.max_attempts})"
-                )
-            await self._sleep(delay)
-            if self._link is Link.CLOSED:
-                return None
-            self.reconnect_attempts += 1
-            try:
-                ws = await self._open()
-            except _CONNECT_ERRORS as exc:
-                last_error, last_reason = f"{type(exc).__name__}: {exc}", explain(exc, self.url).reason
-                logger.info("reconnect attempt %d failed: %s", attempt + 1, last_error)
-                continue
-            self._progress(f"the conductor is back (reconnected on attempt {attempt + 1}/{self.max_attempts})")
-            return ws
-        self._progress(
-            f"conductor unreachable after {self.max_attempts} attempts: the offline stub answers from now on"
-        )
-        await self._client_error(
-            ErrorCode.RECONNECT_FAILED, f"gave up after {self.max_attempts} attempts ({last_error})"
-        )
-        return None
-
-    def _go_offline(self) -> None:
-        self.stub = LocalConductorStub(self._dispatch, self.offline_reply)
-        self._set_link(Link.OFFLINE)
-
-    def _mark_down(self, ws: ClientConnection) -> None:
-        if self._ws is ws:
-            self._ws = None
-            self._set_link(Link.RECONNECTING)
-
-    def _set_link(self, link: Link) -> None:
-        self._link = link
-        if link in _READY_LINKS:
-            self._ready.set()
-        else:
-            self._ready.clear()
-        self._notify()
 
     # ---- sending -----------------------------------------------------------------------------
 
@@ -638,14 +480,6 @@ class ConductorClient:
                 await outcome
         except Exception:
             logger.exception("on_event callback failed")
-
-    def _progress(self, message: str) -> None:
-        logger.info("%s", message)
-        if self._on_progress is not None:
-            try:
-                self._on_progress(message)
-            except Exception:
-                logger.exception("on_progress callback failed")
 
     def _notify(self) -> None:
         for waiter in self._waiters:
