@@ -16,31 +16,30 @@ in frames of at most 32 KB.
 Plain HTTP requests for ``@connections`` are told apart from WebSocket handshakes by their
 request line before the bytes reach the ``websockets`` protocol, because its HTTP parser
 only understands bodiless handshake requests.
+
+The Lambda proxy events live in ``apigw_events`` and the ``$connect`` authorizer's identity
+sources and policy evaluation in ``apigw_authorizer``; their public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import copy
 import email.utils
 import http
 import json
 import logging
-import re
 import secrets
 import socket
 import string
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from types import TracebackType
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
@@ -50,7 +49,45 @@ from websockets.http11 import Request, Response
 from websockets.protocol import Event, State
 
 from conductor_local import management
+from conductor_local.apigw_authorizer import (
+    MAX_AUTHORIZER_RESULT_BYTES,
+    AuthorizerError,
+    authorizer_decision,
+    identity_value,
+    policy_allows,
+)
+from conductor_local.apigw_events import (
+    Invocation,
+    authorizer_event,
+    aws_id,
+    connect_event,
+    disconnect_event,
+    message_event,
+    request_context,
+)
 from conductor_local.lambda_context import LocalLambdaContext
+
+__all__ = [
+    "AUTHORIZER_ROUTE",
+    "INTEGRATION_TIMEOUT_S",
+    "INTERNAL_ERROR",
+    "MAX_AUTHORIZER_RESULT_BYTES",
+    "MAX_FRAME_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "TIMED_OUT",
+    "AuthorizerError",
+    "Handler",
+    "Invocation",
+    "LocalApiGateway",
+    "RouteHandlers",
+    "authorizer_decision",
+    "default_context_factory",
+    "gateway_message",
+    "handshake_refusal",
+    "policy_allows",
+    "split_frames",
+    "summarize",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +100,6 @@ MAX_MESSAGE_BYTES = 128 * 1024
 """API Gateway's message payload quota (a message may span several frames); more closes with 1009."""
 INTEGRATION_TIMEOUT_S = 29.0
 """API Gateway's integration timeout: how long it waits for a route's (or the authorizer's) Lambda."""
-MAX_AUTHORIZER_RESULT_BYTES = 8 * 1024
-"""API Gateway's Lambda authorizer result size quota."""
 AUTHORIZER_ROUTE = "$connect authorizer"
 """The name under which the ``$connect`` authorizer's invocations are logged and given a context."""
 TIMED_OUT = "Endpoint request timed out"
@@ -74,8 +109,6 @@ _DEFAULT_DISCONNECT_REASONS = {
     1005: "Client-side close frame status not set",
     1006: "Connection closed abnormally",
 }
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_HOP_BY_HOP = {"connection", "upgrade"}
 
 
 @dataclass(frozen=True)
@@ -87,27 +120,6 @@ class RouteHandlers:
     """A ``$connect`` REQUEST authorizer: called before ``$connect`` with the authorizer event; it
     returns an IAM policy (``principalId``, ``policyDocument``, optional ``context``) or raises
     ``Exception("Unauthorized")``."""
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """What one Lambda invocation came to: its return value, or the exception it raised."""
-
-    value: Any = None
-    error: Exception | None = None
-    latency_ms: int = 0
-
-    @property
-    def status(self) -> int:
-        """The HTTP status API Gateway takes from a proxy integration's answer."""
-        if self.error is not None:
-            return 500
-        if isinstance(self.value, Mapping):
-            try:
-                return int(self.value.get("statusCode", 200))
-            except (TypeError, ValueError):
-                return 502
-        return 200
 
 
 def default_context_factory(route_key: str) -> LocalLambdaContext:
@@ -146,26 +158,8 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _aws_id() -> str:
-    """An id shaped like API Gateway's connection, request and message ids (16 chars, ``=``)."""
-    return base64.urlsafe_b64encode(secrets.token_bytes(11)).decode("ascii")
-
-
-def _clf_time(epoch: float) -> str:
-    t = time.gmtime(epoch)
-    return f"{t.tm_mday:02d}/{_MONTHS[t.tm_mon - 1]}/{t.tm_year}:{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} +0000"
-
-
 def _iso_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _multi_value(pairs: list[tuple[str, str]]) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """API Gateway's ``headers``/``multiValueHeaders`` pair: the last value wins in the former."""
-    multi: dict[str, list[str]] = {}
-    for name, value in pairs:
-        multi.setdefault(name, []).append(value)
-    return {name: values[-1] for name, values in multi.items()}, multi
 
 
 def split_frames(payload: str | bytes, max_frame_bytes: int) -> list[str] | list[bytes]:
@@ -201,7 +195,7 @@ def handshake_refusal(status: int, message: str) -> Response:
             ("Connection", "close"),
             ("Content-Length", str(len(body))),
             ("Content-Type", "application/json"),
-            ("x-amzn-RequestId", _aws_id()),
+            ("x-amzn-RequestId", aws_id()),
         ]
     )
     try:
@@ -209,111 +203,6 @@ def handshake_refusal(status: int, message: str) -> Response:
     except ValueError:
         phrase = ""
     return Response(status, phrase, headers, body)
-
-
-# ---- the $connect authorizer's answer ----------------------------------------------------------
-
-
-class AuthorizerError(Exception):
-    """The authorizer's answer is not a valid policy: API Gateway answers 500."""
-
-
-def authorizer_decision(invocation: Invocation, method_arn: str) -> tuple[int, dict[str, Any] | None]:
-    """The handshake status an authorizer invocation leads to, and (if allowed) the
-    ``requestContext.authorizer`` every route of the connection then sees.
-
-    ``Exception("Unauthorized")`` → 401; a policy that does not allow ``execute-api:Invoke`` on
-    ``method_arn`` (an explicit Deny, or no matching Allow) → 403; anything malformed → 500.
-    """
-    if invocation.error is not None:
-        return (401 if str(invocation.error) == "Unauthorized" else 500), None
-    try:
-        principal_id, document, context = _parse_authorizer_result(invocation.value)
-        allowed = policy_allows(document, method_arn)
-    except AuthorizerError as exc:
-        logger.error("the $connect authorizer answered an invalid policy: %s", exc)
-        return 500, None
-    if not allowed:
-        return 403, None
-    strings = {key: _context_string(value) for key, value in context.items()}
-    return 200, {**strings, "principalId": principal_id, "integrationLatency": invocation.latency_ms}
-
-
-def _parse_authorizer_result(result: Any) -> tuple[str, Mapping[str, Any], Mapping[str, Any]]:
-    if not isinstance(result, Mapping):
-        raise AuthorizerError("not a JSON object")
-    try:
-        size = len(json.dumps(result, separators=(",", ":")).encode())
-    except (TypeError, ValueError) as exc:
-        raise AuthorizerError(f"not serializable: {exc}") from None
-    if size > MAX_AUTHORIZER_RESULT_BYTES:
-        raise AuthorizerError(f"{size} bytes, over the {MAX_AUTHORIZER_RESULT_BYTES} byte quota")
-    principal_id = result.get("principalId")
-    document = result.get("policyDocument")
-    context = result.get("context") or {}
-    if not isinstance(principal_id, str) or not principal_id:
-        raise AuthorizerError("no principalId")
-    if not isinstance(document, Mapping):
-        raise AuthorizerError("no policyDocument")
-    if not isinstance(context, Mapping):
-        raise AuthorizerError("context is not an object")
-    for key, value in context.items():
-        if not isinstance(value, str | int | float | bool):
-            raise AuthorizerError(f"context value of {key!r} is not a string, number or boolean")
-    return principal_id, document, context
-
-
-def policy_allows(document: Mapping[str, Any], resource: str, action: str = "execute-api:Invoke") -> bool:
-    """IAM evaluation of one policy document for one action on one resource: an explicit Deny wins,
-    else some Allow must match; ``*`` and ``?`` are wildcards (actions match case-insensitively)."""
-    statements = document.get("Statement")
-    if isinstance(statements, Mapping):
-        statements = [statements]
-    if not isinstance(statements, list) or not statements:
-        raise AuthorizerError("policyDocument has no Statement")
-    allowed = False
-    for statement in statements:
-        if not isinstance(statement, Mapping) or statement.get("Effect") not in ("Allow", "Deny"):
-            raise AuthorizerError("a Statement without an Allow or Deny Effect")
-        actions, resources = _strings(statement.get("Action")), _strings(statement.get("Resource"))
-        if not any(_wildcard_match(pattern, action, ignore_case=True) for pattern in actions):
-            continue
-        if not any(_wildcard_match(pattern, resource) for pattern in resources):
-            continue
-        if statement["Effect"] == "Deny":
-            return False
-        allowed = True
-    return allowed
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return value
-    raise AuthorizerError("Action and Resource must be strings or lists of strings")
-
-
-def _wildcard_match(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
-    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, value, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL) is not None
-
-
-def _context_string(value: str | float | bool) -> str:
-    """Authorizer context values reach the routes as strings (``true``, ``123``)."""
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _identity_value(request: Request, source: str) -> str | None:
-    """The value of one identity source (``route.request.header.X`` / ``route.request.querystring.X``)."""
-    kind, _, name = source.removeprefix("route.request.").partition(".")
-    if kind == "header":
-        values = request.headers.get_all(name)
-        return values[-1] if values else None
-    if kind == "querystring":
-        query = dict(parse_qsl(urlsplit(request.path).query, keep_blank_values=True))
-        return query.get(name)
-    raise ValueError(f"unsupported identity source {source!r}")
 
 
 class _GatewayConnection(ServerConnection):
@@ -586,18 +475,18 @@ class LocalApiGateway:
         if response.status_code != 101:
             return None
         assert isinstance(ws, _GatewayConnection)
-        ws.connection_id = _aws_id()
+        ws.connection_id = aws_id()
         ws.connected_at = ws.last_active_at = time.time()
         ws.source_ip = str(ws.remote_address[0])
         agents = request.headers.get_all("User-Agent")
         ws.user_agent = agents[-1] if agents else None
-        context = self._request_context(ws, "$connect", "CONNECT")
+        context = request_context(self, ws, "$connect", "CONNECT")
         if self.handlers.authorizer is not None:
             refusal = await self._authorize(ws, request, context)
             if refusal is not None:
                 return refusal
             context["authorizer"] = dict(ws.authorizer or {})
-        invocation = await self._integrate(self.handlers.connect, self._connect_event(ws, request, context), "$connect")
+        invocation = await self._integrate(self.handlers.connect, connect_event(self, ws, request, context), "$connect")
         if invocation is None:
             self._log(f"+ conn {ws.connection_id} $connect {request.path} → timed out")
             return handshake_refusal(504, TIMED_OUT)
@@ -613,11 +502,11 @@ class LocalApiGateway:
     async def _authorize(self, ws: _GatewayConnection, request: Request, context: dict[str, Any]) -> Response | None:
         """Run the ``$connect`` authorizer; None if it allows the connection, else the refusal."""
         assert self.handlers.authorizer is not None
-        missing = [source for source in self.authorizer_identity_source if not _identity_value(request, source)]
+        missing = [source for source in self.authorizer_identity_source if not identity_value(request, source)]
         if missing:
             self._log(f"x conn {ws.connection_id} $connect: no {', '.join(missing)} → 401")
             return handshake_refusal(401, "Unauthorized")
-        event = self._authorizer_event(ws, request, context)
+        event = authorizer_event(self, ws, request, context)
         invocation = await self._integrate(self.handlers.authorizer, event, AUTHORIZER_ROUTE)
         if invocation is None:
             status, ws.authorizer = 500, None
@@ -648,7 +537,7 @@ class LocalApiGateway:
         ws.last_active_at = time.time()
         if self._on_log is not None:
             self._log(f"→ conn {ws.connection_id} {summarize(message)}")
-        task = asyncio.get_running_loop().create_task(self._default_route(ws, self._message_event(ws, message)))
+        task = asyncio.get_running_loop().create_task(self._default_route(ws, message_event(self, ws, message)))
         self._integrations.add(task)
         task.add_done_callback(self._integrations.discard)
 
@@ -674,7 +563,7 @@ class LocalApiGateway:
         await ws.wait_closed()
         code, reason = ws.close_status()
         self._log(f"- conn {ws.connection_id} $disconnect {code} {reason}".rstrip())
-        done = self._invoke(self.handlers.disconnect, self._disconnect_event(ws, code, reason), "$disconnect")
+        done = self._invoke(self.handlers.disconnect, disconnect_event(self, ws, code, reason), "$disconnect")
         await asyncio.wait([done], timeout=self._disconnect_timeout)
 
     async def _integrate(self, handler: Handler, event: dict[str, Any], route: str) -> Invocation | None:
@@ -758,91 +647,6 @@ class LocalApiGateway:
             self._log(f"- conn {connection_id} deleted by the management API")
             return management.response(204)
         return management.error_response(403, "ForbiddenException", f"{request.method} is not supported")
-
-    # ---- events -----------------------------------------------------------------------------
-
-    def _request_context(self, ws: _GatewayConnection, route_key: str, event_type: str) -> dict[str, Any]:
-        now = time.time()
-        request_id = _aws_id()
-        identity: dict[str, str] = {"sourceIp": ws.source_ip}
-        if ws.user_agent is not None:
-            identity["userAgent"] = ws.user_agent
-        return {
-            "routeKey": route_key,
-            "eventType": event_type,
-            "extendedRequestId": request_id,
-            "requestTime": _clf_time(now),
-            "messageDirection": "IN",
-            "stage": self.stage,
-            "connectedAt": int(ws.connected_at * 1000),
-            "requestTimeEpoch": int(now * 1000),
-            "identity": identity,
-            "requestId": request_id,
-            "domainName": self.domain_name,
-            "connectionId": ws.connection_id,
-            "apiId": self.api_id,
-            **({"authorizer": dict(ws.authorizer)} if ws.authorizer is not None else {}),
-        }
-
-    def _forwarded_headers(
-        self, ws: _GatewayConnection, request: Request, *, hop_by_hop: bool
-    ) -> list[tuple[str, str]]:
-        pairs = [(name, value) for name, value in request.headers.raw_items()]
-        if not hop_by_hop:
-            pairs = [(name, value) for name, value in pairs if name.lower() not in _HOP_BY_HOP]
-        return [
-            *pairs,
-            ("X-Amzn-Trace-Id", f"Root=1-{int(time.time()):08x}-{secrets.token_hex(12)}"),
-            ("X-Forwarded-For", ws.source_ip),
-            ("X-Forwarded-Port", str(self.port)),
-            ("X-Forwarded-Proto", "http"),
-        ]
-
-    def _connect_event(self, ws: _GatewayConnection, request: Request, context: dict[str, Any]) -> dict[str, Any]:
-        headers, multi_value_headers = _multi_value(self._forwarded_headers(ws, request, hop_by_hop=False))
-        event: dict[str, Any] = {"headers": headers, "multiValueHeaders": multi_value_headers}
-        query = parse_qsl(urlsplit(request.path).query, keep_blank_values=True)
-        if query:
-            event["queryStringParameters"], event["multiValueQueryStringParameters"] = _multi_value(query)
-        event["requestContext"] = context
-        event["isBase64Encoded"] = False
-        return event
-
-    def _authorizer_event(self, ws: _GatewayConnection, request: Request, context: dict[str, Any]) -> dict[str, Any]:
-        """API Gateway's WebSocket REQUEST authorizer input: the handshake's headers (the
-        upgrade ones too) and query string, and the ``$connect`` request context."""
-        headers, multi_value_headers = _multi_value(self._forwarded_headers(ws, request, hop_by_hop=True))
-        event: dict[str, Any] = {
-            "type": "REQUEST",
-            "methodArn": self.connect_method_arn,
-            "headers": headers,
-            "multiValueHeaders": multi_value_headers,
-        }
-        query = parse_qsl(urlsplit(request.path).query, keep_blank_values=True)
-        if query:
-            event["queryStringParameters"], event["multiValueQueryStringParameters"] = _multi_value(query)
-        event["stageVariables"] = {}
-        event["requestContext"] = copy.deepcopy(context)
-        return event
-
-    def _message_event(self, ws: _GatewayConnection, message: str) -> dict[str, Any]:
-        context = self._request_context(ws, "$default", "MESSAGE")
-        context["messageId"] = _aws_id()
-        return {"requestContext": context, "body": message, "isBase64Encoded": False}
-
-    def _disconnect_event(self, ws: _GatewayConnection, code: int, reason: str) -> dict[str, Any]:
-        headers, multi_value_headers = _multi_value(
-            [("Host", self.domain_name), ("x-api-key", ""), ("X-Forwarded-For", ""), ("x-restapi", "")]
-        )
-        context = self._request_context(ws, "$disconnect", "DISCONNECT")
-        context["disconnectStatusCode"] = code
-        context["disconnectReason"] = reason
-        return {
-            "headers": headers,
-            "multiValueHeaders": multi_value_headers,
-            "requestContext": context,
-            "isBase64Encoded": False,
-        }
 
     def _log(self, line: str) -> None:
         if self._on_log is not None:
