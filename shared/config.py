@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,6 +60,12 @@ class Settings(BaseModel):
     max_tool_result_chars: int = Field(default=16_000, ge=100)
     turn_function: str = "voiceide-conductor-turn"
     stream_start_timeout_s: float = Field(default=90.0, gt=0)
+    # Coalesced partials: after the first, one per flush window (or at a sentence/clause end) adding at
+    # least ``partial_growth`` of the text already shown; 0 and 0 give one partial per model delta.
+    partial_flush_ms: int = Field(default=120, ge=0)
+    partial_growth: float = Field(default=0.25, ge=0, le=4)
+    # Bedrock prompt caching: "auto" = on for models that support it.
+    prompt_cache: Literal["auto", "on", "off"] = "auto"
 
     @cached_property
     def core(self) -> CoreSettings:
@@ -94,6 +101,9 @@ class Settings(BaseModel):
             "max_tool_result_chars": "CONDUCTOR_MAX_TOOL_RESULT_CHARS",
             "turn_function": "CONDUCTOR_TURN_FUNCTION",
             "stream_start_timeout_s": "CONDUCTOR_STREAM_START_TIMEOUT_S",
+            "partial_flush_ms": "CONDUCTOR_PARTIAL_FLUSH_MS",
+            "partial_growth": "CONDUCTOR_PARTIAL_GROWTH",
+            "prompt_cache": "BEDROCK_PROMPT_CACHE",
         }
         values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
         catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")

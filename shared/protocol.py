@@ -123,6 +123,12 @@ SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
 )
 
 
+# Capabilities an app may announce in ``sessionStart``.
+SENTENCE_SPEECH = "sentenceSpeech"  # tts.speak per completed sentence while the model still writes
+MAX_CAPABILITIES = 16
+Capability = Annotated[StrictStr, Field(min_length=1, max_length=64)]
+
+
 class _Payload(BaseModel):
     """A kind's payload. Extra fields are ignored so newer clients stay compatible."""
 
@@ -133,6 +139,8 @@ class SessionStart(_Payload):
     session_id: StrictStr = Field(alias="sessionId", min_length=1, max_length=128)
     # Extension: the last server ``seq`` the client saw, so missed events can be replayed.
     last_seq: Annotated[int, Field(ge=0, strict=True)] | None = Field(default=None, alias="lastSeq")
+    # Extension: optional behaviours the app understands (unknown names are ignored).
+    capabilities: tuple[Capability, ...] | None = Field(default=None, max_length=MAX_CAPABILITIES)
 
 
 class UserAudioTranscriptPartial(_Payload):
