@@ -24,6 +24,14 @@ at least 1, ``temperature`` and ``topP`` from 0 to 1, at most 2500 ``stopSequenc
 tool in a ``toolConfig``), then the conversation rules (roles alternate and start with user,
 every ``toolUse`` answered by a ``toolResult`` in the next message, ...).
 
+``cachePoint`` blocks are checked as Bedrock checks them (``cache_point_problem``: at most four,
+never first in their list nor after a reasoning block, no ``1h`` after a ``5m``; a model without
+prompt caching refuses them with ``403 AccessDeniedException``), and a request carrying them reads
+and writes the endpoint's prompt cache (``bedrock_cache``): its metadata event then reports
+``cacheReadInputTokens``, ``cacheWriteInputTokens`` and the rest as ``inputTokens``, estimated as
+the context window is. ``prompt_cache`` is that cache (``clear()`` empties it; ``min_tokens``
+is the per-checkpoint minimum, 0 by default).
+
 ``max_input_tokens`` (off by default, settable while running) gives the endpoint a context
 window: a request whose estimated size (``estimate_input_tokens``: characters / 4 of the compact
 JSON of ``system``, ``messages`` and ``toolConfig``) exceeds it is refused before any stream with
@@ -52,6 +60,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from conductor_local.bedrock_cache import CacheUsage, PromptCache, has_cache_points, with_cache_usage
 from conductor_local.bedrock_script import (
     WRAPPER_TOOL,
     Content,
@@ -87,10 +96,13 @@ from conductor_local.bedrock_validation import (
     ID_MAX_LENGTH,
     INPUT_TOO_LONG,
     MAX_STOP_SEQUENCES,
+    cache_point_problem,
+    caches_unsupported,
     constraint_violation,
     converse_validation_error,
     estimate_input_tokens,
     input_too_long,
+    unsupported_cache,
 )
 from conductor_local.eventstream import CONTENT_TYPE, event_message, exception_message
 
@@ -99,10 +111,12 @@ __all__ = [
     "INPUT_TOO_LONG",
     "MAX_STOP_SEQUENCES",
     "WRAPPER_TOOL",
+    "CacheUsage",
     "Content",
     "Event",
     "LocalBedrockServer",
     "Pause",
+    "PromptCache",
     "RaiseInStream",
     "RecordedRequest",
     "RejectRequest",
@@ -113,6 +127,7 @@ __all__ = [
     "Text",
     "ToolUse",
     "block_stop",
+    "cache_point_problem",
     "constraint_violation",
     "converse_validation_error",
     "estimate_input_tokens",
@@ -200,7 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(400, "ValidationException", "the request body is not a JSON object")
             return
         app._record(RecordedRequest(model_id, body))
-        refusal = app.refusal(body)
+        refusal = app.refusal(body, model_id)
         if refusal is not None:
             self._send_error(refusal.status, refusal.error_type, refusal.message)
             return
@@ -212,6 +227,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(outcome, RejectRequest):
             self._send_error(outcome.status, outcome.error_type, outcome.message)
+        elif has_cache_points(body):
+            usage = app.prompt_cache.account(body, estimate_input_tokens(body))
+            self._stream(with_cache_usage(outcome, usage))
         else:
             self._stream(outcome)
 
@@ -282,10 +300,12 @@ class LocalBedrockServer:
         *,
         validate_requests: bool = True,
         max_input_tokens: int | None = None,
+        prompt_cache: PromptCache | None = None,
     ) -> None:
         self.responder = responder
         self.validate_requests = validate_requests
         self.max_input_tokens = max_input_tokens
+        self.prompt_cache = prompt_cache or PromptCache()
         self._host = host
         self._port = port
         self._httpd: _HTTPServer | None = None
@@ -307,13 +327,17 @@ class LocalBedrockServer:
             raise ValueError(f"max_input_tokens must be a positive int or None, not {value!r}")
         self._max_input_tokens = value
 
-    def refusal(self, request: Mapping[str, Any]) -> RejectRequest | None:
-        """How Bedrock would refuse ``request`` before streaming (validation, then the context
-        window), or None when it would be served."""
+    def refusal(self, request: Mapping[str, Any], model_id: str | None = None) -> RejectRequest | None:
+        """How Bedrock would refuse ``request`` to ``model_id`` before streaming (validation, prompt
+        caching on a model without it, then the context window), or None when it would be served."""
         if self.validate_requests:
-            problem = constraint_violation(request) or converse_validation_error(request)
+            problem = (
+                constraint_violation(request) or converse_validation_error(request) or cache_point_problem(request)
+            )
             if problem is not None:
                 return validation_error(problem)
+            if model_id is not None and caches_unsupported(model_id) and has_cache_points(request):
+                return unsupported_cache()
         limit = self._max_input_tokens
         if limit is not None and estimate_input_tokens(request) > limit:
             return input_too_long()

@@ -3,8 +3,9 @@
 The API model's constraints that botocore leaves to the service (tool names
 ``[a-zA-Z0-9_-]{1,64}``, tool use ids ``[a-zA-Z0-9_.:-]{1,64}``, ``maxTokens`` at least 1,
 ``temperature`` and ``topP`` from 0 to 1, at most 2500 ``stopSequences``, at least one tool in a
-``toolConfig``), the conversation rules (roles alternate and start with user, every ``toolUse``
-answered by a ``toolResult`` in the next message, ...), and the input-token estimate a context
+``toolConfig``, a ``cachePoint``'s ``type`` ``default`` and ``ttl`` ``5m``/``1h``), the conversation
+rules (roles alternate and start with user, every ``toolUse`` answered by a ``toolResult`` in the
+next message, ...), where ``cachePoint`` blocks may stand, and the input-token estimate a context
 window is checked against.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from conductor_local.bedrock_script import RejectRequest, validation_error
+from shared.brain import MAX_CACHE_POINTS, supports_prompt_cache
 
 # ---- request validation: the conversation rules Bedrock enforces --------------------------
 
@@ -45,7 +47,7 @@ def converse_validation_error(request: Mapping[str, Any]) -> str | None:
                 "conversation alternates between user and assistant roles and try again."
             )
         content = msg.get("content") or []
-        if not content:
+        if not any("cachePoint" not in block for block in content):  # a cachePoint is no content
             return f"The content field in the Message object at messages.{i} is empty."
         for j, block in enumerate(content):
             if "text" in block and not str(block["text"]).strip():
@@ -106,6 +108,28 @@ def _range_problems(value: Any, path: str, low: float, high: float | None = None
     return []
 
 
+_CACHE_POINT_TYPES = ("default",)
+_CACHE_TTLS = ("5m", "1h")
+
+
+def _enum_problems(value: Any, path: str, allowed: tuple[str, ...]) -> list[str]:
+    if not isinstance(value, str) or value in allowed:
+        return []  # a missing or mistyped member is botocore's to refuse
+    return [_failed(f"Value '{value}' at '{path}'", f"satisfy enum value set: [{', '.join(allowed)}]")]
+
+
+def _cache_point_problems(block: Any, at: str) -> list[str]:
+    point = block.get("cachePoint") if isinstance(block, Mapping) else None
+    if not isinstance(point, Mapping):
+        return []
+    problems = _enum_problems(point.get("type"), f"{at}.cachePoint.type", _CACHE_POINT_TYPES)
+    return problems + _enum_problems(point.get("ttl"), f"{at}.cachePoint.ttl", _CACHE_TTLS)
+
+
+def _system_problems(system: list[Any]) -> list[str]:
+    return [p for s, block in enumerate(system, start=1) for p in _cache_point_problems(block, f"system.{s}.member")]
+
+
 def _inference_problems(inference: Mapping[str, Any]) -> list[str]:
     problems = _range_problems(inference.get("maxTokens"), "inferenceConfig.maxTokens", 1)
     problems += _range_problems(inference.get("temperature"), "inferenceConfig.temperature", 0, 1)
@@ -125,6 +149,7 @@ def _tool_config_problems(tool_config: Mapping[str, Any]) -> list[str]:
         return [_failed("Value '[]' at 'toolConfig.tools'", "have length greater than or equal to 1")]
     problems = []
     for t, tool in enumerate(tools, start=1):
+        problems += _cache_point_problems(tool, f"toolConfig.tools.{t}.member")
         spec = tool.get("toolSpec") if isinstance(tool, Mapping) else None
         if isinstance(spec, Mapping):
             path = f"toolConfig.tools.{t}.member.toolSpec.name"
@@ -138,6 +163,7 @@ def _message_problems(messages: list[Any]) -> list[str]:
         content = msg.get("content") if isinstance(msg, Mapping) else None
         for c, block in enumerate(content if isinstance(content, list) else [], start=1):
             at = f"messages.{m}.member.content.{c}.member"
+            problems += _cache_point_problems(block, at)
             use = block.get("toolUse") if isinstance(block, Mapping) else None
             if isinstance(use, Mapping):
                 problems += _string_problems(use.get("toolUseId"), f"{at}.toolUse.toolUseId", _TOOL_USE_ID, shown=False)
@@ -161,6 +187,9 @@ def constraint_violation(request: Mapping[str, Any]) -> str | None:
     inference = request.get("inferenceConfig")
     if isinstance(inference, Mapping):
         problems += _inference_problems(inference)
+    system = request.get("system")
+    if isinstance(system, list):
+        problems += _system_problems(system)
     tool_config = request.get("toolConfig")
     if isinstance(tool_config, Mapping):
         problems += _tool_config_problems(tool_config)
@@ -171,6 +200,76 @@ def constraint_violation(request: Mapping[str, Any]) -> str | None:
         return None
     errors = "validation error" if len(problems) == 1 else "validation errors"
     return f"{len(problems)} {errors} detected: {'; '.join(problems)}"
+
+
+# ---- request validation: where cachePoint blocks may stand ----------------------------------
+
+MODEL_ERRORS = "The model returned the following errors: "
+AFTER_REASONING = (
+    "Cache point cannot be inserted after reasoning block. Please remove the invalid cache point and try again."
+)
+UNSUPPORTED_CACHE = "You invoked an unsupported model or your request did not allow prompt caching."
+
+
+def _sections(request: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:
+    """(path, blocks) of every list a cachePoint may stand in, in the order Bedrock reads them:
+    tools, system, then each message's content."""
+    tool_config = request.get("toolConfig")
+    tools = tool_config.get("tools") if isinstance(tool_config, Mapping) else None
+    sections: list[tuple[str, list[Any]]] = [("tools", tools if isinstance(tools, list) else [])]
+    system = request.get("system")
+    sections.append(("system", system if isinstance(system, list) else []))
+    messages = request.get("messages")
+    for i, msg in enumerate(messages if isinstance(messages, list) else []):
+        content = msg.get("content") if isinstance(msg, Mapping) else None
+        sections.append((f"messages.{i}.content", content if isinstance(content, list) else []))
+    return sections
+
+
+def cache_point_problem(request: Mapping[str, Any]) -> str | None:
+    """Why Bedrock would refuse the request's ``cachePoint`` blocks, or None.
+
+    At most four per request (tools, system and messages together); each marks the end of the
+    block before it, so it may not stand first (the endpoint's wording: Bedrock's model says the
+    block's ``type`` is missing) nor after a reasoning block; a ``ttl`` ``1h`` checkpoint may not
+    come after a ``5m`` one (``5m`` when omitted).
+    """
+    found = 0
+    short_ttl_seen = False
+    for path, blocks in _sections(request):
+        for j, block in enumerate(blocks):
+            if not isinstance(block, Mapping) or "cachePoint" not in block:
+                continue
+            found += 1
+            before = blocks[j - 1] if j else None
+            if not isinstance(before, Mapping) or "cachePoint" in before:
+                return f"{MODEL_ERRORS}{path}.{j}.type: Field required"
+            if "reasoningContent" in before:
+                return AFTER_REASONING
+            point = block["cachePoint"] if isinstance(block["cachePoint"], Mapping) else {}
+            if point.get("ttl") == "1h" and short_ttl_seen:
+                return (
+                    f"{MODEL_ERRORS}{path}.{j - 1}.cache_control.ttl: a ttl='1h' cache_control block must not come "
+                    "after a ttl='5m' cache_control block. Note that blocks are processed in the following order: "
+                    "`tools`, `system`, `messages`."
+                )
+            short_ttl_seen = short_ttl_seen or point.get("ttl") != "1h"
+    if found > MAX_CACHE_POINTS:
+        limit = f"A maximum of {MAX_CACHE_POINTS} blocks with cache_control may be provided."
+        return f"{MODEL_ERRORS}{limit} Found {found}."
+    return None
+
+
+def caches_unsupported(model_id: str) -> bool:
+    """Bedrock refuses ``cachePoint`` blocks for a model without prompt caching; an ARN (an
+    application inference profile, whose model the id does not tell) is given the benefit of the
+    doubt."""
+    return not supports_prompt_cache(model_id) and not model_id.startswith("arn:")
+
+
+def unsupported_cache() -> RejectRequest:
+    """``403 AccessDeniedException``: cachePoint blocks for a model without prompt caching."""
+    return RejectRequest(403, "AccessDeniedException", UNSUPPORTED_CACHE)
 
 
 # ---- the context window -------------------------------------------------------------------

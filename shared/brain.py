@@ -2,11 +2,20 @@
 
 Errors before the stream (modeled exceptions, after botocore's retries) and during it
 (``EventStreamError``: modelStreamErrorException, throttlingException, ...) become ``BrainError``.
+
+Prompt caching (``prompt_cache=True``): Bedrock reads a prompt in the order tools, system,
+messages, and caches the prefix up to each ``cachePoint`` block (at most four per request; a
+prefix under the model's minimum, e.g. 1,024 tokens for Claude Sonnet, is simply not cached; an
+entry lives 5 minutes after its last use). The request carries up to three: after the tool (not
+for Amazon Nova, which does not cache tools), after the system prompt, and at the end of the
+message before the newest one: the history the next request sends again, so that request reads it
+from the cache and writes only what is new.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +41,73 @@ SERVER_TOOL_USE = "server_tool_use"  # ToolUseBlockStart.type of a tool Bedrock 
 INCOMPLETE_STREAM = "IncompleteStream"
 # Bedrock refuses a request that does not fit the model's context window with this message.
 INPUT_TOO_LONG = "input is too long"
+
+
+CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
+MAX_CACHE_POINTS = 4  # per request, tools + system + messages
+# The usage members of the stream's metadata event kept in the message's usage.
+USAGE_KEYS = ("inputTokens", "outputTokens", "totalTokens", "cacheReadInputTokens", "cacheWriteInputTokens")
+# One request later the history is at least this much longer: the reply and the next user message.
+NEXT_REQUEST_GROWTH = 2
+
+# anthropic.claude-3-7-sonnet-…, anthropic.claude-sonnet-4-5-…, anthropic.claude-haiku-5-5 (version
+# numbers are one or two digits; a date follows).
+_CLAUDE_VERSION_FIRST = re.compile(r"anthropic\.claude-(\d{1,2})(?:-(\d{1,2}))?-(haiku|sonnet|opus)(?![a-z])")
+_CLAUDE_FAMILY_FIRST = re.compile(r"anthropic\.claude-(haiku|sonnet|opus)-(\d{1,2})(?:-(\d{1,2}))?(?!\d)")
+_NOVA = re.compile(r"amazon\.nova-(?:2-)?(micro|lite|pro|premier)(?![a-z])")
+
+
+def base_model_id(model_id: str) -> str:
+    """The foundation model behind an id: an ARN's last part, without an inference profile's
+    geography (``us.``, ``eu.``, ``apac.``, ``global.``, ...)."""
+    name = model_id.rsplit("/", 1)[-1]
+    provider = re.search(r"(?:^|\.)((?:anthropic|amazon)\..*)$", name)
+    return provider.group(1) if provider else name
+
+
+def _claude_version(model_id: str) -> tuple[str, float] | None:
+    base = base_model_id(model_id)
+    if match := _CLAUDE_VERSION_FIRST.match(base):
+        major, minor, family = match.groups()
+        return family, float(f"{major}.{minor or 0}")
+    if match := _CLAUDE_FAMILY_FIRST.match(base):
+        family, major, minor = match.groups()
+        return family, float(f"{major}.{minor or 0}")
+    return None
+
+
+def is_nova(model_id: str) -> bool:
+    return _NOVA.match(base_model_id(model_id)) is not None
+
+
+def supports_prompt_cache(model_id: str) -> bool:
+    """Whether Bedrock caches prompts of this model (``cachePoint`` blocks).
+
+    Claude 3.5 Haiku, Claude 3.7 Sonnet and every later Claude (Sonnet/Opus/Haiku 4 and on), and
+    Amazon Nova Micro, Lite, Pro and Premier, directly or through an inference profile. Older
+    Claude models (3 Haiku/Sonnet/Opus, 3.5 Sonnet) and other providers refuse ``cachePoint``
+    blocks (``AccessDeniedException``), as do ids this rule cannot read (application inference
+    profiles): set ``prompt_cache`` to ``on`` for those.
+    """
+    if is_nova(model_id):
+        return True
+    version = _claude_version(model_id)
+    if version is None:
+        return False
+    family, number = version
+    return number >= 3.7 or (number == 3.5 and family == "haiku")
+
+
+def prompt_cache_enabled(setting: str, model_id: str) -> bool:
+    """The ``prompt_cache`` setting for this model: ``on``, ``off``, or ``auto`` (on when the
+    model supports it)."""
+    if setting == "on":
+        return True
+    if setting == "off":
+        return False
+    if setting == "auto":
+        return supports_prompt_cache(model_id)
+    raise ValueError(f"prompt_cache must be 'auto', 'on' or 'off', not {setting!r}")
 
 
 class BrainError(Exception):
@@ -71,22 +147,53 @@ class BedrockBrain:
         tool_spec: dict[str, Any],
         max_tokens: int,
         temperature: float,
+        prompt_cache: bool = False,
+        history_window: int | None = None,
     ) -> None:
+        """``history_window``: the most messages a request carries (the store's window). The
+        history checkpoint is left out when the next request, two messages longer, would no
+        longer start with the same message: its prefix would never be read back."""
         self._client = client
         self._model_id = model_id
-        self._system = [{"text": system_prompt}]
-        self._tools = {"tools": [tool_spec]}
+        self._prompt_cache = prompt_cache
+        self._history_window = history_window
+        self._system: list[dict[str, Any]] = [{"text": system_prompt}]
+        self._tools: dict[str, Any] = {"tools": [tool_spec]}
+        if prompt_cache:
+            self._system.append(CACHE_POINT)
+            if not is_nova(model_id):
+                self._tools = {"tools": [tool_spec, CACHE_POINT]}
         self._inference = {"maxTokens": max_tokens, "temperature": temperature}
+
+    def request(self, messages: list[Message]) -> dict[str, Any]:
+        """The ConverseStream parameters for this history window."""
+        wired = wire_messages(messages)
+        if self._prompt_cache:
+            wired = self._with_history_checkpoint(wired)
+        return {
+            "modelId": self._model_id,
+            "messages": wired,
+            "system": self._system,
+            "toolConfig": self._tools,
+            "inferenceConfig": self._inference,
+        }
+
+    def _with_history_checkpoint(self, messages: list[Message]) -> list[Message]:
+        """A cachePoint at the end of the message before the newest one, where the next request
+        will still carry the same prefix. Never after a reasoning block (Bedrock refuses that)."""
+        if len(messages) < 2:
+            return messages
+        if self._history_window is not None and len(messages) + NEXT_REQUEST_GROWTH > self._history_window:
+            return messages
+        stable = messages[-2]
+        content = stable["content"]
+        if not content or "reasoningContent" in content[-1] or "cachePoint" in content[-1]:
+            return messages
+        return [*messages[:-2], {**stable, "content": [*content, CACHE_POINT]}, messages[-1]]
 
     def stream(self, messages: list[Message]) -> Iterator[StreamItem]:
         try:
-            response = self._client.converse_stream(
-                modelId=self._model_id,
-                messages=wire_messages(messages),
-                system=self._system,
-                toolConfig=self._tools,
-                inferenceConfig=self._inference,
-            )
+            response = self._client.converse_stream(**self.request(messages))
         except ClientError as error:
             raise BrainError(
                 error.response["Error"].get("Code", "ClientError"),
@@ -159,10 +266,16 @@ def _translate(events: Any) -> Iterator[StreamItem]:
         elif "messageStop" in event:
             stop_reason = event["messageStop"].get("stopReason", "")
         elif "metadata" in event:
-            usage = {k: int(v) for k, v in event["metadata"].get("usage", {}).items() if isinstance(v, int)}
+            usage = _usage(event["metadata"].get("usage", {}))
     if stop_reason is None:
         raise BrainError(INCOMPLETE_STREAM, "the model stream ended without messageStop", during_stream=True)
     yield MessageEnd(stop_reason=stop_reason, usage=usage)
+
+
+def _usage(reported: dict[str, Any]) -> dict[str, int]:
+    """Token counts of the metadata event; the cache members only when Bedrock reports them
+    (a request with cachePoint blocks)."""
+    return {key: int(reported[key]) for key in USAGE_KEYS if isinstance(reported.get(key), int)}
 
 
 def _add_reasoning(block: dict[str, Any], delta: dict[str, Any]) -> None:
