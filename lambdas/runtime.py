@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import threading
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import cache
@@ -67,6 +69,35 @@ class PowertoolsMetrics:
         metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=round(milliseconds, 1))
 
 
+class CallCounts:
+    """The AWS calls of the current invocation (Lambda runs one at a time per container), as the
+    botocore clients make them: DynamoDB requests and posts to connections."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+    def counting(self, name: str) -> Callable[..., None]:
+        def count(**_: Any) -> None:
+            with self._lock:
+                self._counts[name] += 1
+
+        return count
+
+    def get(self, name: str) -> int:
+        with self._lock:
+            return self._counts[name]
+
+
+call_counts = CallCounts()
+DYNAMODB_REQUESTS_METRIC = "DynamoDBRequests"
+POSTS_METRIC = "Posts"
+
+
 class SubsegmentProvider(Protocol):
     """What ``traced`` needs of a tracer's provider (the X-Ray SDK's recorder in Lambda)."""
 
@@ -120,6 +151,7 @@ def settings() -> Settings:
 @cache
 def store() -> SessionStore:
     client = boto3.client("dynamodb", config=_AWS_CONFIG)
+    client.meta.events.register("before-call.dynamodb", call_counts.counting(DYNAMODB_REQUESTS_METRIC))
     return traced(SessionStore(client, settings().table_name, ttl_seconds=settings().session_ttl_seconds), *STORE_CALLS)
 
 
@@ -140,10 +172,12 @@ def service() -> ConductorService:
 
 @cache
 def gateway() -> ConnectionGateway:
-    posts = ConnectionGateway(
-        lambda endpoint: boto3.client("apigatewaymanagementapi", endpoint_url=endpoint, config=_AWS_CONFIG)
-    )
-    return traced(posts, "post")
+    def management_client(endpoint: str) -> Any:
+        client = boto3.client("apigatewaymanagementapi", endpoint_url=endpoint, config=_AWS_CONFIG)
+        client.meta.events.register("before-call.apigatewaymanagementapi", call_counts.counting(POSTS_METRIC))
+        return client
+
+    return traced(ConnectionGateway(management_client), "post")
 
 
 @cache

@@ -6,13 +6,25 @@ a turn with a long answer or a slow build runs as long as the function's timeout
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from lambdas.runtime import logger, metrics, tracer, turn_runner
+from lambdas.runtime import (
+    DYNAMODB_REQUESTS_METRIC,
+    POSTS_METRIC,
+    PowertoolsMetrics,
+    call_counts,
+    logger,
+    metrics,
+    tracer,
+    turn_runner,
+)
 from shared.turn_launcher import TurnTask
+
+TURN_RUN_METRIC = "TurnRunMs"
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -27,5 +39,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return {"ran": False}
     logger.thread_safe_append_keys(session_id=task.session_id, stream_id=task.stream_id)
     tracer.put_annotation("session_id", task.session_id)
+    call_counts.reset()
+    began = time.monotonic()
     turn_runner().run(task, context.get_remaining_time_in_millis)
+    # One record per runner invocation: what the turn cost, beside the runner's own timings.
+    sink = PowertoolsMetrics()
+    sink.timing(TURN_RUN_METRIC, (time.monotonic() - began) * 1000)
+    sink.count(DYNAMODB_REQUESTS_METRIC, call_counts.get(DYNAMODB_REQUESTS_METRIC))
+    sink.count(POSTS_METRIC, call_counts.get(POSTS_METRIC))
     return {"ran": True}

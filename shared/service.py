@@ -12,13 +12,17 @@ import base64
 import binascii
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shared.commit import ConductorBusy, Metrics, NullMetrics
+from shared.commit import Committed, ConductorBusy, Metrics, NullMetrics
 from shared.config import Settings
 from shared.core import conductor, connection
 from shared.core.conductor import Outcome
+from shared.core.decision import is_unrecorded_own_call
+from shared.core.history_ops import history_after
+from shared.core.messages import Message, fit_window
 from shared.core.state import SessionState
 from shared.delivery import Gateway, Request
 from shared.protocol import (
@@ -32,11 +36,14 @@ from shared.protocol import (
     UserAudioTranscriptFinal,
     parse_event,
 )
-from shared.store import DuplicateEvent, SessionStore
+from shared.store import ConnectionInfo, DuplicateEvent, RecentHistory, SessionStore
 from shared.turn_launcher import TurnTask
 from shared.turn_runner import TurnRunner
 
 __all__ = ["ConductorBusy", "ConductorService", "ConnectResult", "Request"]
+
+CONNECTIONS_CACHED = 10_000
+TOOL_ROUND_TRIP_METRIC = "ToolRoundTripMs"
 
 
 class Launcher(Protocol):
@@ -70,6 +77,8 @@ class ConductorService:
         self.metrics = metrics or NullMetrics()
         self.committer = runner.committer
         self.delivery = runner.delivery
+        self._connections: dict[str, ConnectionInfo] = {}
+        self._reads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="read")
 
     # ---- $connect / $disconnect ---------------------------------------------------------
 
@@ -109,7 +118,11 @@ class ConductorService:
         if isinstance(parsed, IgnoredEvent):
             self.log.info("ignored unknown event kind", extra={"kind": parsed.kind_name, "event_id": parsed.id})
             return
-        connection = self.store.get_connection(request.connection_id)
+        if isinstance(parsed.payload, ToolResult) and is_unrecorded_own_call(parsed.payload.call_id):
+            # The app played our setState / a sentence: nothing to decide, nothing to read or write.
+            self.log.debug("own call acknowledged", extra={"call_id": parsed.payload.call_id})
+            return
+        connection = self._connection(request.connection_id)
         if connection is None or (request.principal and request.principal != connection.principal):
             self.delivery.reply(
                 request, ErrorCode.NO_SESSION, "this connection has no session; reconnect with ?sessionId="
@@ -122,6 +135,19 @@ class ConductorService:
         except Exception:
             self.log.exception("event handling failed", extra=keys)
             raise
+
+    def _connection(self, connection_id: str) -> ConnectionInfo | None:
+        """The connection's session. A connection never changes session or principal, so a warm
+        container asks DynamoDB once per connection, not once per frame."""
+        known = self._connections.get(connection_id)
+        if known is not None:
+            return known
+        found = self.store.get_connection(connection_id)
+        if found is not None:
+            if len(self._connections) >= CONNECTIONS_CACHED:
+                self._connections.clear()
+            self._connections[connection_id] = found
+        return found
 
     def _decode_body(self, request: Request, body: str | None, is_base64: bool) -> str | bytes | None:
         if body is None:
@@ -184,8 +210,18 @@ class ConductorService:
         else:
             self.log.info("event needs no action", extra={"kind": event.kind_name, "event_id": event_id})
             return
+        hint: SessionState | None = None
+        recent: RecentHistory | None = None
+        if isinstance(payload, UserAudioTranscriptFinal):
+            hint, recent = self._state_and_history(session_id)
+        decided_on: list[SessionState] = []
+
+        def deciding(state: SessionState) -> Outcome:
+            decided_on.append(state)
+            return decide(state)
+
         try:
-            committed = self.committer.apply(session_id, decide, claim_event_id=event_id)
+            committed = self.committer.apply(session_id, deciding, hint=hint, claim_event_id=event_id)
         except DuplicateEvent:
             self.log.info("duplicate event ignored", extra={"event_id": event_id, "session_id": session_id})
             stored = self.store.load(session_id)  # a retry after a reconnect still catches the app up
@@ -212,7 +248,35 @@ class ConductorService:
                 self.delivery.replay(request, state, last_seq)
             self.delivery.deliver(request.endpoint, committed)
         if committed.run_model:
-            self._launch(TurnTask.for_stream(state, committed.run_model, request.endpoint))
+            self._time_tool_round(decided_on[-1], now)
+            window = self._window_after(recent, decided_on[-1], committed) if recent is not None else None
+            self._launch(TurnTask.for_stream(state, committed.run_model, request.endpoint, window))
+
+    def _time_tool_round(self, base: SessionState, now: float) -> None:
+        """A round of the model's tool calls is complete: from the calls sent to the last result."""
+        tools = base.turn.tools if base.turn is not None else None
+        if tools is not None and tools.sent_at:
+            self.metrics.timing(TOOL_ROUND_TRIP_METRIC, max(0.0, now - tools.sent_at) * 1000)
+
+    def _state_and_history(self, session_id: str) -> tuple[SessionState | None, RecentHistory]:
+        """A transcript will start the model: read its history window beside the state (in
+        parallel), so neither this invocation nor the runner waits for it separately."""
+        history = self._reads.submit(self.store.recent_history, session_id, self.settings.history_window)
+        state = self.store.load(session_id)
+        return state, history.result()
+
+    def _window_after(self, recent: RecentHistory, base: SessionState, committed: Committed) -> list[Message] | None:
+        """The model's history window after this commit, from the window read beside the state;
+        None when that read did not see the same history as the state the decision was made on."""
+        if recent.last_version != base.history_version:
+            return None
+        if recent.first_seq + len(recent.messages) != base.history_len:
+            return None
+        after = history_after(recent.messages, recent.first_seq, committed.outcome.history)
+        if after is None:
+            return None
+        cap = committed.state.window_cap or self.settings.history_window
+        return fit_window(after, min(self.settings.history_window, cap))
 
     def _launch(self, task: TurnTask) -> None:
         """Hand the stream to the turn runner; if it cannot be launched, the turn ends at once."""

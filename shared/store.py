@@ -34,6 +34,17 @@ CONNECTION_TTL_SECONDS = 3 * 3600  # API Gateway closes a connection after 2 h a
 MAX_SEQ = 10**10 - 1  # sequence numbers are stored zero-padded to ten digits
 
 
+@dataclass(frozen=True)
+class RecentHistory:
+    messages: list[Message]
+    first_seq: int  # the seq of ``messages[0]``
+    last_version: int | None  # the state version that last wrote them (None: written before versions)
+
+
+def _message(item: dict[str, Any]) -> Message:
+    return {"role": item["role"]["S"], "content": [json.loads(block["S"]) for block in item["content"]["L"]]}
+
+
 class VersionConflict(Exception):
     """Someone else changed the session first: reload and decide again."""
 
@@ -151,7 +162,10 @@ class SessionStore:
         be replayed to a reconnecting app. Raises ``VersionConflict`` (decide again on fresh
         state) or ``DuplicateEvent``.
         """
+        history = list(history)
         committed = state.model_copy(update={"version": state.version + 1})
+        if history:
+            committed.history_version = committed.version
         state_put = {
             "TableName": self._table,
             "Item": {
@@ -167,7 +181,7 @@ class SessionStore:
         else:
             state_put["ConditionExpression"] = "version = :expected"
             state_put["ExpressionAttributeValues"] = {":expected": {"N": str(state.version)}}
-        extra = self._history_writes(state.session_id, history)
+        extra = self._history_writes(state.session_id, history, committed.version)
         extra.extend(self._outbox_writes(state.session_id, outbox, outbox_ttl_seconds))
         if claim_event_id is not None:
             extra.insert(0, {"Put": self._claim_put(state.session_id, claim_event_id, claim_ttl_seconds)})
@@ -189,8 +203,11 @@ class SessionStore:
             raise
         return committed
 
-    def _history_writes(self, session_id: str, ops: Iterable[HistoryOp]) -> list[dict[str, Any]]:
+    def _history_writes(self, session_id: str, ops: Iterable[HistoryOp], version: int) -> list[dict[str, Any]]:
+        """Each written message records the state version that wrote it (``v``), so a history read
+        beside a state read can tell whether it saw the same writes."""
         writes: list[dict[str, Any]] = []
+        written = {"N": str(version)}
         for op in ops:
             key = {"pk": {"S": _session_pk(session_id)}, "sk": {"S": _msg_sk(op.seq)}}
             blocks = {"L": [{"S": json.dumps(block, ensure_ascii=False)} for block in op.content]}
@@ -203,6 +220,7 @@ class SessionStore:
                                 **key,
                                 "role": {"S": op.role},
                                 "content": blocks,
+                                "v": written,
                                 "expires_at": self._expires_at(),
                             },
                             "ConditionExpression": "attribute_not_exists(pk)",
@@ -215,9 +233,11 @@ class SessionStore:
                         "Update": {
                             "TableName": self._table,
                             "Key": key,
-                            "UpdateExpression": "SET content = list_append(content, :blocks), expires_at = :exp",
+                            "UpdateExpression": (
+                                "SET content = list_append(content, :blocks), v = :v, expires_at = :exp"
+                            ),
                             "ConditionExpression": "attribute_exists(pk)",
-                            "ExpressionAttributeValues": {":blocks": blocks, ":exp": self._expires_at()},
+                            "ExpressionAttributeValues": {":blocks": blocks, ":v": written, ":exp": self._expires_at()},
                         }
                     }
                 )
@@ -244,7 +264,21 @@ class SessionStore:
         """The whole stored history, oldest first."""
         return self._query_messages(session_id, limit=None)
 
+    def recent_history(self, session_id: str, limit: int) -> RecentHistory:
+        """The last ``limit`` messages as stored (one Query), with where they start and the
+        version that last wrote them: read beside the state, it tells whether both saw the same."""
+        items = self._query_items(session_id, limit)
+        versions = [int(item["v"]["N"]) if "v" in item else None for item in items]
+        return RecentHistory(
+            messages=[_message(item) for item in items],
+            first_seq=int(items[0]["sk"]["S"].split("#", 1)[1]) if items else 0,
+            last_version=None if None in versions else max(versions, default=0),  # type: ignore[type-var]
+        )
+
     def _query_messages(self, session_id: str, limit: int | None) -> list[Message]:
+        return [_message(item) for item in self._query_items(session_id, limit)]
+
+    def _query_items(self, session_id: str, limit: int | None) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {
             "TableName": self._table,
@@ -263,10 +297,7 @@ class SessionStore:
                 break
             kwargs["ExclusiveStartKey"] = last
         items.reverse()
-        return [
-            {"role": item["role"]["S"], "content": [json.loads(block["S"]) for block in item["content"]["L"]]}
-            for item in items
-        ]
+        return items
 
     # ---- outbox (server events kept for replay) ----------------------------------------------
 

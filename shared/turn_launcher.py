@@ -14,9 +14,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.core.messages import Message
 from shared.core.state import SessionState
 
-MAX_STATE_CHARS = 256 * 1024  # well under Lambda's 1 MB for an asynchronous payload
+MAX_STATE_CHARS = 256 * 1024  # state + history stay well under Lambda's 1 MB for an asynchronous payload
+MAX_HISTORY_CHARS = 512 * 1024
 
 
 class TurnTask(BaseModel):
@@ -30,16 +32,37 @@ class TurnTask(BaseModel):
     # The session state as ``$default`` committed it (JSON, with its version): the runner starts
     # from it instead of reading it again; a newer stored state shows up as a lost race.
     state: str | None = Field(default=None, max_length=MAX_STATE_CHARS)
+    # The history window for the stream's first request (JSON), read by ``$default`` beside the
+    # state: the runner then calls the model without reading it again.
+    history: str | None = Field(default=None, max_length=MAX_HISTORY_CHARS)
 
     @classmethod
-    def for_stream(cls, state: SessionState, stream_id: str, endpoint: str) -> TurnTask:
+    def for_stream(
+        cls, state: SessionState, stream_id: str, endpoint: str, history: list[Message] | None = None
+    ) -> TurnTask:
         snapshot = state.model_dump_json()
+        window = json.dumps(history, ensure_ascii=False, separators=(",", ":")) if history is not None else None
         return cls(
             session_id=state.session_id,
             stream_id=stream_id,
             endpoint=endpoint,
             state=snapshot if len(snapshot) <= MAX_STATE_CHARS else None,
+            history=window if window is not None and len(window) <= MAX_HISTORY_CHARS else None,
         )
+
+    def history_window(self) -> list[Message] | None:
+        """The carried history window; None when there is none or it does not parse (then it is read)."""
+        if self.history is None:
+            return None
+        try:
+            window = json.loads(self.history)
+        except ValueError:
+            return None
+        if not isinstance(window, list) or not all(
+            isinstance(message, dict) and isinstance(message.get("content"), list) for message in window
+        ):
+            return None
+        return window
 
     def session_state(self) -> SessionState | None:
         """The carried state; None when there is none or it does not parse (then it is read)."""

@@ -12,38 +12,56 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.brain import BrainError
 from shared.commit import Committer, ConductorBusy, Metrics
 from shared.config import Settings
 from shared.core import conductor
-from shared.core.conductor import CONTEXT_FULL_STOP, Outcome, StreamSuperseded, StreamTaken
+from shared.core.conductor import CONTEXT_FULL_STOP, StreamSuperseded, StreamTaken
 from shared.core.messages import Message, shrink_window
-from shared.core.model_output import ModelMessage, StreamItem, TextDelta, ToolUseStarted
+from shared.core.model_output import ModelMessage
+from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
 from shared.core.stream import RunnerClaim
 from shared.delivery import Delivery
+from shared.message_stream import MessageStream, OutOfTime, TurnFigures
 from shared.protocol import ErrorCode
 from shared.store import SessionStore
 from shared.turn_launcher import TurnTask
 
 RemainingMs = Callable[[], int]
-# From the request to the model to the first partial of its answer posted, per model message.
-FIRST_PARTIAL_METRIC = "FirstPartialLatency"
-TOKEN_METRICS = {"InputTokens": "inputTokens", "OutputTokens": "outputTokens"}
+# Per runner invocation, from the stream's launch (transcript or last tool result committed).
+FIRST_PARTIAL_METRIC = "FirstPartialMs"
+FIRST_SPEAK_METRIC = "FirstSpeakMs"
+MODEL_FIRST_TOKEN_METRIC = "ModelFirstTokenMs"  # from the request to the model to its first text
+TOKEN_METRICS = {
+    "InputTokens": "inputTokens",
+    "OutputTokens": "outputTokens",
+    "CacheReadInputTokens": "cacheReadInputTokens",
+    "CacheWriteInputTokens": "cacheWriteInputTokens",
+}
 
 
 class Brain(Protocol):
     def stream(self, messages: list[Message]) -> Any: ...
 
 
-class _OutOfTime(Exception):
-    pass
-
-
 class _ContextOverflow(Exception):
     """Even the smallest window (the last user message alone) does not fit the model."""
+
+
+@dataclass
+class _Run:
+    """One invocation's run: its task (the current stream), claim, clock and live segment text."""
+
+    task: TurnTask
+    claim: RunnerClaim
+    remaining_ms: RemainingMs
+    segment: SegmentText
+    figures: TurnFigures
+    carried: list[Message] | None = None  # the first stream's history window, read by ``$default``
 
 
 class TurnRunner:
@@ -66,17 +84,36 @@ class TurnRunner:
         self.log = logger
         self.metrics = metrics
 
-    def run(self, task: TurnTask, remaining_ms: RemainingMs) -> None:
+    def run(self, task: TurnTask, remaining_ms: RemainingMs) -> TurnFigures | None:
         """Run the model for the task's stream, resuming as long as the core asks.
 
         The first commit claims the stream for this invocation and every later one checks it still
-        holds it, so a second delivery of the same task stops at its first commit.
+        holds it, so a second delivery of the same task stops at its first commit. Returns what the
+        invocation measured (None when the session is gone).
         """
         state = task.session_state() or self.store.load(task.session_id)
         if state is None:
-            return
+            return None
         claim = RunnerClaim(uuid.uuid4().hex, time.time() + remaining_ms() / 1000)
-        self._run_model(task, state, remaining_ms, claim)
+        run = _Run(task, claim, remaining_ms, SegmentText(self._pacing()), TurnFigures(), task.history_window())
+        self._run_model(run, state)
+        self._record(run.figures)
+        return run.figures
+
+    def _pacing(self) -> Pacing:
+        return Pacing(flush_ms=self.settings.partial_flush_ms, growth=self.settings.partial_growth)
+
+    def _record(self, figures: TurnFigures) -> None:
+        """The invocation's figures as metrics (one record per runner invocation)."""
+        for name, value in (
+            (FIRST_PARTIAL_METRIC, figures.first_partial_ms),
+            (FIRST_SPEAK_METRIC, figures.first_speak_ms),
+            (MODEL_FIRST_TOKEN_METRIC, figures.model_first_token_ms),
+        ):
+            if value is not None:
+                self.metrics.timing(name, value)
+        for metric, key in TOKEN_METRICS.items():
+            self.metrics.count(metric, figures.usage.get(key, 0))
 
     def fail(
         self,
@@ -86,17 +123,19 @@ class TurnRunner:
         *,
         fallback_line: str | None = None,
         claim: RunnerClaim | None = None,
+        text: str | None = None,
     ) -> None:
         """End the task's stream with an error (if it is still the session's), keeping what was said.
 
         A runner passes its ``claim``: a duplicate delivery that failed must not end the stream the
-        other invocation is streaming.
+        other invocation is streaming; and ``text``, the segment's text it holds (never written
+        per delta).
         """
         try:
             committed = self.committer.apply(
                 task.session_id,
                 lambda fresh: conductor.stream_failed(
-                    fresh, task.stream_id, code, message, fallback_line=fallback_line, claim=claim
+                    fresh, task.stream_id, code, message, fallback_line=fallback_line, claim=claim, text=text
                 ),
             )
         except (StreamSuperseded, StreamTaken):
@@ -106,15 +145,23 @@ class TurnRunner:
 
     # ---- the model ---------------------------------------------------------------------------
 
-    def _run_model(self, task: TurnTask, state: SessionState, remaining_ms: RemainingMs, claim: RunnerClaim) -> None:
+    def _run_model(self, run: _Run, state: SessionState) -> None:
+        task, claim = run.task, run.claim
         stream_id: str | None = task.stream_id
         while stream_id:
             current = task.model_copy(update={"stream_id": stream_id})
-            if remaining_ms() < self.settings.turn_reserve_ms:
-                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "out of time", claim=claim)
+            run.task = current
+
+            def fail(
+                code: ErrorCode, message: str, fallback_line: str | None = None, current: TurnTask = current
+            ) -> None:
+                self.fail(current, code, message, fallback_line=fallback_line, claim=claim, text=run.segment.text)
+
+            if run.remaining_ms() < self.settings.turn_reserve_ms:
+                fail(ErrorCode.CONDUCTOR_ERROR, "out of time")
                 return
             try:
-                stream_id, state = self._stream_fitting(current, state, remaining_ms, claim)
+                stream_id, state = self._stream_fitting(run, state)
             except StreamSuperseded:
                 self.log.info("model stream stopped: superseded", extra={"session_id": task.session_id})
                 return
@@ -124,9 +171,7 @@ class TurnRunner:
                 )
                 return
             except ConductorBusy:
-                self.fail(
-                    current, ErrorCode.CONDUCTOR_ERROR, "the session kept changing; the turn stopped", claim=claim
-                )
+                fail(ErrorCode.CONDUCTOR_ERROR, "the session kept changing; the turn stopped")
                 return
             except BrainError as error:
                 self.metrics.count("BedrockErrors")
@@ -139,44 +184,40 @@ class TurnRunner:
                     },
                 )
                 stalled = error.stalled
-                self.fail(
-                    current,
+                fail(
                     ErrorCode.BEDROCK_ERROR,
                     "the model stopped responding" if stalled else f"the model failed: {error.code}",
-                    fallback_line=conductor.STALL_FALLBACK_LINE if stalled else None,
-                    claim=claim,
+                    conductor.STALL_FALLBACK_LINE if stalled else None,
                 )
                 return
             except _ContextOverflow:
                 self.metrics.count("BedrockErrors")
-                self.fail(
-                    current, ErrorCode.BEDROCK_ERROR, "the request is too long for the model, even alone", claim=claim
-                )
+                fail(ErrorCode.BEDROCK_ERROR, "the request is too long for the model, even alone")
                 return
-            except _OutOfTime:
-                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "the turn ran out of time", claim=claim)
+            except OutOfTime:
+                fail(ErrorCode.CONDUCTOR_ERROR, "the turn ran out of time")
                 return
             except Exception:  # the turn must end cleanly whatever broke, or the session stays busy
                 self.log.exception("turn failed", extra={"session_id": task.session_id})
-                self.fail(current, ErrorCode.CONDUCTOR_ERROR, "the conductor failed mid-turn", claim=claim)
+                fail(ErrorCode.CONDUCTOR_ERROR, "the conductor failed mid-turn")
                 return
 
-    def _stream_fitting(
-        self, task: TurnTask, state: SessionState, remaining_ms: RemainingMs, claim: RunnerClaim
-    ) -> tuple[str | None, SessionState]:
+    def _stream_fitting(self, run: _Run, state: SessionState) -> tuple[str | None, SessionState]:
         """One model message, on a history window that fits the model's context.
 
         Bedrock refuses a request longer than the model's context window before streaming; the
         window then shrinks (never splitting a tool use from its results, always starting at a
         plain user message) until it fits, and the next requests start from the smaller size.
         """
+        task = run.task
         window = min(self.settings.history_window, state.window_cap or self.settings.history_window)
-        messages = self.store.history(task.session_id, window)
+        carried, run.carried = run.carried, None
+        messages = carried if carried is not None else self.store.history(task.session_id, window)
         window_cap: int | None = None
         while True:
             message = ModelMessage()
             try:
-                state = self._stream_message(task, state, messages, message, remaining_ms, claim)
+                state = self._stream_message(run, state, messages, message)
             except BrainError as error:
                 if not error.input_too_long or message.content:
                     raise
@@ -195,64 +236,48 @@ class TurnRunner:
             if message.stop_reason == CONTEXT_FULL_STOP:
                 window_cap = max(2, len(messages) // 2)
             break
+        text = run.segment.text
         committed = self.committer.apply(
             task.session_id,
             lambda fresh: conductor.stream_finished(
-                fresh, task.stream_id, message, self.settings.core, window_cap=window_cap, claim=claim
+                fresh,
+                task.stream_id,
+                message,
+                self.settings.core,
+                window_cap=window_cap,
+                claim=run.claim,
+                text=text,
+                now=time.time(),
             ),
             hint=state,
         )
         assert committed is not None
+        run.segment.next_segment()
         self.metrics.count("ToolCalls", len(message.tool_uses))
         self.delivery.deliver(task.endpoint, committed)
         return committed.run_model, committed.state
 
     def _stream_message(
-        self,
-        task: TurnTask,
-        state: SessionState,
-        messages: list[Message],
-        message: ModelMessage,
-        remaining_ms: RemainingMs,
-        claim: RunnerClaim,
+        self, run: _Run, state: SessionState, messages: list[Message], message: ModelMessage
     ) -> SessionState:
+        streamer = MessageStream(
+            task=run.task,
+            state=state,
+            claim=run.claim,
+            segment=run.segment,
+            store=self.store,
+            committer=self.committer,
+            delivery=self.delivery,
+            figures=run.figures,
+            out_of_time=lambda: run.remaining_ms() < self.settings.turn_reserve_ms,
+        )
         requested = time.monotonic()
-        spoke = False
         items = self.brain.stream(messages)
         try:
-            for item in items:
-                if remaining_ms() < self.settings.turn_reserve_ms:
-                    raise _OutOfTime
-                state = self._on_stream_item(task, state, item, message, claim)
-                if not spoke and isinstance(item, TextDelta):
-                    spoke = True
-                    self.metrics.timing(FIRST_PARTIAL_METRIC, (time.monotonic() - requested) * 1000)
+            return streamer.run(items, message, requested)
         finally:
             close = getattr(items, "close", None)
             if close is not None:
                 close()
-            self._count_usage(message)
-        return state
-
-    def _count_usage(self, message: ModelMessage) -> None:
-        """Tokens Bedrock billed for the message (its stream's ``metadata.usage``)."""
-        for metric, key in TOKEN_METRICS.items():
-            self.metrics.count(metric, message.usage.get(key, 0))
-
-    def _on_stream_item(
-        self, task: TurnTask, state: SessionState, item: StreamItem, message: ModelMessage, claim: RunnerClaim
-    ) -> SessionState:
-        message.add(item)
-        stream_id = task.stream_id
-        if isinstance(item, TextDelta):
-            decide: Callable[[SessionState], Outcome] = lambda fresh: conductor.stream_text(  # noqa: E731
-                fresh, stream_id, item.text, claim
-            )
-        elif isinstance(item, ToolUseStarted):
-            decide = lambda fresh: conductor.stream_tool_started(fresh, stream_id, claim)  # noqa: E731
-        else:  # complete tool uses and the message end are decided once the stream is over
-            return state
-        committed = self.committer.apply(task.session_id, decide, hint=state)
-        assert committed is not None
-        self.delivery.deliver(task.endpoint, committed)
-        return committed.state
+            for key, value in message.usage.items():
+                run.figures.usage[key] = run.figures.usage.get(key, 0) + value

@@ -21,6 +21,7 @@ from shared.core.decision import (
     StreamSuperseded,
     close_round,
     error_payload,
+    is_unrecorded_own_call,
     new_id,
 )
 from shared.core.messages import INTERRUPTED_MARKER, text_block, tool_result_block
@@ -46,10 +47,12 @@ from shared.core.stream import (
     end_lost_stream,
     stream_failed,
     stream_finished,
-    stream_text,
+    stream_speak,
     stream_tool_started,
 )
-from shared.protocol import ErrorCode, SessionStart, ToolCall, ToolResult
+from shared.protocol import SENTENCE_SPEECH, ErrorCode, SessionStart, ToolCall, ToolResult
+
+KNOWN_CAPABILITIES = frozenset({SENTENCE_SPEECH})
 
 __all__ = [
     "CONTEXT_FULL_LINE",
@@ -82,7 +85,7 @@ __all__ = [
     "handle_transcript",
     "stream_failed",
     "stream_finished",
-    "stream_text",
+    "stream_speak",
     "stream_tool_started",
 ]
 
@@ -121,6 +124,8 @@ def handle_tool_result(
     decision = Decision(state)
     end_lost_stream(decision, now, settings)
     own = decision.state.own_call(result.call_id)
+    if own is None and is_unrecorded_own_call(result.call_id):
+        return decision.outcome()  # an acknowledgement that changes nothing
     if own is not None:
         decision.state.own_calls = [call for call in decision.state.own_calls if call.call_id != result.call_id]
         turn = decision.state.turn
@@ -185,6 +190,7 @@ def handle_session_start(
     if connection_id != decision.state.connection_id:
         decision.notes.append("sessionStart from a connection the session has left: nothing to re-send")
         return decision.outcome()
+    decision.state.capabilities = sorted(set(start.capabilities or ()) & KNOWN_CAPABILITIES)
     end_lost_stream(decision, now, settings)
     turn = decision.state.turn
     if start.last_seq is None and turn is not None and turn.tools is not None:
@@ -202,7 +208,8 @@ def _cancel_turn(decision: Decision, reason: str) -> None:
     if turn is None:
         return
     if turn.stream is not None:
-        said = (turn.stream.said + turn.stream.text).strip()
+        # What the app was asked to speak: text the model wrote after it was never heard.
+        said = (turn.stream.said + turn.stream.text[: turn.stream.spoken]).strip()
         if said:
             decision.history.add("assistant", [text_block(f"{said} {INTERRUPTED_MARKER}")])
         turn.stream = None

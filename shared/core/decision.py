@@ -13,6 +13,20 @@ from shared.protocol import AssistantSpeechFinal, ErrorCode, ErrorPayload, Paylo
 
 SET_STATE_TOOL = "convo.setState"
 SPEAK_TOOL = "tts.speak"
+# The conductor's own calls whose results change nothing are not recorded: their ids say so, and
+# their results are acknowledged without reading or writing the session. Only the turn's last
+# tts.speak is recorded (its result ends the turn).
+UNRECORDED_CALL_PREFIXES = {
+    OwnPurpose.THINKING: "conductor-state-",
+    OwnPurpose.IDLE: "conductor-state-",
+    OwnPurpose.SPEAK_BEFORE_TOOLS: "conductor-say-",
+    OwnPurpose.SPEAK_SENTENCE: "conductor-say-",
+}
+
+
+def is_unrecorded_own_call(call_id: str) -> bool:
+    """A result for one of the conductor's own calls that needs no action (see above)."""
+    return call_id.startswith(tuple(UNRECORDED_CALL_PREFIXES.values()))
 
 
 @dataclass(frozen=True)
@@ -68,15 +82,29 @@ class Decision:
         self.events.append(payload)
 
     def own_call(self, name: str, arguments: dict[str, str], purpose: OwnPurpose, turn_id: str) -> None:
-        call_id = new_id("conductor")
-        self.state.own_calls = [*self.state.own_calls, OwnCall(call_id=call_id, purpose=purpose, turn_id=turn_id)][
-            -OWN_CALLS_KEPT:
-        ]
+        unrecorded = UNRECORDED_CALL_PREFIXES.get(purpose)
+        if unrecorded is not None:
+            call_id = f"{unrecorded}{uuid.uuid4().hex[:16]}"
+        else:
+            call_id = new_id("conductor")
+            self.state.own_calls = [
+                *self.state.own_calls,
+                OwnCall(call_id=call_id, purpose=purpose, turn_id=turn_id),
+            ][-OWN_CALLS_KEPT:]
         self.send(ToolCall(call_id=call_id, name=name, arguments=json.dumps(arguments, ensure_ascii=False)))
 
-    def speak(self, text: str, purpose: OwnPurpose, turn_id: str) -> None:
+    def speak(self, text: str, purpose: OwnPurpose, turn_id: str, *, say: str | None = None) -> bool:
+        """The final of a speech segment (its whole ``text``) and a tts.speak of what is left to
+        ``say`` of it (all of it unless sentences were spoken already); False when nothing was."""
         self.send(AssistantSpeechFinal(text=text))
-        self.own_call(SPEAK_TOOL, {"text": text}, purpose, turn_id)
+        say = text if say is None else say
+        if not say:
+            return False
+        self.own_call(SPEAK_TOOL, {"text": say}, purpose, turn_id)
+        return True
+
+    def speak_sentences(self, text: str, turn_id: str) -> None:
+        self.own_call(SPEAK_TOOL, {"text": text}, OwnPurpose.SPEAK_SENTENCE, turn_id)
 
     def set_state(self, value: str, turn_id: str) -> None:
         purpose = OwnPurpose.THINKING if value == "thinking" else OwnPurpose.IDLE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.core.messages import Block, Role
+from shared.core.messages import Block, Message, Role
 
 
 @dataclass(frozen=True)
@@ -53,3 +53,21 @@ class HistoryWriter:
             ops.append(ExtendMessage(self.history_len - len(self._appended) - 1, list(self._extension)))
         ops.extend(self._appended)
         return ops
+
+
+def history_after(messages: list[Message], first_seq: int, ops: list[HistoryOp]) -> list[Message] | None:
+    """The stored messages from ``first_seq`` on as they are once ``ops`` are applied (the window
+    ``$default`` read beside the state, brought up to its own commit); None if the ops do not
+    continue exactly these messages."""
+    after: list[Message] = [{"role": message["role"], "content": list(message["content"])} for message in messages]
+    for op in ops:
+        index = op.seq - first_seq
+        if isinstance(op, AppendMessage):
+            if index != len(after):
+                return None
+            after.append({"role": op.role, "content": list(op.content)})
+        elif 0 <= index < len(after):
+            after[index]["content"].extend(op.content)
+        else:
+            return None
+    return after

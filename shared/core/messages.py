@@ -102,6 +102,14 @@ def window_start(messages: list[Message]) -> int:
     return len(messages)
 
 
+def fit_window(messages: list[Message], window: int) -> list[Message] | None:
+    """The last ``window`` messages, starting at a plain user message; None when they hold none
+    (the store then reaches further back)."""
+    recent = messages[-window:]
+    start = window_start(recent)
+    return recent[start:] if start < len(recent) else None
+
+
 def shrink_window(messages: list[Message]) -> list[Message] | None:
     """A shorter history window for a request that did not fit the model's context.
 

@@ -18,6 +18,7 @@ class OwnPurpose(StrEnum):
 
     THINKING = "thinking"
     SPEAK_BEFORE_TOOLS = "speak_before_tools"
+    SPEAK_SENTENCE = "speak_sentence"  # a completed sentence, spoken while the model still writes
     SPEAK_FINAL = "speak_final"
     IDLE = "idle"
 
@@ -50,6 +51,7 @@ class ToolRound(_Model):
     tool_use_order: list[str]
     calls: list[ModelCall] = Field(default_factory=list)
     rejected: dict[str, Block] = Field(default_factory=dict)  # toolUseId -> error toolResult
+    sent_at: float = 0.0  # epoch seconds the calls went to the app
 
     def pending(self) -> list[ModelCall]:
         return [call for call in self.calls if call.result is None]
@@ -73,7 +75,10 @@ class ActiveStream(_Model):
 
     stream_id: str
     said: str = ""  # text already finalized in this model message (spoken before tool calls)
-    text: str = ""  # the current speech segment, sent as cumulative partials
+    # The current speech segment as of the runner's last commit (the runner holds the live text:
+    # nothing is written per model delta), and how much of it was sent to tts.speak.
+    text: str = ""
+    spoken: int = 0
     launched_at: float = 0.0  # epoch seconds
     runner: str | None = None
     deadline: float | None = None  # epoch seconds
@@ -98,12 +103,15 @@ class SessionState(_Model):
     catch_up_since: float | None = None  # epoch seconds
     principal: str | None = None
     history_len: int = 0
+    history_version: int = 0  # the version whose commit last wrote history (set by the store)
     last_role: Literal["user", "assistant"] | None = None
     turn: Turn | None = None
     own_calls: list[OwnCall] = Field(default_factory=list)
     recent_call_ids: list[str] = Field(default_factory=list)
     next_seq: int = 1
     turn_starts: list[float] = Field(default_factory=list)  # epoch seconds, for the rate limit
+    # What the app announced in its latest sessionStart (``shared.protocol`` capability names).
+    capabilities: list[str] = Field(default_factory=list)
     # Messages the model's context window held when it last overflowed: later requests send fewer.
     window_cap: int | None = None
 

@@ -17,7 +17,7 @@ from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
 from shared.core.model_output import ModelMessage
 from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, ToolRound, Turn
 from shared.core.wrapper import RejectedUse, unwrap_tool_use
-from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ErrorCode, ToolCall
+from shared.protocol import AssistantSpeechFinal, ErrorCode, ToolCall
 
 STALL_FALLBACK_LINE = "Sorry, I lost my train of thought. Could you say that again?"
 CUT_OFF_LINE = "That answer ran too long and was cut off. Ask me for a shorter one, or one part at a time."
@@ -67,6 +67,12 @@ def _current_stream(decision: Decision, stream_id: str, claim: RunnerClaim | Non
     return turn, stream
 
 
+def check_stream(state: SessionState, stream_id: str, claim: RunnerClaim) -> None:
+    """Raise ``StreamSuperseded`` / ``StreamTaken`` unless the stream is still this runner's to
+    stream (a read between commits: nothing is decided)."""
+    _current_stream(Decision(state), stream_id, claim)
+
+
 def claim_stream(state: SessionState, stream_id: str, runner: str, *, deadline: float) -> Outcome:
     """A turn-runner invocation takes the stream it was launched for; only one ever does.
 
@@ -78,19 +84,35 @@ def claim_stream(state: SessionState, stream_id: str, runner: str, *, deadline: 
     return decision.outcome()
 
 
-def stream_text(state: SessionState, stream_id: str, delta: str, claim: RunnerClaim | None = None) -> Outcome:
+def _sync_text(stream: ActiveStream, text: str | None) -> None:
+    """The runner holds the segment's live text and hands it over at each commit."""
+    if text is not None:
+        stream.text = text
+
+
+def stream_speak(
+    state: SessionState, stream_id: str, text: str, until: int, claim: RunnerClaim | None = None
+) -> Outcome:
+    """Completed sentences of the segment (``text[spoken:until]``) go to tts.speak while the model
+    still writes (apps that announced sentence speech)."""
     decision = Decision(state)
-    _, stream = _current_stream(decision, stream_id, claim)
-    stream.text += delta
-    if stream.text.strip():
-        decision.send(AssistantSpeechPartial(text=stream.text.lstrip()))
+    turn, stream = _current_stream(decision, stream_id, claim)
+    _sync_text(stream, text)
+    piece = stream.text[stream.spoken : until].strip()
+    if until > stream.spoken:
+        stream.spoken = until
+    if piece:
+        decision.speak_sentences(piece, turn.turn_id)
     return decision.outcome()
 
 
-def stream_tool_started(state: SessionState, stream_id: str, claim: RunnerClaim | None = None) -> Outcome:
+def stream_tool_started(
+    state: SessionState, stream_id: str, claim: RunnerClaim | None = None, *, text: str | None = None
+) -> Outcome:
     """Text said before a tool call is finalized and spoken before the call goes out."""
     decision = Decision(state)
     turn, stream = _current_stream(decision, stream_id, claim)
+    _sync_text(stream, text)
     finalize_segment(decision, turn, stream, OwnPurpose.SPEAK_BEFORE_TOOLS)
     return decision.outcome()
 
@@ -103,14 +125,17 @@ def stream_finished(
     *,
     window_cap: int | None = None,
     claim: RunnerClaim | None = None,
+    text: str | None = None,
+    now: float = 0.0,
 ) -> Outcome:
     """The model's message is complete: speak it, forward its tool calls, or end the turn.
 
     ``window_cap``: the runner had to send fewer messages than the window to fit the model's
-    context; later requests start from that.
+    context; later requests start from that. ``text``: the current segment's text.
     """
     decision = Decision(state)
     turn, stream = _current_stream(decision, stream_id, claim)
+    _sync_text(stream, text)
     turn.stream = None
     if window_cap is not None:
         decision.state.window_cap = window_cap
@@ -128,7 +153,9 @@ def stream_finished(
         return decision.outcome()
     finalize_segment(decision, turn, stream, OwnPurpose.SPEAK_BEFORE_TOOLS)
     turn.rounds += 1
-    round_ = ToolRound(assistant_content=content, tool_use_order=[use.tool_use_id for use in message.tool_uses])
+    round_ = ToolRound(
+        assistant_content=content, tool_use_order=[use.tool_use_id for use in message.tool_uses], sent_at=now
+    )
     turn.tools = round_
     if turn.rounds > settings.max_tool_rounds:
         for use in message.tool_uses:
@@ -184,28 +211,35 @@ def _finish_abnormal(decision: Decision, turn: Turn, stream: ActiveStream, messa
     kept and spoken with a line that says why; the turn ends once it is spoken."""
     stop = message.stop_reason
     said = stream.text.strip()
+    rest = stream.text[stream.spoken :].strip()  # not yet sent to tts.speak
     written = " ".join(block["text"] for block in message.history_content() if "text" in block)
+    line: str | None = None  # said after the text (all of it, when the text is not for the user)
     if stop == CUT_OFF_STOP:
-        spoken, marker = f"{said} {CUT_OFF_LINE}".strip(), CUT_OFF_MARKER
+        line, marker = CUT_OFF_LINE, CUT_OFF_MARKER
     elif stop in FILTERED_STOPS:
         # A guardrail's text is its own configured message; a filtered reply's text is not for the user.
         keep = stop == "guardrail_intervened" and said
-        spoken, marker = (said if keep else FILTERED_LINE), FILTERED_MARKER
+        line, marker = (None if keep else FILTERED_LINE), FILTERED_MARKER
         written = said if keep else ""
+        said = said if keep else ""
     elif stop in MALFORMED_STOPS:
         decision.send(error_payload(ErrorCode.BEDROCK_ERROR, f"the model's reply was malformed ({stop})"))
-        spoken, marker, written = MALFORMED_LINE, MALFORMED_MARKER, ""
+        line, marker, written, said = MALFORMED_LINE, MALFORMED_MARKER, "", ""
     elif stop == CONTEXT_FULL_STOP:
-        spoken, marker = f"{said} {CONTEXT_FULL_LINE}".strip(), CONTEXT_FULL_MARKER
+        line, marker = CONTEXT_FULL_LINE, CONTEXT_FULL_MARKER
     else:
         decision.notes.append(f"unknown stop reason {stop!r}: the turn ends with what was said")
-        spoken, marker = said or STALL_FALLBACK_LINE, ""
+        line, marker = (None if said else STALL_FALLBACK_LINE), ""
+    if not said:
+        rest = ""  # text not for the user: only the line is spoken (sentences already spoken stay so)
+    spoken = f"{said} {line or ''}".strip()
     if message.tool_uses:
         decision.notes.append(f"{len(message.tool_uses)} tool use(s) dropped: stop reason {stop!r}")
     decision.history.add("assistant", [text_block(f"{written} {marker}".strip() or spoken)])
     stream.said += stream.text
-    stream.text = ""
-    decision.speak(spoken, OwnPurpose.SPEAK_FINAL, turn.turn_id)
+    stream.text, stream.spoken = "", 0
+    if not decision.speak(spoken, OwnPurpose.SPEAK_FINAL, turn.turn_id, say=f"{rest} {line or ''}".strip()):
+        decision.end_turn(turn)
 
 
 def stream_failed(
@@ -216,15 +250,18 @@ def stream_failed(
     *,
     fallback_line: str | None = None,
     claim: RunnerClaim | None = None,
+    text: str | None = None,
 ) -> Outcome:
     """The model failed (or the turn ran out of time): keep what was said, report, go idle.
 
     With ``fallback_line`` (a stalled stream) the app also speaks a short line, so the user
     hears why nothing more is coming; the turn then ends when it has been spoken. With
     ``claim``, only a runner that holds the stream (or finds it unclaimed) may end it.
+    ``text``: the current segment's text as the runner has it.
     """
     decision = Decision(state)
     turn, stream = _current_stream(decision, stream_id, claim)
+    _sync_text(stream, text)
     _fail_stream(decision, turn, stream, code, message, fallback_line)
     return decision.outcome()
 
@@ -266,11 +303,12 @@ def end_lost_stream(decision: Decision, now: float, settings: CoreSettings) -> N
 
 
 def finalize_segment(decision: Decision, turn: Turn, stream: ActiveStream, purpose: OwnPurpose) -> bool:
-    """Send final + tts.speak for the current speech segment; False when it was empty."""
+    """Send the segment's final (its whole text) and a tts.speak of what was not spoken yet;
+    False when nothing was sent to speak."""
     text = stream.text.strip()
+    rest = stream.text[stream.spoken :].strip()
     stream.said += stream.text
-    stream.text = ""
+    stream.text, stream.spoken = "", 0
     if not text:
         return False
-    decision.speak(text, purpose, turn.turn_id)
-    return True
+    return decision.speak(text, purpose, turn.turn_id, say=rest)

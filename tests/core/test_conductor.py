@@ -60,14 +60,16 @@ class Session:
 
     def stream(self, stream_id: str, *items: object) -> Outcome:
         message = ModelMessage()
+        text = ""  # the runner's segment text, handed over at each commit
         for item in items:
             message.add(item)  # type: ignore[arg-type]
             if isinstance(item, TextDelta):
-                self.apply(conductor.stream_text(self.state, stream_id, item.text))
+                text += item.text
             elif isinstance(item, ToolUseRequest):
-                self.apply(conductor.stream_tool_started(self.state, stream_id))
+                self.apply(conductor.stream_tool_started(self.state, stream_id, text=text))
+                text = ""
         message.add(MessageEnd("tool_use" if message.tool_uses else "end_turn"))
-        return self.apply(conductor.stream_finished(self.state, stream_id, message, SETTINGS))
+        return self.apply(conductor.stream_finished(self.state, stream_id, message, SETTINGS, text=text))
 
 
 def wrapper_use(tool_use_id: str, name: str, arguments: object, call_id: str | None = None) -> ToolUseRequest:
@@ -89,8 +91,7 @@ def test_spoken_turn_follows_the_protocol_flow() -> None:
         ("convo.setState", {"state": "thinking"})
     ]
     finished = session.stream(started.run_model, TextDelta("Hi"), TextDelta(" there"), TextDelta("!"))
-    partials = [e.text for e in session.sent if isinstance(e, AssistantSpeechPartial)]
-    assert partials == ["Hi", "Hi there", "Hi there!"]
+    assert not [e for e in session.sent if isinstance(e, AssistantSpeechPartial)]  # the runner posts those
     assert isinstance(finished.events[0], AssistantSpeechFinal) and finished.events[0].text == "Hi there!"
     speak = calls(finished.events)[0]
     assert (speak.name, json.loads(speak.arguments)) == ("tts.speak", {"text": "Hi there!"})
@@ -177,12 +178,14 @@ def test_barge_in_mid_stream_keeps_text_marked_interrupted_and_stops_the_stream(
     session = Session()
     stream_id = session.say("count").run_model
     assert stream_id
-    session.apply(conductor.stream_text(session.state, stream_id, "1 2"))
+    spoken = session.apply(conductor.stream_speak(session.state, stream_id, "One, two. Three", len("One, two. ")))
+    assert [json.loads(c.arguments) for c in calls(spoken.events)] == [{"text": "One, two."}]
     out = session.apply(conductor.handle_barge_in(session.state))
     assert [json.loads(c.arguments) for c in calls(out.events)] == [{"state": "idle"}]
-    assert session.history[-1] == {"role": "assistant", "content": [{"text": f"1 2 {INTERRUPTED_MARKER}"}]}
+    # what the app was asked to speak is kept; "Three" was written but never heard
+    assert session.history[-1] == {"role": "assistant", "content": [{"text": f"One, two. {INTERRUPTED_MARKER}"}]}
     with pytest.raises(StreamSuperseded):
-        conductor.stream_text(session.state, stream_id, " 3")
+        conductor.stream_speak(session.state, stream_id, "One, two. Three, four", 0)
     nxt = session.say("next")
     assert nxt.run_model
     assert_valid_history(session.history)
@@ -226,8 +229,9 @@ def test_failed_stream_keeps_partial_text_and_the_next_turn_works() -> None:
     session = Session()
     stream_id = session.say("fail").run_model
     assert stream_id
-    session.apply(conductor.stream_text(session.state, stream_id, "Working on"))
-    out = session.apply(conductor.stream_failed(session.state, stream_id, "bedrock_error", "boom"))  # type: ignore[arg-type]
+    out = session.apply(
+        conductor.stream_failed(session.state, stream_id, "bedrock_error", "boom", text="Working on")  # type: ignore[arg-type]
+    )
     assert [e.code for e in out.events if isinstance(e, ErrorPayload)] == ["bedrock_error"]
     assert session.history[-1]["content"][0]["text"].startswith("Working on")
     assert session.say("again").run_model
@@ -282,7 +286,7 @@ def test_events_are_numbered_in_order_across_decisions() -> None:
     first = session.say("hi")
     assert first.numbered_events()[0][0] == 1
     assert first.run_model
-    second = session.apply(conductor.stream_text(session.state, first.run_model, "yo"))
+    second = session.apply(conductor.stream_speak(session.state, first.run_model, "Yo. And", len("Yo. ")))
     assert second.numbered_events()[0][0] == 1 + len(first.events)
 
 

@@ -88,10 +88,10 @@ def test_a_stream_superseded_by_a_new_transcript_cannot_be_claimed_but_the_new_o
 def test_a_claimed_stream_superseded_mid_stream_stops_its_runner() -> None:
     session, stream_id = started_turn()
     claim(session, stream_id, "runner-a", deadline=session.clock + 900)
-    session.apply(conductor.stream_text(session.state, stream_id, "Half"))
+    session.apply(conductor.stream_speak(session.state, stream_id, "Half", 0))
     session.say("stop, new question")
     with pytest.raises(StreamSuperseded):
-        conductor.stream_text(session.state, stream_id, " more")
+        conductor.stream_speak(session.state, stream_id, " more", 0)
     with pytest.raises(StreamSuperseded):
         conductor.claim_stream(session.state, stream_id, "runner-a", deadline=session.clock + 900)
 
@@ -121,7 +121,7 @@ def test_a_claimed_stream_held_past_its_deadline_ends_on_session_start() -> None
     session, stream_id = started_turn()
     deadline = session.clock + 900
     claim(session, stream_id, "runner-a", deadline=deadline)
-    session.apply(conductor.stream_text(session.state, stream_id, "I was saying"))
+    session.apply(conductor.stream_speak(session.state, stream_id, "I was saying", 0))
     events = session_start(session, now=deadline + 1)
     assert session.history[1]["content"][0]["text"].startswith("I was saying")  # kept, marked
     assert_turn_ended_by_lost_runner(session, events, STOPPED, said="I was saying")
@@ -135,7 +135,7 @@ def test_a_claimed_stream_held_past_its_deadline_ends_on_an_own_call_result() ->
     outcome = session.answer(thinking_call_id(session))  # the app acknowledges "thinking" late
     assert_turn_ended_by_lost_runner(session, outcome.events, STOPPED)
     with pytest.raises(StreamSuperseded):  # a runner that was only slow stops at its next delta
-        conductor.stream_text(session.state, stream_id, "late")
+        conductor.stream_speak(session.state, stream_id, "late", 0)
 
 
 def test_an_unclaimed_stream_older_than_the_start_timeout_ends_on_session_start() -> None:
@@ -177,7 +177,7 @@ def test_a_claimed_stream_within_its_deadline_is_left_alone_even_long_after_laun
     session.clock += START_TIMEOUT_S + 300  # a long answer, still within the runner's time
     outcome = session.answer(thinking_call_id(session))
     assert outcome.events == []
-    session.apply(conductor.stream_text(session.state, stream_id, "still going"))
+    session.apply(conductor.stream_speak(session.state, stream_id, "still going", 0))
     assert session_start(session, now=session.clock) == []
 
 
@@ -200,7 +200,7 @@ def test_a_stream_the_runner_resumes_itself_stays_its_own() -> None:
     session.clock += 1
     outcome = session.answer(speak_call_id(session.sent))  # the app spoke "Let me try."
     assert heard(outcome.events) == []
-    session.apply(conductor.stream_text(session.state, retry.run_model, "Done."))
+    session.apply(conductor.stream_speak(session.state, retry.run_model, "Done.", 0))
 
 
 def test_a_model_call_result_never_ends_a_turn_waiting_for_results() -> None:

@@ -82,13 +82,15 @@ class Session:
     def stream(self, stream_id: str, items: list[StreamItem], stop_reason: str) -> Outcome:
         """One model message, item by item as the runner decides them."""
         message = ModelMessage()
+        text = ""  # the runner's segment text, handed over at each commit
         for item in [*items, MessageEnd(stop_reason)]:
             message.add(item)
             if isinstance(item, TextDelta):
-                self.apply(conductor.stream_text(self.state, stream_id, item.text))
+                text += item.text
             elif isinstance(item, ToolUseStarted):
-                self.apply(conductor.stream_tool_started(self.state, stream_id))
-        return self.apply(conductor.stream_finished(self.state, stream_id, message, self.settings))
+                self.apply(conductor.stream_tool_started(self.state, stream_id, text=text))
+                text = ""
+        return self.apply(conductor.stream_finished(self.state, stream_id, message, self.settings, text=text))
 
     def since(self, mark: int) -> list[object]:
         return self.sent[mark:]

@@ -247,6 +247,9 @@ def conductor(
         "CONDUCTOR_TURN_RESERVE_MS": "1000",
         "BEDROCK_MAX_ATTEMPTS": "2",
         "POWERTOOLS_METRICS_NAMESPACE": "VoiceIDETest",
+        # One partial per model delta, so tests can assert exact sequences; coalescing has its own tests.
+        "CONDUCTOR_PARTIAL_FLUSH_MS": "0",
+        "CONDUCTOR_PARTIAL_GROWTH": "0",
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)

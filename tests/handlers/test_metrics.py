@@ -123,9 +123,14 @@ def test_tokens_of_every_model_message_and_the_time_to_the_first_partial(
     emf = emitted(capsys)
     assert (emf.total("InputTokens"), emf.total("OutputTokens")) == (300, 37)
     assert emf.units["InputTokens"] == emf.units["OutputTokens"] == "Count"
-    assert len(emf.values["FirstPartialLatency"]) == 1  # one model message spoke
-    assert emf.units["FirstPartialLatency"] == "Milliseconds"
-    assert emf.values["FirstPartialLatency"][0] > 0
+    assert len(emf.values["FirstPartialMs"]) == 1  # one runner invocation spoke
+    assert emf.units["FirstPartialMs"] == emf.units["ModelFirstTokenMs"] == "Milliseconds"
+    assert emf.values["FirstPartialMs"][0] > 0
+    assert len(emf.values["ModelFirstTokenMs"]) == 1  # the tool-call message wrote no text
+    # one record per runner invocation (the tool call, then the answer), one per completed tool round
+    assert len(emf.values["TurnRunMs"]) == len(emf.values["DynamoDBRequests"]) == len(emf.values["Posts"]) == 2
+    assert all(count > 0 for count in emf.values["DynamoDBRequests"] + emf.values["Posts"])
+    assert len(emf.values["ToolRoundTripMs"]) == 1 and emf.values["ToolRoundTripMs"][0] >= 0
     assert emf.error_codes() == Counter()
 
 

@@ -25,6 +25,7 @@ from lambdas import message as message_lambda
 from lambdas import runtime, turn, turn_abandoned
 from shared.core.conductor import RUNNER_LOST_LINE
 from shared.core.messages import ERROR_MARKER
+from shared.turn_launcher import TurnTask
 from tests.handlers.conftest import Connection, Harness
 from tests.reliability.support import (
     IDLE,
@@ -148,8 +149,8 @@ def test_two_deliveries_at_the_same_instant_stream_to_the_app_once(conductor: Ha
     assert said == [*PARTIALS, ("final", ANSWER)], said
     speaks = [item for item in conductor.summary(conn) if item[:2] == ("toolCall", "tts.speak")]
     assert speaks == [("toolCall", "tts.speak", {"text": ANSWER})]
-    events = conductor.events(conn)
-    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    kept = [event for event in conductor.events(conn) if event.kind_name != "assistantSpeechPartial"]
+    assert [event.seq for event in kept] == list(range(1, len(kept) + 1))
     assert conductor.history(conn.session_id)[1:] == [{"role": "assistant", "content": [{"text": ANSWER}]}]
 
 
@@ -387,28 +388,57 @@ def test_the_runner_starts_from_the_tasks_state_without_reading_it(conductor: Ha
     log: list[str] = []
     with dynamodb_calls(log):
         assert turn.handler(task, turn_context()) == {"ran": True}
-    assert "GetItem" not in before_first_partial(log), log
-    assert before_first_partial(log) == ["Query", "PutItem"], log  # the history window, then the claiming commit
-    assert log.count("GetItem") == 0, log
+    assert before_first_partial(log) == ["PutItem"], log  # the claiming commit: the history came with the task
+    # nothing is written per delta: one read checks the stream before each later partial (here
+    # one partial per delta), and the message's end is the only other write
+    assert log.count("GetItem") == len(PARTIALS) - 1, log
+    assert [call for call in log if call in ("PutItem", "TransactWriteItems", "UpdateItem")] == [
+        "PutItem",
+        "TransactWriteItems",
+    ], log
     assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]
+
+
+def test_default_reads_the_history_window_beside_the_state_and_hands_it_over(conductor: Harness) -> None:
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    conductor.script.push(message("First answer."))
+    conductor.say(conn, "first")
+    conductor.finish_turn(conn)
+    with launches_held(conductor) as tasks:
+        conductor.say(conn, "second")
+    carried = TurnTask.model_validate(tasks[0]).history_window()
+    assert carried == runtime.store().history(conn.session_id, 80)  # exactly what the runner would read
+    assert carried is not None and carried[-1] == {"role": "user", "content": [{"text": "second"}]}
+
+
+def test_without_a_carried_history_the_runner_reads_it(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    task = {key: value for key, value in task.items() if key != "history"}
+    conductor.script.push(message(ANSWER))
+    log: list[str] = []
+    with dynamodb_calls(log):
+        assert turn.handler(task, turn_context()) == {"ran": True}
+    assert before_first_partial(log) == ["Query", "PutItem"], log
+    assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]
+    assert conductor.script.requests[-1].body["messages"] == [{"role": "user", "content": [{"text": "hello"}]}]
 
 
 def test_a_stale_snapshot_loses_its_race_and_decides_again(conductor: Harness) -> None:
     conn, task = launched_turn(conductor)
-    thinking = conductor.call_id(conn, "convo.setState")
-    conductor.answer(conn, thinking, '{"ok":true}')  # the app acks "thinking": the stored state moves on
+    # the app announces a capability meanwhile: the stored state moves on
+    conductor.send(conn, "sessionStart", {"sessionId": conn.session_id, "capabilities": ["sentenceSpeech"]})
     stored = runtime.store().load(conn.session_id)
     assert stored is not None and stored.version > json.loads(task["state"])["version"]
-    assert stored.own_call(thinking) is None
 
     conductor.script.push(message(ANSWER))
     log: list[str] = []
     with dynamodb_calls(log):
         assert turn.handler(task, turn_context()) == {"ran": True}
     assert before_first_partial(log).count("GetItem") == 1, log  # the lost race, decided again on fresh state
-    assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]
+    assert kinds_said(conductor, conn)[-1] == ("final", ANSWER)
     after = runtime.store().load(conn.session_id)
-    assert after is not None and after.own_call(thinking) is None  # the ack was not undone by the stale copy
+    assert after is not None and after.capabilities == ["sentenceSpeech"]  # not undone by the stale copy
     conductor.finish_turn(conn)
     assert conductor.summary(conn)[-1] == IDLE
 

@@ -6,6 +6,7 @@ import json
 
 from conductor_local.bedrock_server import Text, message, model_stream_error, throttled, tool_call
 from shared.core.messages import ERROR_MARKER, INTERRUPTED_MARKER
+from shared.protocol import Event, ToolCall
 from tests.handlers.conftest import Harness, summarize
 
 THINKING = ("toolCall", "convo.setState", {"state": "thinking"})
@@ -33,7 +34,9 @@ def test_spoken_turn_follows_the_protocol_flow(conductor: Harness) -> None:
         IDLE,
     ]
     events = conductor.events(conn)
-    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    kept = [event for event in events if event.kind_name != "assistantSpeechPartial"]
+    assert [event.seq for event in kept] == list(range(1, len(kept) + 1))
+    assert all(event.seq is None for event in events if event.kind_name == "assistantSpeechPartial")  # never kept
     assert conductor.history(conn.session_id) == [
         {"role": "user", "content": [{"text": "Hello"}]},
         {"role": "assistant", "content": [{"text": "Hi there, how can I help?"}]},
@@ -132,7 +135,31 @@ def test_malformed_wrapper_reports_invalid_tool_call_and_lets_the_model_recover(
     assert not [s for s in summary if s[0] == "toolCall" and s[1] not in ("convo.setState", "tts.speak")]
 
 
-def test_barge_in_mid_stream_stops_it_and_keeps_the_text_marked(conductor: Harness) -> None:
+def test_barge_in_mid_stream_stops_it_and_keeps_what_was_spoken_marked(conductor: Harness) -> None:
+    sentences = " ".join(f"Number {n}." for n in range(1, 201))
+    conductor.script.push(message(Text(sentences, pause=0.02)), message("Okay."))
+    conn = conductor.connect()
+    conductor.send(conn, "sessionStart", {"sessionId": conn.session_id, "capabilities": ["sentenceSpeech"]})
+    streaming = conductor.send_in_background(conn, "userAudioTranscriptFinal", {"text": "count 200"})
+    conductor.wait_for(conn, lambda events: len(speaks(events)) >= 2)
+    conductor.barge_in(conn)
+    streaming.join(timeout=30)
+    assert not streaming.is_alive()
+    summary = conductor.summary(conn)
+    idle_at = summary.index(IDLE)
+    assert sum(1 for item in summary[idle_at:] if item[0] in ("partial", "toolCall")) <= 1
+    assert not any(item[0] == "final" for item in summary)
+    spoken = " ".join(json.loads(call.arguments)["text"] for call in speaks(conductor.events(conn)))
+    stored = conductor.history(conn.session_id)
+    assert stored[-1]["role"] == "assistant"
+    # exactly what the app was asked to speak, marked; not the text the model wrote after it
+    assert stored[-1]["content"][0]["text"] == f"{spoken} {INTERRUPTED_MARKER}"
+    assert len(spoken.split()) < 400
+    conductor.say(conn, "stop counting")
+    assert conductor.summary(conn)[-2:] == [("final", "Okay."), ("toolCall", "tts.speak", {"text": "Okay."})]
+
+
+def test_barge_in_before_anything_was_spoken_keeps_no_assistant_text(conductor: Harness) -> None:
     words = " ".join(str(n) for n in range(1, 201))
     conductor.script.push(message(Text(words, pause=0.02)), message("Okay."))
     conn = conductor.connect()
@@ -142,15 +169,16 @@ def test_barge_in_mid_stream_stops_it_and_keeps_the_text_marked(conductor: Harne
     streaming.join(timeout=30)
     assert not streaming.is_alive()
     summary = conductor.summary(conn)
-    idle_at = summary.index(IDLE)
-    assert sum(1 for item in summary[idle_at:] if item[0] == "partial") <= 1
-    assert not any(item[0] == "final" for item in summary)
-    stored = conductor.history(conn.session_id)
-    assert stored[-1]["role"] == "assistant"
-    assert stored[-1]["content"][0]["text"].endswith(INTERRUPTED_MARKER)
-    assert len(stored[-1]["content"][0]["text"].split()) < 200
+    assert sum(1 for item in summary[summary.index(IDLE) :] if item[0] == "partial") <= 1
     conductor.say(conn, "stop counting")
+    stored = conductor.history(conn.session_id)
+    # nothing was sent to tts.speak: the user heard none of it, so the utterances stand together
+    assert stored[0] == {"role": "user", "content": [{"text": "count 200"}, {"text": "stop counting"}]}
     assert conductor.summary(conn)[-2:] == [("final", "Okay."), ("toolCall", "tts.speak", {"text": "Okay."})]
+
+
+def speaks(events: list[Event]) -> list[ToolCall]:
+    return [e.payload for e in events if e.kind_name == "toolCall" and e.payload.name == "tts.speak"]
 
 
 def test_new_transcript_while_a_model_call_is_pending_cancels_it(conductor: Harness) -> None:

@@ -129,8 +129,11 @@ def answers_tools(request: dict[str, Any]) -> bool:
 
 
 def last_user_text(request: dict[str, Any]) -> str:
+    """The newest utterance: the last text block of the last message (utterances the user heard
+    no answer to are merged into one message, oldest first)."""
     last = request["messages"][-1]
-    return " ".join(block["text"] for block in last["content"] if "text" in block)
+    texts = [block["text"] for block in last["content"] if "text" in block]
+    return texts[-1] if texts else ""
 
 
 class RoutingResponder:

@@ -390,29 +390,31 @@ def test_the_other_tool_result_committed_first_is_kept(
 
 
 def test_a_dynamodb_error_mid_stream_ends_the_turn_cleanly(conductor: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is written per delta: mid-stream, DynamoDB is the read that checks the stream
+    before each partial. It fails before the third partial: the text so far is finalized."""
     conductor.script.push(message(SENTENCE))
     conn = conductor.connect()
     conductor.start_session(conn)
     store = runtime.store()
-    commit = store.commit
-    stream_commits: list[int] = []
+    load = store.load
+    loads: list[int] = []
 
-    def failing_commit(state: Any, history: Any = (), **kwargs: Any) -> Any:
-        if kwargs.get("claim_event_id") is None and not list(history) and not list(kwargs.get("outbox", ())):
-            stream_commits.append(1)
-            if len(stream_commits) == 3:  # the third partial
-                raise ClientError(
-                    {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
-                    "TransactWriteItems",
-                )
-        return commit(state, history, **kwargs)
+    def failing_load(session_id: str) -> Any:
+        loads.append(1)
+        if len(loads) == 3:  # $default's read beside the history, the check before partial 2, then this
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "GetItem"
+            )
+        return load(session_id)
 
-    monkeypatch.setattr(store, "commit", failing_commit)
+    monkeypatch.setattr(store, "load", failing_load)
     conductor.say(conn, "count")
     summary = summarize(non_partial(conductor.events(conn)))
-    assert summary == [THINKING, ("final", "one two"), ("error", "conductor_error"), IDLE]
-    assert conductor.history(conn.session_id)[-1]["content"] == [{"text": f"one two {ERROR_MARKER}"}]
-    monkeypatch.setattr(store, "commit", commit)
+    assert summary == [THINKING, ("final", "one two three"), ("error", "conductor_error"), IDLE]
+    partials = [e.payload.text for e in conductor.events(conn) if e.kind_name == "assistantSpeechPartial"]
+    assert partials == ["one", "one two"]  # none for a stream that was not checked
+    assert conductor.history(conn.session_id)[-1]["content"] == [{"text": f"one two three {ERROR_MARKER}"}]
+    monkeypatch.setattr(store, "load", load)
     assert_next_turn_succeeds(conductor, conn)
 
 
