@@ -1,4 +1,5 @@
-"""The stage's CloudWatch dashboard: turns, error rates, latency, tokens, connections, throttles."""
+"""The stage's CloudWatch dashboard: turns, error rates, latency, connections, throttles, and a
+section of per-turn figures (latency percentiles, tokens and the prompt cache, work per turn)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,20 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from infra.config import StageConfig
 from infra.constructs.monitoring import (
+    CACHE_READ_TOKENS_METRIC,
+    CACHE_WRITE_TOKENS_METRIC,
+    DYNAMODB_REQUESTS_METRIC,
     FIRST_PARTIAL_METRIC,
+    FIRST_SPEAK_METRIC,
     INPUT_TOKENS_METRIC,
+    MODEL_FIRST_TOKEN_METRIC,
     OUTPUT_TOKENS_METRIC,
     PERIOD,
+    POSTS_METRIC,
+    TOOL_ROUND_TRIP_METRIC,
+    TURN_RUN_METRIC,
     TURNS_ABANDONED_METRIC,
     TURNS_METRIC,
     ConductorAlarms,
@@ -23,6 +33,18 @@ from shared.protocol import SENT_ERROR_CODES
 WIDTH = 8  # three graphs per row of the 24-column grid
 HEIGHT = 6
 PERCENTILES = ("p50", "p90", "p99")
+TURN_PERCENTILES = ("p50", "p99")
+# The per-turn timings, each graphed as its percentiles (title, metric).
+TURN_TIMINGS = (
+    ("First partial (ms, transcript committed → first partial posted)", FIRST_PARTIAL_METRIC),
+    ("First tts.speak (ms, transcript committed → first speech call posted)", FIRST_SPEAK_METRIC),
+    ("Model first token (ms, request to the model → first text)", MODEL_FIRST_TOKEN_METRIC),
+    ("Turn runner invocation (ms)", TURN_RUN_METRIC),
+    ("Tool round trip (ms, toolCall sent → the round's last result committed)", TOOL_ROUND_TRIP_METRIC),
+)
+TOKEN_METRICS = (INPUT_TOKENS_METRIC, OUTPUT_TOKENS_METRIC, CACHE_READ_TOKENS_METRIC, CACHE_WRITE_TOKENS_METRIC)
+# Work per turn: the runner's counts over the turns started (metric id, metric).
+WORK_METRICS = (("dynamodb_requests", DYNAMODB_REQUESTS_METRIC), ("posts", POSTS_METRIC))
 # Failures the conductor counts besides the error events it sends.
 FAILURE_COUNTS = ("BedrockErrors", "ContextOverflows", "TurnLaunchFailures", "StateConflicts", TURNS_ABANDONED_METRIC)
 
@@ -33,6 +55,68 @@ def graph(title: str, left: list[cloudwatch.IMetric], **options: object) -> clou
 
 def limit(value: float, label: str) -> cloudwatch.HorizontalAnnotation:
     return cloudwatch.HorizontalAnnotation(value=value, label=label, color=cloudwatch.Color.RED)
+
+
+def percentiles(config: StageConfig, name: str) -> list[cloudwatch.IMetric]:
+    return [own_metric(config, name, statistic=p).with_(label=p) for p in TURN_PERCENTILES]
+
+
+def cache_hit_ratio(config: StageConfig) -> cloudwatch.MathExpression:
+    """Input tokens read from the prompt cache, in % of all input tokens (uncached, read, written)."""
+    tokens = {
+        "cache_read": own_metric(config, CACHE_READ_TOKENS_METRIC),
+        "cache_write": own_metric(config, CACHE_WRITE_TOKENS_METRIC),
+        "uncached": own_metric(config, INPUT_TOKENS_METRIC),
+    }
+    total = " + ".join(f"FILL({key}, 0)" for key in tokens)
+    return cloudwatch.MathExpression(
+        expression=f"IF(({total}) > 0, 100 * FILL(cache_read, 0) / ({total}), 0)",
+        using_metrics=tokens,
+        label="cache reads (% of input tokens)",
+        period=PERIOD,
+    )
+
+
+def per_turn(config: StageConfig, metric_id: str, name: str) -> cloudwatch.MathExpression:
+    """A count the runner emits, summed over the period and divided by the turns started in it."""
+    counted = {metric_id: own_metric(config, name), "turns": own_metric(config, TURNS_METRIC)}
+    return cloudwatch.MathExpression(
+        expression=f"IF(FILL(turns, 0) > 0, FILL({metric_id}, 0) / turns, 0)",
+        using_metrics=counted,
+        label=f"{name} per turn",
+        period=PERIOD,
+    )
+
+
+def turn_section(config: StageConfig) -> list[list[cloudwatch.IWidget]]:
+    """Rows of the per-turn figures: dimensions service only (as the conductor emits them; the
+    dashboard is the stage's), nothing per session."""
+    header = cloudwatch.TextWidget(
+        markdown=f"## Per turn ({config.name})\nLatency percentiles, Bedrock tokens and the prompt cache, "
+        "DynamoDB requests and posts per turn.",
+        width=3 * WIDTH,
+        height=2,
+    )
+    timings = [graph(title, percentiles(config, name)) for title, name in TURN_TIMINGS]
+    return [
+        [header],
+        timings[:3],
+        [
+            *timings[3:],
+            graph(
+                "DynamoDB requests and posts per turn",
+                [per_turn(config, metric_id, name) for metric_id, name in WORK_METRICS],
+            ),
+        ],
+        [
+            graph("Bedrock tokens (per 5 minutes)", [own_metric(config, name) for name in TOKEN_METRICS]),
+            graph(
+                "Prompt cache hit ratio (%)",
+                [cache_hit_ratio(config)],
+                left_y_axis=cloudwatch.YAxisProps(min=0, max=100),
+            ),
+        ],
+    ]
 
 
 class ConductorDashboard(Construct):
@@ -91,16 +175,6 @@ class ConductorDashboard(Construct):
                 [functions["message"].metric_duration(statistic=p, period=PERIOD, label=p) for p in PERCENTILES],
                 left_annotations=[limit(message_timeout_ms * share, "alarm"), limit(message_timeout_ms, "timeout")],
             ),
-            graph(
-                "Time to first partial (ms, request to the model → first words posted)",
-                [own_metric(config, FIRST_PARTIAL_METRIC, statistic=p).with_(label=p) for p in PERCENTILES],
-            ),
-        )
-        self.dashboard.add_widgets(
-            graph(
-                "Bedrock tokens (per 5 minutes)",
-                [own_metric(config, INPUT_TOKENS_METRIC), own_metric(config, OUTPUT_TOKENS_METRIC)],
-            ),
             cloudwatch.GraphWidget(
                 title="Bedrock output tokens per hour (spend guard)",
                 left=[alarms.output_tokens_per_hour()],
@@ -108,20 +182,24 @@ class ConductorDashboard(Construct):
                 width=WIDTH,
                 height=HEIGHT,
             ),
+        )
+        self.dashboard.add_widgets(
             graph(
                 "Function error rates (% of invocations)",
                 [alarms.rates[f"{name.capitalize()}ErrorRate"].with_(label=name) for name in functions],
                 left_annotations=[limit(config.alarms.error_rate_percent, "alarm")],
             ),
-        )
-        self.dashboard.add_widgets(
             graph(
                 "Lambda throttles",
                 [fn.metric_throttles(statistic="Sum", period=PERIOD, label=name) for name, fn in functions.items()],
             ),
             graph("DynamoDB throttles", [alarms.table_throttles()]),
+        )
+        self.dashboard.add_widgets(
             graph(
                 "API Gateway errors",
                 [api_metric(stage, name) for name in ("IntegrationError", "ExecutionError", "ClientError")],
             ),
         )
+        for row in turn_section(config):
+            self.dashboard.add_widgets(*row)

@@ -36,7 +36,19 @@ TURNS_METRIC = "Turns"
 TURNS_ABANDONED_METRIC = "TurnsAbandoned"
 OUTPUT_TOKENS_METRIC = "OutputTokens"
 INPUT_TOKENS_METRIC = "InputTokens"
-FIRST_PARTIAL_METRIC = "FirstPartialLatency"
+CACHE_READ_TOKENS_METRIC = "CacheReadInputTokens"
+CACHE_WRITE_TOKENS_METRIC = "CacheWriteInputTokens"
+# Per-turn timings the turn runner emits (milliseconds): transcript committed -> first partial posted,
+# -> first tts.speak posted; model request -> first text; the runner invocation; toolCall sent -> the
+# round's last result committed.
+FIRST_PARTIAL_METRIC = "FirstPartialMs"
+FIRST_SPEAK_METRIC = "FirstSpeakMs"
+MODEL_FIRST_TOKEN_METRIC = "ModelFirstTokenMs"
+TURN_RUN_METRIC = "TurnRunMs"
+TOOL_ROUND_TRIP_METRIC = "ToolRoundTripMs"
+# Per runner invocation counts: DynamoDB calls and posts to the connection.
+DYNAMODB_REQUESTS_METRIC = "DynamoDBRequests"
+POSTS_METRIC = "Posts"
 # Error codes that mean the conductor failed the user (the others answer a malformed or refused frame).
 CONDUCTOR_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.CONDUCTOR_ERROR, ErrorCode.HANDLER_ERROR)
 BEDROCK_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.BEDROCK_ERROR,)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from infra.constructs.dashboard import TURN_TIMINGS
 from infra.constructs.monitoring import CONDUCTOR_FAULT_CODES, TABLE_OPERATIONS
 from infra.nag import flatten_cfn_reference
 from shared.commit import error_metric_name
@@ -199,7 +200,7 @@ def widget_metrics(widget: dict[str, Any]) -> list[tuple[str, str, str]]:
 def test_dashboard_graphs_turns_errors_latency_tokens_and_connections(any_stage: Synth) -> None:
     body = dashboard(any_stage)
     widgets = body["widgets"]
-    assert all(w["properties"].get("title") for w in widgets)
+    assert all(w["properties"].get("title") for w in widgets if w["type"] != "text")
     graphs = {w["properties"]["title"]: widget_metrics(w) for w in widgets if w["type"] == "metric"}
     ns = any_stage.config.metrics_namespace
 
@@ -213,9 +214,6 @@ def test_dashboard_graphs_turns_errors_latency_tokens_and_connections(any_stage:
     }
     for title in ("Turn runner duration (ms)", "$default duration (ms)"):
         assert {(m, s) for _, m, s in graphs[title]} == {("Duration", p) for p in ("p50", "p90", "p99")}
-    first_partial = next(t for t in graphs if t.startswith("Time to first partial"))
-    assert {(m, s) for _, m, s in graphs[first_partial]} == {("FirstPartialLatency", p) for p in ("p50", "p90", "p99")}
-    assert {m for _, m, _ in graphs["Bedrock tokens (per 5 minutes)"]} == {"InputTokens", "OutputTokens"}
     assert {m for _, m, _ in graphs["API Gateway errors"]} == {"IntegrationError", "ExecutionError", "ClientError"}
     rates = next(w for w in widgets if w["properties"].get("title") == "Error rates (% of turns)")
     assert len([row for row in rates["properties"]["metrics"] if "expression" in row[-1]]) == 3
@@ -226,3 +224,101 @@ def test_dashboard_graphs_turns_errors_latency_tokens_and_connections(any_stage:
     )
     [status] = [w for w in widgets if w["type"] == "alarm"]
     assert len(status["properties"]["alarms"]) == len(alarms(any_stage))
+
+
+def graph_rows(widget: dict[str, Any]) -> list[tuple[str, str, dict[str, str], str, str | None]]:
+    """(namespace, metric, dimensions, stat, id) of every metric row of a graph, hidden ones too."""
+    found = []
+    for row in widget["properties"].get("metrics", []):
+        if isinstance(row[-1], dict) and "expression" in row[-1]:
+            continue
+        options = row[-1] if isinstance(row[-1], dict) else {}
+        cells = [cell for cell in row if not isinstance(cell, dict)]
+        assert "." not in cells, "rows are written out in full"
+        dims = dict(zip(cells[2::2], cells[3::2], strict=True))
+        found.append((cells[0], cells[1], dims, options.get("stat", ""), options.get("id")))
+    return found
+
+
+def expressions(widget: dict[str, Any]) -> list[str]:
+    return [row[-1]["expression"] for row in widget["properties"]["metrics"] if "expression" in row[-1]]
+
+
+def test_dashboard_has_a_per_turn_section_of_percentiles_tokens_and_work(any_stage: Synth) -> None:
+    widgets = dashboard(any_stage)["widgets"]
+    by_title = {w["properties"].get("title"): w for w in widgets if w["type"] == "metric"}
+    config = any_stage.config
+    own = {"service": config.service_name}
+    [header] = [w for w in widgets if w["type"] == "text"]
+    assert header["properties"]["markdown"].startswith(f"## Per turn ({config.name})")
+    assert header["width"] == 24
+    section = [w for w in widgets if w["y"] > header["y"]]
+
+    timings = {title: name for title, name in TURN_TIMINGS}
+    assert set(timings.values()) == {
+        "FirstPartialMs",
+        "FirstSpeakMs",
+        "ModelFirstTokenMs",
+        "TurnRunMs",
+        "ToolRoundTripMs",
+    }
+    for title, name in timings.items():
+        assert by_title[title] in section
+        assert graph_rows(by_title[title]) == [
+            (config.metrics_namespace, name, own, "p50", None),
+            (config.metrics_namespace, name, own, "p99", None),
+        ]
+        assert by_title[title]["properties"]["period"] == 300
+
+    tokens = by_title["Bedrock tokens (per 5 minutes)"]
+    assert tokens in section
+    assert [(m, dims, stat) for _, m, dims, stat, _ in graph_rows(tokens)] == [
+        (name, own, "Sum") for name in ("InputTokens", "OutputTokens", "CacheReadInputTokens", "CacheWriteInputTokens")
+    ]
+
+    ratio = by_title["Prompt cache hit ratio (%)"]
+    [expression] = expressions(ratio)
+    hidden = {row_id: (m, dims, stat) for _, m, dims, stat, row_id in graph_rows(ratio)}
+    assert hidden == {
+        "cache_read": ("CacheReadInputTokens", own, "Sum"),
+        "cache_write": ("CacheWriteInputTokens", own, "Sum"),
+        "uncached": ("InputTokens", own, "Sum"),
+    }
+    total = "FILL(cache_read, 0) + FILL(cache_write, 0) + FILL(uncached, 0)"
+    assert expression == f"IF(({total}) > 0, 100 * FILL(cache_read, 0) / ({total}), 0)"
+    assert ratio["properties"]["yAxis"]["left"] == {"min": 0, "max": 100}
+
+    work = by_title["DynamoDB requests and posts per turn"]
+    assert expressions(work) == [
+        "IF(FILL(turns, 0) > 0, FILL(dynamodb_requests, 0) / turns, 0)",
+        "IF(FILL(turns, 0) > 0, FILL(posts, 0) / turns, 0)",
+    ]
+    assert {row_id: m for _, m, _, _, row_id in graph_rows(work)} == {
+        "dynamodb_requests": "DynamoDBRequests",
+        "turns": "Turns",
+        "posts": "Posts",
+    }
+
+
+def test_dashboard_metrics_carry_no_per_session_dimension(any_stage: Synth) -> None:
+    """Own metrics are keyed by the service alone: one time series per stage, whatever the traffic."""
+    ns = any_stage.config.metrics_namespace
+    for widget in dashboard(any_stage)["widgets"]:
+        if widget["type"] != "metric":
+            continue
+        for namespace, name, dims, _, _ in graph_rows(widget):
+            if namespace == ns:
+                assert dims == {"service": any_stage.config.service_name}, (widget["properties"]["title"], name)
+
+
+def test_dashboard_widgets_do_not_overlap(any_stage: Synth) -> None:
+    cells: set[tuple[int, int]] = set()
+    for widget in dashboard(any_stage)["widgets"]:
+        area = {
+            (x, y)
+            for x in range(widget["x"], widget["x"] + widget["width"])
+            for y in range(widget["y"], widget["y"] + widget["height"])
+        }
+        assert not cells & area, widget["properties"].get("title")
+        assert widget["x"] + widget["width"] <= 24
+        cells |= area
