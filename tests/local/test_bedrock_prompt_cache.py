@@ -4,6 +4,8 @@ metadata event."""
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 import pytest
@@ -345,3 +347,26 @@ def test_cache_points_are_found_in_tools_system_and_messages() -> None:
     assert has_cache_points({"toolConfig": TOOLS})
     assert has_cache_points({"system": SYSTEM})
     assert has_cache_points({"messages": [user("hi", cache=True)]})
+
+
+def test_each_checkpoint_needs_the_minimum_since_the_last_cached_one(clock: Clock) -> None:
+    """Bedrock: with a 1,024-token minimum the first checkpoint may follow 1,024 tokens, the second 2,048."""
+    cache = PromptCache(min_tokens=100, clock=clock)
+    long_a, short, long_b = {"text": "a" * 400}, {"text": "s" * 40}, {"text": "b" * 400}
+
+    def tokens(*blocks: dict[str, str]) -> int:
+        return math.ceil(sum(len(json.dumps(b, separators=(",", ":"))) for b in blocks) / 4)
+
+    def system(*blocks: dict[str, Any]) -> dict[str, Any]:
+        return {"system": list(blocks), "messages": [user("hi")]}
+
+    first = cache.account(system(long_a, CACHE_POINT, short, CACHE_POINT, long_b, CACHE_POINT), 1000)
+    assert (first.read, first.write) == (0, tokens(long_a, short, long_b))  # the short one rolls into the next
+
+    again = cache.account(system(long_a, CACHE_POINT, short, CACHE_POINT, long_b, CACHE_POINT), 1000)
+    assert (again.read, again.write) == (tokens(long_a, short, long_b), 0)
+
+    long_c = {"text": "c" * 400}
+    other_end = cache.account(system(long_a, CACHE_POINT, short, CACHE_POINT, long_c, CACHE_POINT), 1000)
+    assert other_end.read == tokens(long_a)  # nothing was cached at the short checkpoint
+    assert other_end.write == tokens(long_a, short, long_c) - tokens(long_a)
