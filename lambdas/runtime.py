@@ -23,7 +23,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
-from shared.brain import BedrockBrain, bedrock_client_config
+from shared.brain import BedrockBrain, bedrock_client_config, prompt_cache_enabled
 from shared.commit import Committer
 from shared.config import Settings
 from shared.core.wrapper import wrapper_tool_spec
@@ -197,6 +197,8 @@ def turn_runner() -> TurnRunner:
         tool_spec=wrapper_tool_spec(config.catalog),
         max_tokens=config.max_tokens,
         temperature=config.temperature,
+        prompt_cache=prompt_cache_enabled(config.prompt_cache, config.model_id),
+        history_window=config.history_window,
     )
     traced(brain, "stream")
     metrics_sink = PowertoolsMetrics()

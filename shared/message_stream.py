@@ -95,7 +95,7 @@ class MessageStream:
                         if self.figures.model_first_token_ms is None:
                             self.figures.model_first_token_ms = (time.monotonic() - brain_started) * 1000
                         self.segment.add(item.text)
-                        if self.segment.partial_due(self.clock()):
+                        if self.segment.partial_due(self.clock()) or self._first_sentence_ready():
                             self._flush()
                     elif isinstance(item, ToolUseStarted):
                         self._tool_started()
@@ -180,6 +180,11 @@ class MessageStream:
         self.delivery.gateway.post(self.task.endpoint, state.connection_id, frame)
         if self.figures.first_partial_ms is None:
             self.figures.first_partial_ms = self._since_launch()
+
+    def _first_sentence_ready(self) -> bool:
+        """The segment's first sentence is complete: the app starts speaking at once (the rest
+        goes on the partials' cadence)."""
+        return self.segment.spoken == 0 and self._speaks_sentences() and self.segment.speakable_until() > 0
 
     def _speaks_sentences(self) -> bool:
         return SENTENCE_SPEECH in self.state.capabilities

@@ -250,6 +250,8 @@ def conductor(
         # One partial per model delta, so tests can assert exact sequences; coalescing has its own tests.
         "CONDUCTOR_PARTIAL_FLUSH_MS": "0",
         "CONDUCTOR_PARTIAL_GROWTH": "0",
+        # Requests exactly as built, without cachePoints; prompt caching has its own tests.
+        "BEDROCK_PROMPT_CACHE": "off",
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)

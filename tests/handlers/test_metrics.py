@@ -207,3 +207,23 @@ def test_a_trace_shows_each_store_model_and_post_call(conductor: Harness, monkey
     assert conflict["fault"] is True
     assert conflict["cause"]["exceptions"][0]["type"] == "VersionConflict"
     assert "fault" not in subsegments["BedrockBrain.stream"]
+
+
+def test_prompt_cache_reads_and_writes_are_counted_per_turn(
+    conductor: Harness, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BEDROCK_PROMPT_CACHE", "on")
+    runtime.reset()
+    conductor.script.push(message("First answer."), message("Second answer."))
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    capsys.readouterr()
+    conductor.say(conn, "first")
+    conductor.finish_turn(conn)
+    first = emitted(capsys)
+    conductor.say(conn, "second")
+    second = emitted(capsys)
+    assert first.total("CacheWriteInputTokens") > 0  # tools and system prompt written to the cache
+    assert second.total("CacheReadInputTokens") >= first.total("CacheWriteInputTokens")  # and read back
+    request = conductor.script.requests[-1].body
+    assert {"cachePoint": {"type": "default"}} in request["system"]

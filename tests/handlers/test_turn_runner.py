@@ -8,6 +8,7 @@ runner starts from the state ``$default`` committed instead of reading it again.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import threading
 import uuid
@@ -18,7 +19,7 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.bedrock_server import message
+from conductor_local.bedrock_server import Text, message
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.stack import TURN_FUNCTION, TURN_TIMEOUT_S
 from lambdas import message as message_lambda
@@ -451,3 +452,25 @@ def test_a_snapshot_of_a_superseded_stream_says_nothing(conductor: Harness) -> N
     assert turn.handler(task, turn_context()) == {"ran": True}
     assert conductor.summary(conn) == [THINKING, IDLE]
     assert errors(conductor.events(conn)) == []
+
+
+def test_a_paced_answer_gets_coalesced_partials_and_no_write_per_delta(
+    conductor: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_PARTIAL_FLUSH_MS", "120")
+    monkeypatch.setenv("CONDUCTOR_PARTIAL_GROWTH", "0.25")
+    runtime.reset()
+    words = " ".join(f"word{n}" for n in range(100))
+    conductor.script.push(message(Text(words, pause=0.01)))  # 100 deltas over about a second
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    log: list[str] = []
+    with dynamodb_calls(log):
+        conductor.say(conn, "talk")
+    partials = [item[1] for item in conductor.summary(conn) if item[0] == "partial"]
+    assert 2 <= len(partials) <= 30, partials  # coalesced, not one per delta
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(partials))
+    assert ("final", words) in conductor.summary(conn)
+    writes = [call for call in log if call in ("PutItem", "TransactWriteItems", "UpdateItem")]
+    assert len(writes) == 3, log  # the transcript's commit, the claim, the message's end
+    assert log.count("GetItem") <= len(partials), log  # at most one check per partial

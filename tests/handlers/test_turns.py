@@ -256,3 +256,40 @@ def test_connection_gone_mid_turn_still_persists_the_outcome(conductor: Harness)
         "content": [{"text": "one two three four five six"}],
     }
     assert json.dumps(conductor.history(conn.session_id))
+
+
+def test_an_app_with_sentence_speech_hears_each_sentence_while_the_model_writes(conductor: Harness) -> None:
+    conductor.script.push(message("It builds. Two tests fail. Want details?"))
+    conn = conductor.connect()
+    conductor.send(conn, "sessionStart", {"sessionId": conn.session_id, "capabilities": ["sentenceSpeech"]})
+    conductor.say(conn, "build it")
+    said = [item for item in conductor.summary(conn) if item[0] != "partial"]
+    assert said == [
+        THINKING,
+        ("toolCall", "tts.speak", {"text": "It builds."}),
+        ("toolCall", "tts.speak", {"text": "Two tests fail."}),
+        ("final", "It builds. Two tests fail. Want details?"),
+        ("toolCall", "tts.speak", {"text": "Want details?"}),
+    ]
+    first, second, last = speaks(conductor.events(conn))
+    conductor.answer(conn, first.call_id, '{"spoken":true}')
+    conductor.answer(conn, second.call_id, '{"spoken":true}')
+    assert conductor.summary(conn)[-1] == ("toolCall", "tts.speak", {"text": "Want details?"})  # not idle yet
+    conductor.answer(conn, last.call_id, '{"spoken":true}')
+    assert conductor.summary(conn)[-1] == IDLE
+    assert conductor.history(conn.session_id)[-1] == {
+        "role": "assistant",
+        "content": [{"text": "It builds. Two tests fail. Want details?"}],
+    }
+
+
+def test_an_app_without_sentence_speech_gets_exactly_the_one_speak_flow(conductor: Harness) -> None:
+    conductor.script.push(message("It builds. Two tests fail."))
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    conductor.say(conn, "build it")
+    assert [item for item in conductor.summary(conn) if item[0] != "partial"] == [
+        THINKING,
+        ("final", "It builds. Two tests fail."),
+        ("toolCall", "tts.speak", {"text": "It builds. Two tests fail."}),
+    ]
