@@ -226,7 +226,7 @@ def transcript(number: int) -> str:
 
 
 def texts_of(messages: list[dict[str, Any]]) -> list[list[str]]:
-    return [[block.get("text", "") for block in m["content"]] for m in messages]
+    return [[block.get("text", "") for block in m["content"] if "cachePoint" not in block] for m in messages]
 
 
 @async_test
