@@ -125,6 +125,8 @@ SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
 
 # Capabilities an app may announce in ``sessionStart``.
 SENTENCE_SPEECH = "sentenceSpeech"  # tts.speak per completed sentence while the model still writes
+SPEAKING_STATE = "speakingState"  # convo.setState "speaking" when the first tts.speak goes out
+EXECUTING_STATE = "executingState"  # convo.setState "executing" while the app runs the model's tools
 MAX_CAPABILITIES = 16
 Capability = Annotated[StrictStr, Field(min_length=1, max_length=64)]
 

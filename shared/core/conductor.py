@@ -50,9 +50,17 @@ from shared.core.stream import (
     stream_speak,
     stream_tool_started,
 )
-from shared.protocol import SENTENCE_SPEECH, ErrorCode, SessionStart, ToolCall, ToolResult
+from shared.protocol import (
+    EXECUTING_STATE,
+    SENTENCE_SPEECH,
+    SPEAKING_STATE,
+    ErrorCode,
+    SessionStart,
+    ToolCall,
+    ToolResult,
+)
 
-KNOWN_CAPABILITIES = frozenset({SENTENCE_SPEECH})
+KNOWN_CAPABILITIES = frozenset({SENTENCE_SPEECH, SPEAKING_STATE, EXECUTING_STATE})
 
 __all__ = [
     "CONTEXT_FULL_LINE",

@@ -9,10 +9,20 @@ from dataclasses import dataclass, field
 
 from shared.core.history_ops import HistoryOp, HistoryWriter
 from shared.core.state import CALL_IDS_KEPT, OWN_CALLS_KEPT, ActiveStream, OwnCall, OwnPurpose, SessionState, Turn
-from shared.protocol import AssistantSpeechFinal, ErrorCode, ErrorPayload, Payload, ToolCall
+from shared.protocol import (
+    EXECUTING_STATE,
+    SPEAKING_STATE,
+    AssistantSpeechFinal,
+    ErrorCode,
+    ErrorPayload,
+    Payload,
+    ToolCall,
+)
 
 SET_STATE_TOOL = "convo.setState"
 SPEAK_TOOL = "tts.speak"
+# setState values beyond the protocol's thinking / idle, and the capability an app announces for each.
+STATE_CAPABILITIES = {"speaking": SPEAKING_STATE, "executing": EXECUTING_STATE}
 # The conductor's own calls whose results change nothing are not recorded: their ids say so, and
 # their results are acknowledged without reading or writing the session. Only the turn's last
 # tts.speak is recorded (its result ends the turn).
@@ -93,6 +103,18 @@ class Decision:
             ][-OWN_CALLS_KEPT:]
         self.send(ToolCall(call_id=call_id, name=name, arguments=json.dumps(arguments, ensure_ascii=False)))
 
+    def show(self, value: str) -> None:
+        """``convo.setState`` within a turn as it moves between thinking, speaking and executing a
+        tool: ``speaking`` / ``executing`` only for apps that announced they understand them."""
+        turn = self.state.turn
+        if turn is None or turn.shown == value:
+            return
+        needs = STATE_CAPABILITIES.get(value)
+        if needs is not None and needs not in self.state.capabilities:
+            return
+        turn.shown = value
+        self.set_state(value, turn.turn_id)
+
     def speak(self, text: str, purpose: OwnPurpose, turn_id: str, *, say: str | None = None) -> bool:
         """The final of a speech segment (its whole ``text``) and a tts.speak of what is left to
         ``say`` of it (all of it unless sentences were spoken already); False when nothing was."""
@@ -100,17 +122,20 @@ class Decision:
         say = text if say is None else say
         if not say:
             return False
+        self.show("speaking")
         self.own_call(SPEAK_TOOL, {"text": say}, purpose, turn_id)
         return True
 
     def speak_sentences(self, text: str, turn_id: str) -> None:
+        self.show("speaking")
         self.own_call(SPEAK_TOOL, {"text": text}, OwnPurpose.SPEAK_SENTENCE, turn_id)
 
     def set_state(self, value: str, turn_id: str) -> None:
-        purpose = OwnPurpose.THINKING if value == "thinking" else OwnPurpose.IDLE
+        purpose = OwnPurpose.IDLE if value == "idle" else OwnPurpose.THINKING
         self.own_call(SET_STATE_TOOL, {"state": value}, purpose, turn_id)
 
     def start_stream(self, turn: Turn, now: float) -> None:
+        self.show("thinking")
         turn.stream = ActiveStream(stream_id=f"{turn.turn_id}.{turn.rounds}.{uuid.uuid4().hex[:8]}", launched_at=now)
         self.run_model = turn.stream.stream_id
 

@@ -86,6 +86,7 @@ class ActiveStream(_Model):
 
 class Turn(_Model):
     turn_id: str
+    shown: str = "thinking"  # the convo.setState value the app was last sent in this turn
     rounds: int = 0
     stream: ActiveStream | None = None
     tools: ToolRound | None = None

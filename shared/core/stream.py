@@ -185,6 +185,7 @@ def stream_finished(
             decision.send(error_payload(ErrorCode.INVALID_TOOL_CALL, unwrapped.reason))
             continue
         taken.add(unwrapped.call_id)
+        decision.show("executing")
         round_.calls.append(
             ModelCall(
                 call_id=unwrapped.call_id,
