@@ -14,7 +14,7 @@ import re
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -128,6 +128,11 @@ SENTENCE_SPEECH = "sentenceSpeech"  # tts.speak per completed sentence while the
 SPEAKING_STATE = "speakingState"  # convo.setState "speaking" when the first tts.speak goes out
 EXECUTING_STATE = "executingState"  # convo.setState "executing" while the app runs the model's tools
 MAX_CAPABILITIES = 16
+MAX_HANDOFF_TURNS = 8
+MAX_HANDOFF_TEXT = 4000
+MAX_HEARD_TEXT = 8000
+# Optional extension fields left out of a frame when they have no value.
+_OMITTED_WHEN_NONE = frozenset({"lastSeq", "capabilities", "handoff", "heardText"})
 Capability = Annotated[StrictStr, Field(min_length=1, max_length=64)]
 
 
@@ -137,12 +142,26 @@ class _Payload(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
 
+class HandoffTurn(_Payload):
+    role: Literal["user", "assistant"]
+    text: StrictStr = Field(min_length=1, max_length=MAX_HANDOFF_TEXT)
+
+
+class Handoff(_Payload):
+    """A conversation moved from chat to voice: its summary and last turns, text only."""
+
+    summary: StrictStr = Field(default="", max_length=MAX_HANDOFF_TEXT)
+    recent_turns: list[HandoffTurn] = Field(default_factory=list, alias="recentTurns", max_length=MAX_HANDOFF_TURNS)
+
+
 class SessionStart(_Payload):
     session_id: StrictStr = Field(alias="sessionId", min_length=1, max_length=128)
     # Extension: the last server ``seq`` the client saw, so missed events can be replayed.
     last_seq: Annotated[int, Field(ge=0, strict=True)] | None = Field(default=None, alias="lastSeq")
     # Extension: optional behaviours the app understands (unknown names are ignored).
     capabilities: tuple[Capability, ...] | None = Field(default=None, max_length=MAX_CAPABILITIES)
+    # Extension: seeds a new session's memory (ignored on a session that already has history).
+    handoff: Handoff | None = None
 
 
 class UserAudioTranscriptPartial(_Payload):
@@ -180,6 +199,8 @@ class ToolResult(_Payload):
 class ErrorPayload(_Payload):
     code: StrictStr = Field(min_length=1, max_length=128)
     message: StrictStr = ""
+    # Extension, on the app's ``audio.output.interrupted``: the words the user actually heard.
+    heard_text: StrictStr | None = Field(default=None, alias="heardText", max_length=MAX_HEARD_TEXT)
 
 
 Payload = (
@@ -252,7 +273,7 @@ class Event(BaseModel):
         wire: dict[str, Any] = {
             "id": str(self.id),
             "timestamp": self.timestamp,
-            "kind": {self.kind_name: self.payload.model_dump(by_alias=True, mode="json")},
+            "kind": {self.kind_name: _payload_wire(self.payload)},
         }
         if self.seq is not None:
             wire["seq"] = self.seq
@@ -260,6 +281,11 @@ class Event(BaseModel):
 
     def to_json(self) -> str:
         return json.dumps(self.to_wire(), separators=(",", ":"), ensure_ascii=False)
+
+
+def _payload_wire(payload: _Payload) -> dict[str, Any]:
+    wire = payload.model_dump(by_alias=True, mode="json")
+    return {key: value for key, value in wire.items() if value is not None or key not in _OMITTED_WHEN_NONE}
 
 
 def make_event(payload: _Payload, *, seq: int | None = None, event_id: uuid.UUID | None = None) -> Event:

@@ -201,7 +201,8 @@ class ConductorService:
                 state, result, self.settings.core, now=now
             )
         elif isinstance(payload, ErrorPayload) and payload.code == ErrorCode.AUDIO_OUTPUT_INTERRUPTED:
-            decide = conductor.handle_barge_in
+            heard = payload.heard_text
+            decide = lambda state: conductor.handle_barge_in(state, heard)  # noqa: E731
         elif isinstance(payload, SessionStart):
             start = payload
             decide = lambda state: conductor.handle_session_start(  # noqa: E731

@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp
+from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp, ReplaceMessage
 from shared.core.messages import Message, is_plain_user_message, window_start
 from shared.core.state import SessionState
 
@@ -224,6 +224,18 @@ class SessionStore:
                                 "expires_at": self._expires_at(),
                             },
                             "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    }
+                )
+            elif isinstance(op, ReplaceMessage):
+                writes.append(
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": key,
+                            "UpdateExpression": "SET content = :blocks, v = :v, expires_at = :exp",
+                            "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeValues": {":blocks": blocks, ":v": written, ":exp": self._expires_at()},
                         }
                     }
                 )

@@ -11,6 +11,8 @@ This module holds the decisions on the app's events; the model stream's are in
 
 from __future__ import annotations
 
+import json
+
 from shared.core.decision import (
     DEFAULT_SETTINGS,
     SET_STATE_TOOL,
@@ -52,9 +54,11 @@ from shared.core.stream import (
 )
 from shared.protocol import (
     EXECUTING_STATE,
+    MAX_HEARD_TEXT,
     SENTENCE_SPEECH,
     SPEAKING_STATE,
     ErrorCode,
+    Handoff,
     SessionStart,
     ToolCall,
     ToolResult,
@@ -91,6 +95,8 @@ __all__ = [
     "handle_session_start",
     "handle_tool_result",
     "handle_transcript",
+    "mark_cut_off_answer",
+    "speak_playback",
     "stream_failed",
     "stream_finished",
     "stream_speak",
@@ -138,6 +144,9 @@ def handle_tool_result(
         decision.state.own_calls = [call for call in decision.state.own_calls if call.call_id != result.call_id]
         turn = decision.state.turn
         if own.purpose is OwnPurpose.SPEAK_FINAL and turn is not None and turn.turn_id == own.turn_id:
+            playback = speak_playback(result)
+            if playback is not None and decision.state.last_role == "assistant":
+                mark_cut_off_answer(decision, playback)
             decision.end_turn(turn)
         return decision.outcome()
     call = decision.state.model_call(result.call_id)
@@ -157,6 +166,19 @@ def handle_tool_result(
     return decision.outcome()
 
 
+def speak_playback(result: ToolResult) -> str | None:
+    """What a tts.speak result says about an interrupted playback: the heard text ("" when
+    nothing), or None when it was spoken in full (or the result says nothing about it)."""
+    try:
+        value = json.loads(result.result or "")
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("spoken") is not False:
+        return None
+    heard = value.get("heardText")
+    return heard[:MAX_HEARD_TEXT] if isinstance(heard, str) else ""
+
+
 def cap_tool_result(text: str, limit: int) -> str:
     """What the model sees of a tool result: at most ``limit`` characters, cut visibly."""
     if len(text) <= limit:
@@ -164,16 +186,31 @@ def cap_tool_result(text: str, limit: int) -> str:
     return f"{text[:limit]}\n[truncated: the result has {len(text):,} characters; only the first {limit:,} are shown]"
 
 
-def handle_barge_in(state: SessionState) -> Outcome:
-    """The user spoke over the assistant: stop the stream, answer pending calls, go idle."""
+def handle_barge_in(state: SessionState, heard_text: str | None = None) -> Outcome:
+    """The user spoke over the assistant: stop the stream, answer pending calls, go idle.
+
+    The history keeps what the user heard: ``heard_text`` when the app reports it, else what was
+    sent to tts.speak; an answer interrupted while it was being played is marked as such.
+    """
     decision = Decision(state)
     turn = decision.state.turn
     if turn is None:
         decision.notes.append("barge-in with no turn in progress")
         return decision.outcome()
-    _cancel_turn(decision, "the user interrupted")
+    if turn.stream is None and turn.tools is None and decision.state.last_role == "assistant":
+        mark_cut_off_answer(decision, heard_text)  # during playback of the final answer
+    _cancel_turn(decision, "the user interrupted", heard_text=heard_text)
     decision.end_turn(turn)
     return decision.outcome()
+
+
+def mark_cut_off_answer(decision: Decision, heard_text: str | None) -> None:
+    """The stored answer was cut off while it was spoken: keep what was heard, marked."""
+    if heard_text is not None:
+        heard = heard_text.strip()
+        decision.history.replace_last([text_block(f"{heard} {INTERRUPTED_MARKER}" if heard else INTERRUPTED_MARKER)])
+    else:
+        decision.history.add("assistant", [text_block(INTERRUPTED_MARKER)])
 
 
 def handle_session_start(
@@ -199,6 +236,8 @@ def handle_session_start(
         decision.notes.append("sessionStart from a connection the session has left: nothing to re-send")
         return decision.outcome()
     decision.state.capabilities = sorted(set(start.capabilities or ()) & KNOWN_CAPABILITIES)
+    if start.handoff is not None:
+        _seed_from_handoff(decision, start.handoff)
     end_lost_stream(decision, now, settings)
     turn = decision.state.turn
     if start.last_seq is None and turn is not None and turn.tools is not None:
@@ -210,14 +249,34 @@ def handle_session_start(
     return decision.outcome()
 
 
-def _cancel_turn(decision: Decision, reason: str) -> None:
+def _seed_from_handoff(decision: Decision, handoff: Handoff) -> None:
+    """A conversation continued from chat seeds a new session's memory: the summary and the last
+    turns as history (text only). A session that already has history keeps it as it is."""
+    state = decision.state
+    if state.history_len or state.turn is not None or state.summary:
+        decision.notes.append("handoff ignored: the session already has a conversation")
+        return
+    state.summary = handoff.summary.strip() or None
+    turns = list(handoff.recent_turns)
+    while turns and turns[0].role == "assistant":  # the history starts with the user
+        turns.pop(0)
+    for turn in turns:
+        if turn.text.strip():
+            decision.history.add(turn.role, [text_block(turn.text.strip())])
+    decision.notes.append(f"seeded from a handoff: {len(turns)} turns")
+
+
+def _cancel_turn(decision: Decision, reason: str, *, heard_text: str | None = None) -> None:
     """End the turn in progress so the stored history stays valid for Bedrock."""
     turn = decision.state.turn
     if turn is None:
         return
     if turn.stream is not None:
-        # What the app was asked to speak: text the model wrote after it was never heard.
+        # What the user heard: as the app reports it, else what it was asked to speak (text the
+        # model wrote after that was never heard).
         said = (turn.stream.said + turn.stream.text[: turn.stream.spoken]).strip()
+        if heard_text is not None:
+            said = heard_text.strip()
         if said:
             decision.history.add("assistant", [text_block(f"{said} {INTERRUPTED_MARKER}")])
         turn.stream = None

@@ -22,7 +22,15 @@ class ExtendMessage:
     content: list[Block]
 
 
-HistoryOp = AppendMessage | ExtendMessage
+@dataclass(frozen=True)
+class ReplaceMessage:
+    """Rewrites an already stored message (the answer the user cut off while it was spoken)."""
+
+    seq: int
+    content: list[Block]
+
+
+HistoryOp = AppendMessage | ExtendMessage | ReplaceMessage
 
 
 class HistoryWriter:
@@ -33,6 +41,7 @@ class HistoryWriter:
         self.last_role: Role | None = last_role
         self._appended: list[AppendMessage] = []
         self._extension: list[Block] = []
+        self._replacement: list[Block] | None = None
 
     def add(self, role: Role, content: list[Block]) -> None:
         if not content:
@@ -47,8 +56,15 @@ class HistoryWriter:
             self.history_len += 1
             self.last_role = role
 
+    def replace_last(self, content: list[Block]) -> None:
+        """Rewrite the last stored message (before anything is added in this decision)."""
+        assert not self._appended and not self._extension and self.history_len and content
+        self._replacement = list(content)
+
     def ops(self) -> list[HistoryOp]:
         ops: list[HistoryOp] = []
+        if self._replacement is not None:
+            ops.append(ReplaceMessage(self.history_len - 1, self._replacement))
         if self._extension:
             ops.append(ExtendMessage(self.history_len - len(self._appended) - 1, list(self._extension)))
         ops.extend(self._appended)
@@ -66,6 +82,8 @@ def history_after(messages: list[Message], first_seq: int, ops: list[HistoryOp])
             if index != len(after):
                 return None
             after.append({"role": op.role, "content": list(op.content)})
+        elif isinstance(op, ReplaceMessage) and 0 <= index < len(after):
+            after[index]["content"] = list(op.content)
         elif 0 <= index < len(after):
             after[index]["content"].extend(op.content)
         else:

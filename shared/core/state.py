@@ -113,6 +113,9 @@ class SessionState(_Model):
     turn_starts: list[float] = Field(default_factory=list)  # epoch seconds, for the rate limit
     # What the app announced in its latest sessionStart (``shared.protocol`` capability names).
     capabilities: list[str] = Field(default_factory=list)
+    # The rolling summary of the conversation before history seq ``summary_until`` (or a handoff's).
+    summary: str | None = None
+    summary_until: int = 0
     # Messages the model's context window held when it last overflowed: later requests send fewer.
     window_cap: int | None = None
 
