@@ -98,7 +98,8 @@ def test_a_speak_result_not_spoken_in_full_cuts_the_answer() -> None:
 def test_a_speak_result_spoken_in_full_changes_no_history() -> None:
     session = Session()
     speak = session.answered("All good.")
-    session.apply(conductor.handle_tool_result(session.state, ToolResult(callId=speak.call_id, result='{"spoken":true}')))
+    result = ToolResult(callId=speak.call_id, result='{"spoken":true}')
+    session.apply(conductor.handle_tool_result(session.state, result))
     assert session.history[-1]["content"] == [{"text": "All good."}]
 
 

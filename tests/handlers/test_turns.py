@@ -320,7 +320,8 @@ def test_a_handoff_seeds_the_first_request(conductor: Harness) -> None:
     conductor.send(conn, "sessionStart", {"sessionId": conn.session_id, "handoff": handoff})
     conductor.say(conn, "now validate it")
     request = conductor.script.requests[-1].body
-    assert [m["content"][0]["text"] for m in request["messages"]] == ["Add a password field.", "Done.", "now validate it"]
+    texts = [m["content"][0]["text"] for m in request["messages"]]
+    assert texts == ["Add a password field.", "Done.", "now validate it"]
 
 
 def test_a_bad_handoff_is_an_invalid_event_and_the_session_goes_on(conductor: Harness) -> None:
