@@ -66,6 +66,8 @@ class Settings(BaseModel):
     partial_growth: float = Field(default=0.25, ge=0, le=4)
     # Bedrock prompt caching: "auto" = on for models that support it.
     prompt_cache: Literal["auto", "on", "off"] = "auto"
+    # How long the app may take to answer a tool call of the model (the catalog may say more per tool).
+    tool_deadline_s: float = Field(default=60.0, gt=0, le=3600)
 
     @cached_property
     def core(self) -> CoreSettings:
@@ -75,6 +77,8 @@ class Settings(BaseModel):
             max_turns_per_minute=self.max_turns_per_minute,
             max_tool_result_chars=self.max_tool_result_chars,
             stream_start_timeout_s=self.stream_start_timeout_s,
+            tool_deadline_s=self.tool_deadline_s,
+            tool_deadlines=tuple((tool.name, tool.deadline_s) for tool in self.catalog if tool.deadline_s),
         )
 
     @classmethod
@@ -104,6 +108,7 @@ class Settings(BaseModel):
             "partial_flush_ms": "CONDUCTOR_PARTIAL_FLUSH_MS",
             "partial_growth": "CONDUCTOR_PARTIAL_GROWTH",
             "prompt_cache": "BEDROCK_PROMPT_CACHE",
+            "tool_deadline_s": "CONDUCTOR_TOOL_DEADLINE_S",
         }
         values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
         catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")

@@ -104,6 +104,21 @@ class ConductorService:
 
         self.committer.apply(info.session_id, lambda state: connection.unbind(state, connection_id))
 
+    # ---- tool deadlines ----------------------------------------------------------------------
+
+    def expire_tool_calls(self, session_id: str, endpoint: str) -> float | None:
+        """A deadline alarm went off: the calls the app has not answered in time get a timeout
+        error and, once the round is complete, the model goes on. Returns the next deadline still
+        pending (for another alarm), or None."""
+        now = time.time()
+        committed = self.committer.apply(session_id, lambda state: conductor.handle_tool_deadlines(state, now=now))
+        if committed is None:
+            return None
+        self.delivery.deliver(endpoint, committed)
+        if committed.run_model:
+            self._launch(TurnTask.for_stream(committed.state, committed.run_model, endpoint))
+        return conductor.next_tool_deadline(committed.state)
+
     # ---- $default -------------------------------------------------------------------------
 
     def handle_frame(self, request: Request, body: str | None, *, is_base64: bool = False) -> None:

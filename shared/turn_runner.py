@@ -44,6 +44,12 @@ TOKEN_METRICS = {
 }
 
 
+class DeadlineAlarms(Protocol):
+    def set_alarm(self, session_id: str, endpoint: str, due_at: float) -> None:
+        """Have ``ConductorService.expire_tool_calls`` run for the session at ``due_at`` (epoch seconds)."""
+        ...
+
+
 class Brain(Protocol):
     def stream(self, messages: list[Message]) -> Any: ...
 
@@ -75,7 +81,9 @@ class TurnRunner:
         settings: Settings,
         logger: Any,
         metrics: Metrics,
+        alarms: DeadlineAlarms | None = None,
     ) -> None:
+        self.alarms = alarms
         self.store = store
         self.brain = brain
         self.committer = committer
@@ -255,7 +263,19 @@ class TurnRunner:
         run.segment.next_segment()
         self.metrics.count("ToolCalls", len(message.tool_uses))
         self.delivery.deliver(task.endpoint, committed)
+        self._arm_deadline(task, committed.state)
         return committed.run_model, committed.state
+
+    def _arm_deadline(self, task: TurnTask, state: SessionState) -> None:
+        """The app now runs the model's tools: past the first deadline, the calls time out."""
+        due_at = conductor.next_tool_deadline(state)
+        if due_at is None or self.alarms is None:
+            return
+        try:
+            self.alarms.set_alarm(task.session_id, task.endpoint, due_at)
+        except Exception:  # the turn goes on; only a tool that never answers would then hang
+            self.log.exception("tool deadline not armed", extra={"session_id": task.session_id})
+            self.metrics.count("DeadlineAlarmFailures")
 
     def _stream_message(
         self, run: _Run, state: SessionState, messages: list[Message], message: ModelMessage

@@ -93,9 +93,11 @@ __all__ = [
     "claim_stream",
     "handle_barge_in",
     "handle_session_start",
+    "handle_tool_deadlines",
     "handle_tool_result",
     "handle_transcript",
     "mark_cut_off_answer",
+    "next_tool_deadline",
     "speak_playback",
     "stream_failed",
     "stream_finished",
@@ -164,6 +166,34 @@ def handle_tool_result(
         close_round(decision, turn)
         decision.start_stream(turn, now)
     return decision.outcome()
+
+
+def handle_tool_deadlines(state: SessionState, *, now: float) -> Outcome:
+    """Tool calls the app has not answered by their deadline get a timeout error result, so the
+    model goes on (a late result is then answered ``no_pending_tool_call``)."""
+    decision = Decision(state)
+    turn = decision.state.turn
+    if turn is None or turn.tools is None:
+        return decision.outcome()
+    overdue = [call for call in turn.tools.pending() if call.deadline and now >= call.deadline]
+    for call in overdue:
+        waited = call.deadline - turn.tools.sent_at if turn.tools.sent_at else 0
+        reason = f"timed out: the app did not answer {call.name} within {waited:.0f} s"
+        call.result = tool_result_block(call.tool_use_id, reason, error=True)
+        decision.notes.append(f"tool call {call.call_id} ({call.name}) timed out")
+    if overdue and not turn.tools.pending():
+        close_round(decision, turn)
+        decision.start_stream(turn, now)
+    return decision.outcome()
+
+
+def next_tool_deadline(state: SessionState) -> float | None:
+    """The earliest deadline of the calls still waiting for the app (epoch seconds)."""
+    turn = state.turn
+    if turn is None or turn.tools is None:
+        return None
+    deadlines = [call.deadline for call in turn.tools.pending() if call.deadline]
+    return min(deadlines) if deadlines else None
 
 
 def speak_playback(result: ToolResult) -> str | None:

@@ -48,6 +48,12 @@ class CoreSettings:
     # A launched stream not claimed by its runner within this time never started (the runner's
     # asynchronous invocation gives up after its maximum event age, 60 s).
     stream_start_timeout_s: float = 90.0
+    # How long the app may take to answer one of the model's tool calls, and per tool overrides.
+    tool_deadline_s: float = 60.0
+    tool_deadlines: tuple[tuple[str, float], ...] = ()
+
+    def deadline_for(self, tool: str) -> float:
+        return dict(self.tool_deadlines).get(tool, self.tool_deadline_s)
 
 
 DEFAULT_SETTINGS = CoreSettings(catalog_names=frozenset())

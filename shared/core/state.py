@@ -42,6 +42,7 @@ class ModelCall(_Model):
     arguments: str
     result: Block | None = None
     sent_to: str | None = None  # the connection the toolCall was sent to
+    deadline: float = 0.0  # epoch seconds: past it, the model gets a timeout error for the call
 
 
 class ToolRound(_Model):

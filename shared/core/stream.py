@@ -193,6 +193,7 @@ def stream_finished(
                 name=unwrapped.name,
                 arguments=unwrapped.arguments,
                 sent_to=decision.state.connection_id,
+                deadline=now + settings.deadline_for(unwrapped.name) if now else 0.0,
             )
         )
         decision.send(ToolCall(call_id=unwrapped.call_id, name=unwrapped.name, arguments=unwrapped.arguments))

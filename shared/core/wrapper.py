@@ -24,6 +24,8 @@ class ClientTool(BaseModel):
     name: str = Field(min_length=1)
     description: str
     arguments: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    # How long the app may take to answer a call of this tool (None: the conductor's default).
+    deadline_s: float | None = Field(default=None, gt=0, le=3600)
 
 
 def wrapper_tool_spec(catalog: list[ClientTool]) -> dict[str, Any]:
