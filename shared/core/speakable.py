@@ -46,6 +46,7 @@ class _Seg:
 
 _FENCE = re.compile(r"^\s*(?:(`{3,})([^`]*)|(~{3,})(.*))$")
 _ITEM = re.compile(r"^(\s*)([-*+•]|\d{1,9}[.)])\s+(.*)$")
+_LIST_LINE = re.compile(r"^(?:\s*(?:[-*+•]|\d{1,9}[.)])\s|  |\t)")  # an item or an indented continuation
 _HR = re.compile(r"^\s{0,3}([-*_=])(?:\s*\1){2,}\s*$")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s+(.*?))?(?:\s+#+)?\s*$")
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
@@ -176,46 +177,28 @@ def _block_at(lines: list[str], i: int) -> _Seg | None:
                 return _Seg("fence", i, j + 1, True, info)
         return _Seg("fence", i, n, False, info)
     if _DIFF_START.match(line) and (not line.startswith("--- ") or (i + 1 < n and lines[i + 1].startswith("+++ "))):
-        return _Seg("diff", i, _run(lines, i, lambda x: bool(_DIFF_LINE.match(x))))
+        return _Seg("diff", i, next((j for j in range(i, n) if not _DIFF_LINE.match(lines[j])), n))
     if "|" in line and i + 1 < n and "|" in lines[i + 1] and _TABLE_SEP.match(lines[i + 1]):
-        return _Seg("table", i, _run(lines, i, lambda x: "|" in x and not _FENCE.match(x)))
-    if _ITEM.match(line) and not _HR.match(line):
-        return _Seg("list", i, _list_end(lines, i))
+        return _Seg("table", i, next((j for j in range(i, n) if "|" not in lines[j] or _FENCE.match(lines[j])), n))
+    if _ITEM.match(line) and not _HR.match(line):  # items, indented continuations, blank lines between them
+        return _Seg(
+            "list", i, _extent(lines, i, lambda x: _LIST_LINE.match(x) and not (_FENCE.match(x) or _HR.match(x)))
+        )
     if _INDENT.match(line) and line.strip() and (i == 0 or not lines[i - 1].strip()):
-        end = i
-        for j in range(i, n):
-            if lines[j].strip():
-                if not _INDENT.match(lines[j]):
-                    break
-                end = j + 1
-        if sum(1 for x in lines[i:end] if x.strip()) >= 2:
-            return _Seg("indent", i, end)
+        end = _extent(lines, i, _INDENT.match)
+        return _Seg("indent", i, end) if sum(1 for x in lines[i:end] if x.strip()) >= 2 else None
     return None
 
 
-def _run(lines: list[str], i: int, keep) -> int:
-    while i < len(lines) and keep(lines[i]):
-        i += 1
-    return i
-
-
-def _list_end(lines: list[str], i: int) -> int:
-    """Items, their indented continuations and blank lines between them (a loose list)."""
-
-    def continues(line: str) -> bool:
-        return bool(_ITEM.match(line) or line.startswith(("  ", "\t"))) and not (_FENCE.match(line) or _HR.match(line))
-
-    while i < len(lines):
-        if lines[i].strip():
-            if not continues(lines[i]):
+def _extent(lines: list[str], i: int, continues) -> int:
+    """The end of a block whose non-blank lines all continue it (blank lines inside it are bridged)."""
+    end = i
+    for j in range(i, len(lines)):
+        if lines[j].strip():
+            if not continues(lines[j]):
                 break
-            i += 1
-            continue
-        k = _run(lines, i, lambda x: not x.strip())
-        if k == len(lines) or not continues(lines[k]):
-            break
-        i = k
-    return i
+            end = j + 1
+    return end
 
 
 def _prose(chunk: list[str], display: list[str], speech: list[str]) -> str:
