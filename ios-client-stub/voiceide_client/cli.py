@@ -23,7 +23,13 @@ from typing import NoReturn, TextIO
 
 from shared.protocol import AssistantSpeechPartial, ErrorCode, ErrorPayload, Event
 
-from .client import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, ConductorClient, ConductorUnavailable
+from .client import (
+    DEFAULT_BACKOFF,
+    DEFAULT_CAPABILITIES,
+    DEFAULT_MAX_ATTEMPTS,
+    ConductorClient,
+    ConductorUnavailable,
+)
 from .render import TranscriptRenderer, transcript_renderer
 from .sign_in import CognitoSignIn, SignInError
 from .speech import make_speaker
@@ -137,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--quiet", action="store_true", help="print nothing but errors and connection trouble (to stderr)"
     )
     parser.add_argument("--timeout", type=_positive, default=60.0, metavar="S", help="seconds a turn may take")
+    parser.add_argument(
+        "--no-sentence-speech",
+        dest="sentence_speech",
+        action="store_false",
+        help="do not announce sentenceSpeech: the conductor then speaks each answer once it is complete",
+    )
     sign_in = parser.add_argument_group(
         "sign-in", "Sign in to the conductor's Cognito user pool and send the ID token on every handshake."
     )
@@ -325,6 +337,7 @@ async def _converse(
         handshake_headers=None if sign_in is None else sign_in.headers,
         backoff=backoff,
         on_progress=renderer.notice,
+        capabilities=DEFAULT_CAPABILITIES if args.sentence_speech else (),
     )
     barge_in.client = client
     try:

@@ -20,15 +20,18 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
+from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from shared.protocol import (
+    SENTENCE_SPEECH,
     ErrorCode,
     ErrorPayload,
     Event,
     IgnoredEvent,
     ProtocolError,
+    SessionStart,
     ToolCall,
     UserAudioTranscriptFinal,
     error_event,
@@ -59,6 +62,7 @@ from .turn import ToolInvocation, TurnResult, TurnTimeout
 
 __all__ = [
     "DEFAULT_BACKOFF",
+    "DEFAULT_CAPABILITIES",
     "DEFAULT_MAX_ATTEMPTS",
     "MAX_FRAME_BYTES",
     "ClientClosed",
@@ -78,6 +82,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 EventCallback = Callable[[Event], Any]
+DEFAULT_CAPABILITIES: tuple[str, ...] = (SENTENCE_SPEECH,)
+"""What the client announces in ``sessionStart``: it plays ``tts.speak`` calls in order, so the
+conductor may speak each sentence as soon as it is complete."""
 
 
 def gateway_frame(frame: str | bytes) -> dict[str, Any] | None:
@@ -106,7 +113,8 @@ class ConductorClient(ConnectionLifecycle):
     to send with it (``CognitoSignIn.headers`` gives ``Authorization: Bearer <ID token>``); a
     ``ConnectionError`` it raises fails that connection attempt. ``on_progress`` is told how the
     connection is doing: retries of the first connection, reconnect attempts, the offline stub
-    taking over, the conductor being back.
+    taking over, the conductor being back. ``capabilities`` are announced in every
+    ``sessionStart`` (none: the field is left out and the conductor uses its plain flow).
     """
 
     def __init__(
@@ -128,6 +136,7 @@ class ConductorClient(ConnectionLifecycle):
         max_frame_bytes: int = MAX_FRAME_BYTES,
         handshake_headers: HandshakeHeaders | None = None,
         on_progress: Progress | None = None,
+        capabilities: Sequence[str] = DEFAULT_CAPABILITIES,
     ) -> None:
         if isinstance(tools, ToolRouter):
             if speaker is not None:
@@ -137,6 +146,7 @@ class ConductorClient(ConnectionLifecycle):
             self.tools = ToolRouter(speaker, tools)
         self.session_id = session_id or url_session_id(url) or str(uuid.uuid4())
         self.url = session_url(url, self.session_id)
+        self.capabilities = _checked_capabilities(capabilities)
         self.backoff = tuple(backoff)
         self.max_attempts = max_attempts
         self.last_seq = last_seq
@@ -253,6 +263,7 @@ class ConductorClient(ConnectionLifecycle):
         turn = TurnResult(transcript=text)
         self._turn = turn
         self.turns.append(turn)
+        self.tools.resume_speech()  # a barge-in held speech until the user's next request
         try:
             async with asyncio.timeout(timeout):
                 await self._send(make_event(UserAudioTranscriptFinal(text=text)))
@@ -263,7 +274,13 @@ class ConductorClient(ConnectionLifecycle):
         return turn
 
     async def barge_in(self, message: str = "user interrupted playback") -> None:
-        """Tell the conductor the user talked over it and stop playback."""
+        """Tell the conductor the user talked over it and stop playback.
+
+        Speech waiting to be played is dropped, and so is any ``tts.speak`` that arrives before
+        the next ``say`` (the conductor may have sent it before it heard the barge-in); each of
+        them answers ``interrupted`` once the interruption is on its way.
+        """
+        self.tools.hold_speech()
         if not self._ready.is_set():
             self.tools.interrupt()  # the user must not wait for a reconnect to be heard
         await self._send(error_event(ErrorCode.AUDIO_OUTPUT_INTERRUPTED, message))
@@ -485,6 +502,18 @@ class ConductorClient(ConnectionLifecycle):
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+
+def _checked_capabilities(capabilities: Sequence[str]) -> tuple[str, ...]:
+    """The names as ``sessionStart`` carries them; a ValueError for what it cannot carry."""
+    if isinstance(capabilities, str):
+        raise ValueError("capabilities is a sequence of names, not one string")
+    names = tuple(dict.fromkeys(capabilities))
+    try:
+        SessionStart(session_id="check", capabilities=names)
+    except ValidationError as exc:
+        raise ValueError(f"capabilities cannot be announced: {exc.errors()[0]['msg']}") from None
+    return names
 
 
 def _raw_seq(frame: str | bytes) -> int | None:

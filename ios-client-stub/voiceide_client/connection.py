@@ -2,7 +2,8 @@
 
 The first connection may be retried (``connect(retries=...)``) with progress told to the user.
 When a connection drops, the supervisor reconnects with the spec's backoff (1, 2, 4, 8, 16 s;
-5 attempts) and a new ``sessionStart`` carrying the same sessionId and the highest ``seq`` seen.
+5 attempts) and a new ``sessionStart`` carrying the same sessionId, the highest ``seq`` seen and
+the client's capabilities (the latest ``sessionStart`` sets them).
 If every attempt fails, ``reconnect_failed`` is reported and a LocalConductorStub answers
 instead. Headers for each handshake are asked for just before it (e.g. a fresh ``Authorization``).
 
@@ -111,6 +112,7 @@ class ConnectionLifecycle:
 
     url: str
     session_id: str
+    capabilities: tuple[str, ...]
     last_seq: int | None
     backoff: tuple[float, ...]
     max_attempts: int
@@ -173,7 +175,9 @@ class ConnectionLifecycle:
         ws = await connect(
             self.url, additional_headers=headers, open_timeout=self.open_timeout, close_timeout=self.close_timeout
         )
-        start = make_event(SessionStart(session_id=self.session_id, last_seq=self.last_seq))
+        start = make_event(
+            SessionStart(session_id=self.session_id, last_seq=self.last_seq, capabilities=self.capabilities or None)
+        )
         try:
             await ws.send(frames_of(start.to_json(), self.max_frame_bytes))
         except ConnectionClosed:

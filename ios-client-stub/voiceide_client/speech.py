@@ -1,8 +1,11 @@
 """Text-to-speech for the client: espeak-ng, a printed line, or silence; every playback can be stopped.
 
 ``Speaker.speak`` returns ``True`` when the text was played to the end and ``False`` when
-``stop()`` cut it short (a barge-in). It never blocks the event loop: espeak-ng runs as an
-asyncio subprocess that ``stop()`` kills.
+``stop()`` cut it short or dropped it before it started (a barge-in). Texts are played one at a
+time, in the order ``speak`` was called: a conductor that speaks sentence by sentence sends the
+next sentence while the previous one still plays. ``hold()`` (a barge-in) drops every text asked
+for until ``resume()`` (the user's next request). It never blocks the event loop: espeak-ng runs
+as an asyncio subprocess that ``stop()`` kills.
 """
 
 from __future__ import annotations
@@ -27,14 +30,40 @@ class Speaker(ABC):
 
     def __init__(self) -> None:
         self._playing: set[asyncio.Task[None]] = set()
+        self._last: asyncio.Future[None] | None = None  # done when the latest text asked for is over
+        self._generation = 0  # bumped by stop(): texts asked for before it are dropped
+        self._held = False
         self.spoken: list[str] = []
-        self.interrupted: list[str] = []
+        self.interrupted: list[str] = []  # cut short while playing
+        self.dropped: list[str] = []  # never started: stopped while queued, or asked for while held
 
     @property
     def is_playing(self) -> bool:
         return bool(self._playing)
 
+    @property
+    def held(self) -> bool:
+        return self._held
+
     async def speak(self, text: str) -> bool:
+        """Play ``text`` after every text asked for before it; ``False`` when stopped or dropped."""
+        if self._held:
+            self.dropped.append(text)
+            return False
+        generation = self._generation
+        previous, done = self._last, asyncio.get_running_loop().create_future()
+        self._last = done
+        try:
+            if previous is not None and not previous.done():
+                await asyncio.shield(previous)
+            if generation != self._generation or self._held:
+                self.dropped.append(text)
+                return False
+            return await self._play_now(text)
+        finally:
+            _done_after(done, previous)
+
+    async def _play_now(self, text: str) -> bool:
         play = asyncio.create_task(self._play(text))
         self._playing.add(play)
         try:
@@ -51,13 +80,35 @@ class Speaker(ABC):
         return True
 
     def stop(self) -> None:
-        """Cut every playback in progress short."""
+        """Cut the playback in progress short and drop the texts waiting for their turn."""
+        self._generation += 1
         for play in list(self._playing):
             play.cancel()
+
+    def hold(self) -> None:
+        """Drop every text asked for from now on until ``resume()``."""
+        self._held = True
+
+    def resume(self) -> None:
+        self._held = False
 
     @abstractmethod
     async def _play(self, text: str) -> None:
         """Play ``text`` to the end; cancellation means the user barged in."""
+
+
+def _done_after(done: asyncio.Future[None], previous: asyncio.Future[None] | None) -> None:
+    """Let the next text play once this one is over and, if this call was cancelled while it
+    waited, once the one before it is over too (the order holds either way)."""
+    if previous is None or previous.done():
+        done.set_result(None)
+        return
+
+    def release(_: asyncio.Future[None]) -> None:
+        if not done.done():
+            done.set_result(None)
+
+    previous.add_done_callback(release)
 
 
 class SilentSpeaker(Speaker):

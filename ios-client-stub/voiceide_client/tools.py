@@ -2,7 +2,8 @@
 
 Handlers are ``async fn(arguments: dict) -> JSON-serializable value``; raising ``ToolError``
 (or any exception) turns into an error result. The two tools the conductor itself calls,
-``tts.speak`` and ``convo.setState``, are built in.
+``tts.speak`` and ``convo.setState``, are built in; the speaker plays tts.speak texts one at a
+time, in the order the calls arrived, and each call is answered once its text has been played.
 """
 
 from __future__ import annotations
@@ -59,9 +60,21 @@ class ToolRouter:
     def add_state_listener(self, listener: StateListener) -> None:
         self._state_listeners.append(listener)
 
+    def hold_speech(self) -> None:
+        """From now on tts.speak plays nothing and answers ``interrupted``, until ``resume_speech``:
+        speech the conductor asked for before it heard a barge-in must not be played after it."""
+        self.speaker.hold()
+
     def interrupt(self) -> None:
-        """Stop playback in progress (barge-in); its tts.speak answers ``interrupted``."""
+        """Barge-in: stop playback in progress, drop the speech waiting to be played and hold
+        speech until ``resume_speech``; every tts.speak concerned answers ``interrupted``."""
+        self.speaker.hold()
         self.speaker.stop()
+        self.speaker.stop()
+
+    def resume_speech(self) -> None:
+        """The user asked for something new: its answer may be spoken."""
+        self.speaker.resume()
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Run one call; never raises (except cancellation)."""

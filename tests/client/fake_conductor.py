@@ -148,6 +148,12 @@ class FakeSession:
     def transcripts(self) -> list[str]:
         return [e.payload.text for _, e in self.received if isinstance(e.payload, UserAudioTranscriptFinal)]
 
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        """What the latest ``sessionStart`` announced (as the conductor, the latest one applies)."""
+        starts = [e.payload for _, e in self.received if isinstance(e.payload, SessionStart)]
+        return tuple(starts[-1].capabilities or ()) if starts else ()
+
     def _on_event(self, connection: FakeConnection, event: Event) -> None:
         self.received.append((connection.index, event))
         payload = event.payload
@@ -172,12 +178,42 @@ def standard_turn(reply: str = "Hi there, how can I help?") -> TurnScript:
 
 
 async def speak(session: FakeSession, reply: str) -> ToolResult:
-    """Partials word by word, the final, then tts.speak (awaiting its result)."""
+    """Partials word by word (unnumbered, as the conductor sends them), the final, then tts.speak
+    (awaiting its result)."""
     words = reply.split()
     for count in range(1, len(words) + 1):
-        await session.send(AssistantSpeechPartial(text=" ".join(words[:count])))
+        await session.send(AssistantSpeechPartial(text=" ".join(words[:count])), seq=False)
     await session.send(AssistantSpeechFinal(text=reply))
     return await session.call("tts.speak", {"text": reply})
+
+
+async def speak_sentences(session: FakeSession, sentences: list[str]) -> list[ToolResult]:
+    """The ``sentenceSpeech`` flow of one segment: a partial per sentence, and a tts.speak for each
+    sentence once the next one has begun; then the final (the whole text) and a tts.speak of the
+    last sentence. Every speak's result is awaited after all were sent; the results in call order."""
+    calls: list[asyncio.Future[ToolResult]] = []
+    for count in range(1, len(sentences) + 1):
+        await session.send(AssistantSpeechPartial(text=" ".join(sentences[:count])), seq=False)
+        if count > 1:
+            calls.append(await session.call_nowait("tts.speak", {"text": sentences[count - 2]}))
+    await session.send(AssistantSpeechFinal(text=" ".join(sentences)))
+    calls.append(await session.call_nowait("tts.speak", {"text": sentences[-1]}))
+    return [await call for call in calls]
+
+
+def sentence_turn(sentences: list[str]) -> TurnScript:
+    """A turn for a client that announced ``sentenceSpeech`` (the plain one otherwise): idle only
+    after the result of the last tts.speak."""
+
+    async def turn(session: FakeSession, text: str) -> None:
+        await session.call_nowait("convo.setState", {"state": "thinking"})
+        if "sentenceSpeech" in session.capabilities:
+            await speak_sentences(session, sentences)
+        else:
+            await speak(session, " ".join(sentences))
+        await session.call_nowait("convo.setState", {"state": "idle"})
+
+    return turn
 
 
 class FakeConductor:
