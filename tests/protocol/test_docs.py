@@ -12,7 +12,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from shared.protocol import KINDS, ErrorCode, Event, json_schema, parse_event
+from shared.core.conductor import KNOWN_CAPABILITIES
+from shared.protocol import KINDS, SENTENCE_SPEECH, ErrorCode, Event, json_schema, parse_event
 from shared.schema_export import DEFAULT_PATH
 from voiceide_client.client import gateway_frame
 
@@ -104,6 +105,20 @@ def test_every_frame_example_is_a_valid_event_or_a_gateway_frame(frame: str) -> 
     if "seq" in value:  # written by the conductor: UTC, milliseconds, Z
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", value["timestamp"])
         assert value["id"] == value["id"].lower()
+
+
+def test_partial_examples_are_unnumbered_and_a_session_start_example_announces_sentence_speech() -> None:
+    events = [json.loads(frame) for frame in FRAMES if "kind" in json.loads(frame)]
+    partials = [event for event in events if "assistantSpeechPartial" in event["kind"]]
+    assert partials and all("seq" not in event for event in partials), "partials carry no seq"
+    starts = [event["kind"]["sessionStart"] for event in events if "sessionStart" in event["kind"]]
+    assert any(SENTENCE_SPEECH in start.get("capabilities", ()) for start in starts)
+
+
+def test_the_protocol_document_names_every_capability_the_conductor_knows() -> None:
+    text = PROTOCOL_DOC.read_text(encoding="utf-8")
+    for capability in KNOWN_CAPABILITIES:
+        assert f"`{capability}`" in text, capability
 
 
 def test_the_schema_the_document_links_is_the_one_the_models_export() -> None:
