@@ -73,6 +73,7 @@ class MessageStream:
         self._launched_at = stream.launched_at if stream is not None else 0.0
         self._claiming: Future[Committed | None] | None = None
         self._checked = False  # a commit or read since the last partial confirmed the stream
+        self._last_partial = ""
 
     @property
     def stream_id(self) -> str:
@@ -174,9 +175,13 @@ class MessageStream:
         straight away, unnumbered, to the connection the latest state knows."""
         state = self.state
         self.segment.shown_now(self.clock())
+        text = self.segment.partial
+        if not text or text == self._last_partial:
+            return  # nothing new to show (a code block still being written goes to a card)
+        self._last_partial = text
         if state.connection_id is None or not state.connection_live:
             return
-        frame = make_event(AssistantSpeechPartial(text=self.segment.partial)).to_json()
+        frame = make_event(AssistantSpeechPartial(text=text)).to_json()
         self.delivery.gateway.post(self.task.endpoint, state.connection_id, frame)
         if self.figures.first_partial_ms is None:
             self.figures.first_partial_ms = self._since_launch()

@@ -13,11 +13,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shared.core.speakable import split_answer, unfinished_block_start
+
 # A sentence ends at . ! ? … (closing quotes/brackets may follow) or at a blank line, and is
 # complete once other text follows it: "main.swift" or "3.5" do not end one.
 _CLOSERS = "\"')\\]\u201d\u2019"  # closing quotes and brackets
 _SENTENCE_END = re.compile(rf"(?:[.!?\u2026]+[{_CLOSERS}]*[ \t\n]+|\n[ \t]*\n\s*)(?=\S)")
 _CLAUSE_END = re.compile(rf"[.!?\u2026,;:][{_CLOSERS}]*\s*$|\n\s*$")
+
+
+_FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})", re.MULTILINE)
+_BLOCK_LINE = re.compile(r"^(?:[ \t]*(?:[-*+\u2022]|\d{1,9}[.)])\s|[ \t]*\||    |\t|[+@-])")
+
+
+def _in_block(text: str, index: int) -> bool:
+    """Whether ``index`` falls inside a fenced block or on a list, table, indented or diff line."""
+    if len(_FENCE_LINE.findall(text, 0, index)) % 2:
+        return True
+    line_start = text.rfind("\n", 0, index) + 1
+    return _BLOCK_LINE.match(text, line_start) is not None
 
 
 @dataclass(frozen=True)
@@ -41,7 +55,11 @@ class SegmentText:
 
     @property
     def partial(self) -> str:
-        return self.text.lstrip()
+        """The text as the app shows it: markdown made plain, code on cards, and nothing of a
+        block still being written."""
+        limit = unfinished_block_start(self.text)
+        visible = self.text if limit is None else self.text[:limit]
+        return split_answer(visible).display if visible.strip() else ""
 
     def partial_due(self, now: float) -> bool:
         """Whether the text not yet shown should go out now as a partial."""
@@ -59,10 +77,18 @@ class SegmentText:
         self._flushed_at = now
 
     def speakable_until(self) -> int:
-        """End of the last complete sentence not yet spoken (``spoken`` when there is none)."""
+        """End of the last complete sentence not yet spoken (``spoken`` when there is none).
+
+        Only prose is cut into sentences: never inside a code block, list, table or diff (the
+        whole block becomes one card), nor into a block still being written.
+        """
+        limit = unfinished_block_start(self.text)
         end = self.spoken
         for match in _SENTENCE_END.finditer(self.text, self.spoken):
-            end = match.end()
+            if limit is not None and match.end() > limit:
+                break
+            if not _in_block(self.text, match.start()):
+                end = match.end()
         return end
 
     def next_segment(self) -> None:

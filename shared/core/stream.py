@@ -15,9 +15,10 @@ from shared.core.decision import (
 )
 from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
 from shared.core.model_output import ModelMessage
+from shared.core.speakable import Answer, card_patch, speakable, split_answer
 from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, ToolRound, Turn
 from shared.core.wrapper import RejectedUse, unwrap_tool_use
-from shared.protocol import AssistantSpeechFinal, ErrorCode, ToolCall
+from shared.protocol import AssistantSpeechFinal, AssistantUIPatch, ErrorCode, ToolCall
 
 STALL_FALLBACK_LINE = "Sorry, I lost my train of thought. Could you say that again?"
 CUT_OFF_LINE = "That answer ran too long and was cut off. Ask me for a shorter one, or one part at a time."
@@ -94,7 +95,8 @@ def stream_speak(
     state: SessionState, stream_id: str, text: str, until: int, claim: RunnerClaim | None = None
 ) -> Outcome:
     """Completed sentences of the segment (``text[spoken:until]``) go to tts.speak while the model
-    still writes (apps that announced sentence speech)."""
+    still writes (apps that announced sentence speech); a code block among them goes to the
+    screen as a card."""
     decision = Decision(state)
     turn, stream = _current_stream(decision, stream_id, claim)
     _sync_text(stream, text)
@@ -102,8 +104,16 @@ def stream_speak(
     if until > stream.spoken:
         stream.spoken = until
     if piece:
-        decision.speak_sentences(piece, turn.turn_id)
+        answer = split_answer(piece)
+        show_cards(decision, answer)
+        if answer.speech:
+            decision.speak_sentences(answer.speech, turn.turn_id)
     return decision.outcome()
+
+
+def show_cards(decision: Decision, answer: Answer) -> None:
+    for card in answer.cards:
+        decision.send(AssistantUIPatch(patch=card_patch(card)))
 
 
 def stream_tool_started(
@@ -234,6 +244,7 @@ def _finish_abnormal(decision: Decision, turn: Turn, stream: ActiveStream, messa
         line, marker = (None if said else STALL_FALLBACK_LINE), ""
     if not said:
         rest = ""  # text not for the user: only the line is spoken (sentences already spoken stay so)
+    said, rest = split_answer(said).display if said else "", speakable(rest) if rest else ""
     spoken = f"{said} {line or ''}".strip()
     if message.tool_uses:
         decision.notes.append(f"{len(message.tool_uses)} tool use(s) dropped: stop reason {stop!r}")
@@ -281,7 +292,7 @@ def _fail_stream(
     # utterance then starts a new user message instead of growing the one that just failed.
     decision.history.add("assistant", [text_block(f"{said} {ERROR_MARKER}" if said else f"[no answer: {message}]")])
     if stream.text.strip():
-        decision.send(AssistantSpeechFinal(text=stream.text.strip()))
+        decision.send(AssistantSpeechFinal(text=split_answer(stream.text.strip()).display or stream.text.strip()))
     turn.stream = None
     decision.send(error_payload(code, message))
     if fallback_line:
@@ -305,12 +316,16 @@ def end_lost_stream(decision: Decision, now: float, settings: CoreSettings) -> N
 
 
 def finalize_segment(decision: Decision, turn: Turn, stream: ActiveStream, purpose: OwnPurpose) -> bool:
-    """Send the segment's final (its whole text) and a tts.speak of what was not spoken yet;
-    False when nothing was sent to speak."""
+    """Send the segment's cards (code, diffs, long lists), its final (the whole text as shown: the
+    code is on the cards) and a tts.speak of what was not spoken yet, made speakable; False when
+    nothing was sent to speak."""
     text = stream.text.strip()
     rest = stream.text[stream.spoken :].strip()
     stream.said += stream.text
     stream.text, stream.spoken = "", 0
     if not text:
         return False
-    return decision.speak(text, purpose, turn.turn_id, say=rest)
+    rest_answer = split_answer(rest)
+    show_cards(decision, rest_answer)
+    shown = split_answer(text).display if rest != text else rest_answer.display
+    return decision.speak(shown or text, purpose, turn.turn_id, say=rest_answer.speech)

@@ -333,3 +333,54 @@ def test_a_bad_handoff_is_an_invalid_event_and_the_session_goes_on(conductor: Ha
     conductor.start_session(conn)
     conductor.say(conn, "hi")
     assert ("final", "Hello.") in conductor.summary(conn)
+
+
+CODE_ANSWER = (
+    'Here is the new function for main.swift:\n\n```swift\nfunc greet() {\n    print("Hi. There")\n}\n```\n\n'
+    "Call it from **viewDidLoad**. Details: https://developer.apple.com/documentation/swift"
+)
+
+
+def test_code_goes_to_a_card_and_only_speakable_text_is_spoken(conductor: Harness) -> None:
+    conductor.script.push(message(CODE_ANSWER))
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    conductor.say(conn, "write a greeting")
+    events = conductor.events(conn)
+    patches = [json.loads(e.payload.patch) for e in events if e.kind_name == "assistantUIPatch"]
+    assert patches == [
+        [
+            {
+                "op": "add",
+                "path": "/cards/-",
+                "value": {
+                    "type": "code",
+                    "title": "Swift code for main.swift",
+                    "language": "swift",
+                    "file": "main.swift",
+                    "body": 'func greet() {\n    print("Hi. There")\n}',
+                },
+            }
+        ]
+    ]
+    (spoken,) = [json.loads(call.arguments)["text"] for call in speaks(events)]
+    assert "```" not in spoken and "**" not in spoken and "https://" not in spoken and "func greet" not in spoken
+    assert "on screen" in spoken and "a link to developer.apple.com" in spoken
+    partials = [e.payload.text for e in events if e.kind_name == "assistantSpeechPartial"]
+    assert partials and not any("```" in text or "func greet" in text for text in partials)
+    final = next(e.payload.text for e in events if e.kind_name == "assistantSpeechFinal")
+    assert "func greet" not in final and "[code: Swift code for main.swift]" in final
+    # the model keeps its own words, code included
+    assert conductor.history(conn.session_id)[-1]["content"] == [{"text": CODE_ANSWER}]
+
+
+def test_a_sentence_speech_app_gets_the_card_when_its_block_is_complete(conductor: Harness) -> None:
+    conductor.script.push(message(CODE_ANSWER))
+    conn = conductor.connect()
+    conductor.send(conn, "sessionStart", {"sessionId": conn.session_id, "capabilities": ["sentenceSpeech"]})
+    conductor.say(conn, "write a greeting")
+    said = [item for item in conductor.summary(conn) if item[0] != "partial"]
+    spoken = [item[2]["text"] for item in said if item[:2] == ("toolCall", "tts.speak")]
+    assert spoken[0].startswith("Here is the new function for main.swift")  # before the code block was complete
+    assert sum(1 for item in said if item[0] == "assistantUIPatch") == 1
+    assert not any("Hi. There" in text or "```" in text for text in spoken)
