@@ -1,9 +1,16 @@
-"""A local Bedrock Runtime endpoint that answers ``ConverseStream`` in the real wire format.
+"""A local Bedrock Runtime endpoint that answers ``ConverseStream`` and ``Converse`` in the real wire format.
 
 ``POST /model/{modelId}/converse-stream`` is answered with ``200`` and an
 ``application/vnd.amazon.eventstream`` body sent with chunked transfer encoding, one chunk per
 event, so the real ``bedrock-runtime`` client (pointed here by ``endpoint_url`` or
 ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``) parses it and pauses between deltas are real.
+
+``POST /model/{modelId}/converse`` (the non-streaming ``Converse``) is answered from the same
+responder and checked the same way: the script is played out (its pauses waited) and its events
+assembled into one JSON response (``output.message``, ``stopReason``, ``usage``, ``metrics``), the
+text deltas of a block joined, a tool use's input deltas parsed; an exception in the script
+becomes that error's HTTP answer (``modelStreamErrorException`` as ``424 ModelErrorException``),
+and a script that ends without ``messageStop`` a ``500 InternalServerException``.
 
 What to send is decided by a *responder*: ``(model_id, request_json) -> Script | RejectRequest``.
 A script is an iterable of steps, sent in order as they are produced:
@@ -32,11 +39,14 @@ and writes the endpoint's prompt cache (``bedrock_cache``): its metadata event t
 the context window is. ``prompt_cache`` is that cache (``clear()`` empties it; ``min_tokens``
 is the per-checkpoint minimum, 0 by default).
 
-``max_input_tokens`` (off by default, settable while running) gives the endpoint a context
-window: a request whose estimated size (``estimate_input_tokens``: characters / 4 of the compact
-JSON of ``system``, ``messages`` and ``toolConfig``) exceeds it is refused before any stream with
-``400 ValidationException`` "Input is too long for requested model.", as Bedrock refuses a
-conversation that does not fit the model.
+``max_input_tokens`` is the endpoint's context window: a request whose estimated size
+(``estimate_input_tokens``: characters / 4 of the compact JSON of ``system``, ``messages`` and
+``toolConfig``) exceeds it is refused before any stream with ``400 ValidationException`` "Input is
+too long for requested model.", as Bedrock refuses a conversation that does not fit the model.
+By default (``"model"``) it is the requested model's window (``context_window``: 200,000 for
+Claude); an int sets one for every model, None turns the check off. The constructor's default
+can be overridden by the environment variable ``LOCAL_BEDROCK_MAX_INPUT_TOKENS`` (an int,
+``model`` or ``none``); the setting may be changed while the server runs.
 
 The script vocabulary lives in ``bedrock_script`` and the request checks in ``bedrock_validation``;
 both are re-exported here.
@@ -44,10 +54,12 @@ both are re-exported here.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import json
 import logging
+import os
 import re
 import socket
 import sys
@@ -57,7 +69,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from conductor_local.bedrock_cache import CacheUsage, PromptCache, has_cache_points, with_cache_usage
@@ -99,6 +111,7 @@ from conductor_local.bedrock_validation import (
     cache_point_problem,
     caches_unsupported,
     constraint_violation,
+    context_window,
     converse_validation_error,
     estimate_input_tokens,
     input_too_long,
@@ -110,6 +123,7 @@ __all__ = [
     "ID_MAX_LENGTH",
     "INPUT_TOO_LONG",
     "MAX_STOP_SEQUENCES",
+    "MODEL_WINDOW",
     "WRAPPER_TOOL",
     "CacheUsage",
     "Content",
@@ -129,6 +143,7 @@ __all__ = [
     "block_stop",
     "cache_point_problem",
     "constraint_violation",
+    "context_window",
     "converse_validation_error",
     "estimate_input_tokens",
     "input_too_long",
@@ -153,7 +168,13 @@ logger = logging.getLogger(__name__)
 
 # ---- the HTTP server ----------------------------------------------------------------------
 
-_PATH = re.compile(r"/model/([^/]+)/converse-stream")
+_PATH = re.compile(r"/model/([^/]+)/(converse-stream|converse)")
+CONVERSE = "converse"
+
+MODEL_WINDOW = "model"
+"""``max_input_tokens``: the requested model's context window (``context_window``)."""
+MAX_INPUT_TOKENS_ENV = "LOCAL_BEDROCK_MAX_INPUT_TOKENS"
+InputLimit = int | Literal["model"] | None
 
 
 class _StreamAborted(Exception):
@@ -207,6 +228,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(404, "UnknownOperationException", f"no such operation: POST {self.path}")
             return
         model_id = unquote(match.group(1))
+        operation = match.group(2)
         try:
             body = json.loads(raw_body or b"{}")
         except ValueError:
@@ -214,7 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_error(400, "ValidationException", "the request body is not a JSON object")
             return
-        app._record(RecordedRequest(model_id, body))
+        app._record(RecordedRequest(model_id, body), "Converse" if operation == CONVERSE else "ConverseStream")
         refusal = app.refusal(body, model_id)
         if refusal is not None:
             self._send_error(refusal.status, refusal.error_type, refusal.message)
@@ -227,11 +249,37 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if isinstance(outcome, RejectRequest):
             self._send_error(outcome.status, outcome.error_type, outcome.message)
-        elif has_cache_points(body):
+            return
+        if has_cache_points(body):
             usage = app.prompt_cache.account(body, estimate_input_tokens(body))
-            self._stream(with_cache_usage(outcome, usage))
+            outcome = with_cache_usage(outcome, usage)
+        if operation == CONVERSE:
+            self._answer(outcome, estimate_input_tokens(body))
         else:
             self._stream(outcome)
+
+    def _answer(self, script: Script, input_tokens: int) -> None:
+        """The non-streaming answer: the script played out and assembled into one response."""
+        started = time.monotonic()
+        try:
+            answer = converse_answer(_steps(script, self.server.app._stopping), input_tokens)
+        except _StreamAborted:
+            self.close_connection = True
+            return
+        except Exception as exc:
+            logger.exception("local Bedrock script failed")
+            answer = RejectRequest(500, "InternalServerException", f"script failed: {exc!r}")
+        if isinstance(answer, RejectRequest):
+            self._send_error(answer.status, answer.error_type, answer.message)
+            return
+        answer["metrics"].setdefault("latencyMs", max(1, round((time.monotonic() - started) * 1000)))
+        payload = json.dumps(answer, ensure_ascii=False).encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+        self.end_headers()
+        self.wfile.write(payload)
 
     def _send_error(self, status: int, error_type: str, message: str) -> None:
         payload = json.dumps({"message": message}).encode("utf-8")
@@ -286,8 +334,112 @@ def _steps(script: Script, stopping: threading.Event) -> Iterator[Event | RaiseI
         yield step  # type: ignore[misc]
 
 
+# ---- Converse: a script assembled into one response -----------------------------------------
+
+# A stream's exception → the HTTP error Converse answers with (status, x-amzn-ErrorType).
+_CONVERSE_ERRORS = {
+    "modelStreamErrorException": (424, "ModelErrorException"),
+    "throttlingException": (429, "ThrottlingException"),
+    "internalServerException": (500, "InternalServerException"),
+    "validationException": (400, "ValidationException"),
+    "serviceUnavailableException": (503, "ServiceUnavailableException"),
+}
+INCOMPLETE_ANSWER = "The model's answer ended before it was complete."
+
+
+def _tool_input(raw: str) -> Any:
+    try:
+        return json.loads(raw) if raw else {}
+    except ValueError:
+        return raw  # a scripted malformed input is passed on as it is
+
+
+def _assembled_block(block: dict[str, Any]) -> dict[str, Any]:
+    if "toolUse" in block:
+        use = block["toolUse"]
+        return {"toolUse": {**use, "input": _tool_input("".join(block["input"]))}}
+    if "reasoning" in block:
+        reasoning = block["reasoning"]
+        if reasoning.get("redacted"):
+            redacted = b"".join(base64.b64decode(part) for part in reasoning["redacted"])
+            return {"reasoningContent": {"redactedContent": base64.b64encode(redacted).decode("ascii")}}
+        text: dict[str, Any] = {"text": "".join(reasoning.get("text", []))}
+        if "signature" in reasoning:
+            text["signature"] = reasoning["signature"]
+        return {"reasoningContent": {"reasoningText": text}}
+    return {"text": "".join(block.get("text", []))}
+
+
+def _add_delta(block: dict[str, Any], delta: Mapping[str, Any]) -> None:
+    if "text" in delta:
+        block.setdefault("text", []).append(str(delta["text"]))
+    elif "toolUse" in delta:
+        block.setdefault("input", []).append(str(delta["toolUse"].get("input", "")))
+    elif "reasoningContent" in delta:
+        reasoning = block.setdefault("reasoning", {})
+        part = delta["reasoningContent"]
+        if "text" in part:
+            reasoning.setdefault("text", []).append(str(part["text"]))
+        if "signature" in part:
+            reasoning["signature"] = part["signature"]
+        if "redactedContent" in part:
+            reasoning.setdefault("redacted", []).append(part["redactedContent"])
+
+
+def converse_answer(steps: Iterator[Event | RaiseInStream], input_tokens: int) -> dict[str, Any] | RejectRequest:
+    """The ``Converse`` response a ConverseStream script stands for, or the error it ends with.
+
+    Blocks in index order; usage and metrics from the metadata event, else estimated
+    (``input_tokens``, one output token per delta)."""
+    blocks: dict[int, dict[str, Any]] = {}
+    deltas = 0
+    stop_reason: str | None = None
+    meta: Mapping[str, Any] = {}
+    for step in steps:
+        if isinstance(step, RaiseInStream):
+            status, error_type = _CONVERSE_ERRORS.get(step.exception_type, (500, "InternalServerException"))
+            return RejectRequest(status, error_type, step.message)
+        if "contentBlockStart" in step:
+            start = step["contentBlockStart"]
+            use = start.get("start", {}).get("toolUse")
+            if use is not None:
+                blocks[start.get("contentBlockIndex", 0)] = {"toolUse": dict(use), "input": []}
+        elif "contentBlockDelta" in step:
+            delta = step["contentBlockDelta"]
+            _add_delta(blocks.setdefault(delta.get("contentBlockIndex", 0), {}), delta.get("delta", {}))
+            deltas += 1
+        elif "messageStop" in step:
+            stop_reason = step["messageStop"].get("stopReason", "end_turn")
+        elif "metadata" in step:
+            meta = step["metadata"]
+    if stop_reason is None:
+        return RejectRequest(500, "InternalServerException", INCOMPLETE_ANSWER)
+    usage = dict(meta.get("usage") or {})
+    usage.setdefault("inputTokens", input_tokens)
+    usage.setdefault("outputTokens", max(1, deltas))
+    usage.setdefault("totalTokens", usage["inputTokens"] + usage["outputTokens"])
+    content = [_assembled_block(blocks[index]) for index in sorted(blocks)]
+    return {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop_reason,
+        "usage": usage,
+        "metrics": dict(meta.get("metrics") or {}),
+    }
+
+
+def _input_limit_from_env(value: str | None) -> InputLimit:
+    setting = (value or MODEL_WINDOW).strip().lower()
+    if setting == MODEL_WINDOW:
+        return MODEL_WINDOW
+    if setting in ("none", "off"):
+        return None
+    if setting.isdecimal() and int(setting) > 0:
+        return int(setting)
+    raise ValueError(f"{MAX_INPUT_TOKENS_ENV} must be a positive int, 'model' or 'none', not {value!r}")
+
+
 class LocalBedrockServer:
-    """A threaded loopback HTTP server speaking Bedrock Runtime's ``ConverseStream``.
+    """A threaded loopback HTTP server speaking Bedrock Runtime's ``ConverseStream`` and ``Converse``.
 
     ``port=0`` picks a free port; ``url`` is what to give boto3 as ``endpoint_url``.
     """
@@ -299,11 +451,14 @@ class LocalBedrockServer:
         port: int = 0,
         *,
         validate_requests: bool = True,
-        max_input_tokens: int | None = None,
+        max_input_tokens: InputLimit = MODEL_WINDOW,
         prompt_cache: PromptCache | None = None,
     ) -> None:
+        """``max_input_tokens`` left at ``"model"`` reads ``LOCAL_BEDROCK_MAX_INPUT_TOKENS`` when set."""
         self.responder = responder
         self.validate_requests = validate_requests
+        if max_input_tokens == MODEL_WINDOW:
+            max_input_tokens = _input_limit_from_env(os.environ.get(MAX_INPUT_TOKENS_ENV))
         self.max_input_tokens = max_input_tokens
         self.prompt_cache = prompt_cache or PromptCache()
         self._host = host
@@ -313,19 +468,32 @@ class LocalBedrockServer:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
+        self._operations: list[str] = []
         self._connections: dict[socket.socket, threading.Thread] = {}
 
     @property
-    def max_input_tokens(self) -> int | None:
-        """The context window (``estimate_input_tokens`` units), None for no limit; may be changed
-        while the server runs (the next request sees it)."""
+    def max_input_tokens(self) -> InputLimit:
+        """The context window (``estimate_input_tokens`` units): ``"model"`` for each requested
+        model's own, an int for every model, None for no limit; may be changed while the server
+        runs (the next request sees it)."""
         return self._max_input_tokens
 
     @max_input_tokens.setter
-    def max_input_tokens(self, value: int | None) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"max_input_tokens must be a positive int or None, not {value!r}")
+    def max_input_tokens(self, value: InputLimit) -> None:
+        if (
+            value is not None
+            and value != MODEL_WINDOW
+            and (isinstance(value, bool) or not isinstance(value, int) or value < 1)
+        ):
+            raise ValueError(f"max_input_tokens must be a positive int, 'model' or None, not {value!r}")
         self._max_input_tokens = value
+
+    def input_limit(self, model_id: str | None) -> int | None:
+        """The context window a request to ``model_id`` is checked against (None: unchecked)."""
+        limit = self._max_input_tokens
+        if limit == MODEL_WINDOW:
+            return context_window(model_id or "")
+        return limit  # type: ignore[return-value]
 
     def refusal(self, request: Mapping[str, Any], model_id: str | None = None) -> RejectRequest | None:
         """How Bedrock would refuse ``request`` to ``model_id`` before streaming (validation, prompt
@@ -338,7 +506,7 @@ class LocalBedrockServer:
                 return validation_error(problem)
             if model_id is not None and caches_unsupported(model_id) and has_cache_points(request):
                 return unsupported_cache()
-        limit = self._max_input_tokens
+        limit = self.input_limit(model_id)
         if limit is not None and estimate_input_tokens(request) > limit:
             return input_too_long()
         return None
@@ -355,9 +523,15 @@ class LocalBedrockServer:
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        """Every ConverseStream request received, in arrival order (rejected ones too)."""
+        """Every request received (ConverseStream and Converse), in arrival order (rejected ones too)."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def operations(self) -> list[str]:
+        """The operation of each of ``requests``: ``ConverseStream`` or ``Converse``."""
+        with self._lock:
+            return list(self._operations)
 
     def start(self) -> LocalBedrockServer:
         if self._httpd is not None:
@@ -399,9 +573,10 @@ class LocalBedrockServer:
     ) -> None:
         self.stop()
 
-    def _record(self, request: RecordedRequest) -> None:
+    def _record(self, request: RecordedRequest, operation: str) -> None:
         with self._lock:
             self._requests.append(request)
+            self._operations.append(operation)
 
     def _track(self, sock: socket.socket) -> None:
         with self._lock:

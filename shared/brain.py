@@ -10,6 +10,10 @@ entry lives 5 minutes after its last use). The request carries up to three: afte
 for Amazon Nova, which does not cache tools), after the system prompt, and at the end of the
 message before the newest one: the history the next request sends again, so that request reads it
 from the cache and writes only what is new.
+
+``summarize`` is a separate non-streaming ``Converse`` call (no tools, temperature 0) that writes
+the rolling summary of the turns leaving the history window (``shared.core.memory``); a request
+given that summary carries it in its system prompt (``with_summary``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from botocore.exceptions import ReadTimeoutError as BotocoreReadTimeout
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeout
 
+from shared.core.memory import with_summary
 from shared.core.messages import Message
 from shared.core.model_output import (
     MessageEnd,
@@ -157,23 +162,25 @@ class BedrockBrain:
         self._model_id = model_id
         self._prompt_cache = prompt_cache
         self._history_window = history_window
-        self._system: list[dict[str, Any]] = [{"text": system_prompt}]
+        self._system_prompt = system_prompt
         self._tools: dict[str, Any] = {"tools": [tool_spec]}
-        if prompt_cache:
-            self._system.append(CACHE_POINT)
-            if not is_nova(model_id):
-                self._tools = {"tools": [tool_spec, CACHE_POINT]}
+        if prompt_cache and not is_nova(model_id):
+            self._tools = {"tools": [tool_spec, CACHE_POINT]}
         self._inference = {"maxTokens": max_tokens, "temperature": temperature}
 
-    def request(self, messages: list[Message]) -> dict[str, Any]:
-        """The ConverseStream parameters for this history window."""
+    def request(self, messages: list[Message], *, summary: str | None = None) -> dict[str, Any]:
+        """The ConverseStream parameters for this history window; ``summary`` (of the turns before
+        it) joins the system prompt."""
         wired = wire_messages(messages)
         if self._prompt_cache:
             wired = self._with_history_checkpoint(wired)
+        system: list[dict[str, Any]] = [{"text": with_summary(self._system_prompt, summary)}]
+        if self._prompt_cache:
+            system.append(CACHE_POINT)
         return {
             "modelId": self._model_id,
             "messages": wired,
-            "system": self._system,
+            "system": system,
             "toolConfig": self._tools,
             "inferenceConfig": self._inference,
         }
@@ -191,18 +198,11 @@ class BedrockBrain:
             return messages
         return [*messages[:-2], {**stable, "content": [*content, CACHE_POINT]}, messages[-1]]
 
-    def stream(self, messages: list[Message]) -> Iterator[StreamItem]:
+    def stream(self, messages: list[Message], *, summary: str | None = None) -> Iterator[StreamItem]:
         try:
-            response = self._client.converse_stream(**self.request(messages))
-        except ClientError as error:
-            raise BrainError(
-                error.response["Error"].get("Code", "ClientError"),
-                error.response["Error"].get("Message", str(error)),
-                during_stream=False,
-            ) from error
-        except BotoCoreError as error:
-            stalled = isinstance(error, _STALLS)
-            raise BrainError(type(error).__name__, str(error), during_stream=False, stalled=stalled) from error
+            response = self._client.converse_stream(**self.request(messages, summary=summary))
+        except (ClientError, BotoCoreError) as error:
+            raise _before_output(error) from error
         events = response["stream"]
         try:
             yield from _translate(events)
@@ -219,6 +219,34 @@ class BedrockBrain:
             raise BrainError(type(error).__name__, str(error), during_stream=True, stalled=stalled) from error
         finally:
             events.close()
+
+    def summarize(
+        self, system: str, messages: list[Message], *, model_id: str | None = None, max_tokens: int = 400
+    ) -> str:
+        """One non-streaming ``Converse`` call without tools at temperature 0 (the same input
+        gives the same summary as far as the model allows): the text of its answer."""
+        try:
+            response = self._client.converse(
+                modelId=model_id or self._model_id,
+                messages=wire_messages(messages),
+                system=[{"text": system}],
+                inferenceConfig={"maxTokens": max_tokens, "temperature": 0},
+            )
+        except (ClientError, BotoCoreError) as error:
+            raise _before_output(error) from error
+        content = response.get("output", {}).get("message", {}).get("content") or []
+        return "".join(block["text"] for block in content if "text" in block).strip()
+
+
+def _before_output(error: ClientError | BotoCoreError) -> BrainError:
+    """A request Bedrock refused, or that failed before any output (after botocore's retries)."""
+    if isinstance(error, ClientError):
+        return BrainError(
+            error.response["Error"].get("Code", "ClientError"),
+            error.response["Error"].get("Message", str(error)),
+            during_stream=False,
+        )
+    return BrainError(type(error).__name__, str(error), during_stream=False, stalled=isinstance(error, _STALLS))
 
 
 def _translate(events: Any) -> Iterator[StreamItem]:

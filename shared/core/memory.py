@@ -188,6 +188,11 @@ SUMMARY_MARKER = "Earlier in this conversation (summary):"
 """The heading of the summary section ``with_summary`` appends to the system prompt."""
 SUMMARY_END = "(End of the summary.)"
 
+# The parts of a summary request's user message.
+PREVIOUS_HEADING = "Previous summary:"
+TURNS_HEADING = "Conversation turns to fold in:"
+SUMMARY_CLOSING = "Write the new summary."
+
 MAX_SUMMARY_INPUT_CHARS = 40_000
 RESULT_CHARS = 300
 NO_SUMMARY = "(none yet)"
@@ -244,7 +249,7 @@ def summary_request(previous: str | None, dropped: list[Message]) -> tuple[str, 
     ``MAX_SUMMARY_INPUT_CHARS`` characters."""
     previous_text = previous.strip() if previous and previous.strip() else NO_SUMMARY
     turns = _newest(render_turns(dropped), MAX_SUMMARY_INPUT_CHARS) or "(no turns)"
-    text = f"Previous summary:\n{previous_text}\n\nConversation turns to fold in:\n{turns}\n\nWrite the new summary."
+    text = f"{PREVIOUS_HEADING}\n{previous_text}\n\n{TURNS_HEADING}\n{turns}\n\n{SUMMARY_CLOSING}"
     return SUMMARY_SYSTEM_PROMPT, [{"role": "user", "content": [{"text": text}]}]
 
 

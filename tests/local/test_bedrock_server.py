@@ -26,6 +26,7 @@ from conductor_local.bedrock_server import (
     Text,
     ToolUse,
     constraint_violation,
+    context_window,
     converse_validation_error,
     estimate_input_tokens,
     message,
@@ -38,6 +39,7 @@ from conductor_local.bedrock_server import (
     throttled,
     tool_call,
 )
+from conductor_local.bedrock_validation import DEFAULT_CONTEXT_WINDOW
 
 from .conftest import MODEL_ID, WRAPPER_TOOL_CONFIG, Converse, make_client, read_stream
 
@@ -479,7 +481,7 @@ def test_the_server_refuses_a_second_start_and_stops_twice_quietly() -> None:
 def test_unknown_paths_get_404(bedrock: LocalBedrockServer) -> None:
     import urllib.request
 
-    request = urllib.request.Request(f"{bedrock.url}/model/m/converse", data=b"{}", method="POST")
+    request = urllib.request.Request(f"{bedrock.url}/model/m/invoke", data=b"{}", method="POST")
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=5)
     assert caught.value.code == 404
@@ -570,9 +572,9 @@ def test_the_context_limit_can_be_changed_while_running(
     responder: ScriptedResponder, bedrock: LocalBedrockServer
 ) -> None:
     client = make_client(bedrock.url)
-    responder.push(message("no limit"), message("roomy again"))
-    assert bedrock.max_input_tokens is None
-    assert read_stream(_converse(client, USER_HI)["stream"]).text == "no limit"
+    responder.push(message("the model's window"), message("roomy again"))
+    assert bedrock.max_input_tokens == "model"
+    assert read_stream(_converse(client, USER_HI)["stream"]).text == "the model's window"
 
     bedrock.max_input_tokens = 10
     with pytest.raises(client.exceptions.ValidationException, match="Input is too long for requested model"):
@@ -597,6 +599,152 @@ def test_the_context_limit_must_be_a_positive_int(limit: Any) -> None:
         server.max_input_tokens = limit
     with pytest.raises(ValueError, match="max_input_tokens"):
         LocalBedrockServer(ScriptedResponder(), max_input_tokens=limit)
+
+
+def _user_of(tokens: int) -> list[dict[str, Any]]:
+    """A one-message conversation of about ``tokens`` estimated input tokens."""
+    return [{"role": "user", "content": [{"text": "x" * (tokens * 4)}]}]
+
+
+@pytest.mark.parametrize(
+    ("model_id", "window"),
+    [
+        (MODEL_ID, 200_000),
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", 200_000),
+        ("amazon.nova-micro-v1:0", 128_000),
+        ("eu.amazon.nova-pro-v1:0", 300_000),
+        ("amazon.nova-premier-v1:0", 1_000_000),
+        ("global.amazon.nova-2-lite-v1:0", 1_000_000),
+        ("meta.llama3-70b-instruct-v1:0", DEFAULT_CONTEXT_WINDOW),
+    ],
+)
+def test_each_model_has_its_context_window(model_id: str, window: int) -> None:
+    assert context_window(model_id) == window
+
+
+def test_the_model_context_window_is_enforced_by_default() -> None:
+    """A conversation over 200k tokens is refused for Claude as Bedrock refuses it; Nova Premier
+    takes it."""
+    responder = ScriptedResponder(message("a million tokens fit"))
+    big = _user_of(250_000)
+    with LocalBedrockServer(responder) as server:
+        client = make_client(server.url)
+        with pytest.raises(client.exceptions.ValidationException, match="Input is too long for requested model"):
+            client.converse_stream(modelId=MODEL_ID, messages=big)
+        reply = client.converse_stream(modelId="amazon.nova-premier-v1:0", messages=big)
+        assert read_stream(reply["stream"]).text == "a million tokens fit"
+        assert server.input_limit(MODEL_ID) == 200_000
+        assert server.input_limit(None) == DEFAULT_CONTEXT_WINDOW
+    assert server.refusal({"messages": _user_of(199_000)}, MODEL_ID) is None
+
+
+@pytest.mark.parametrize(("setting", "limit"), [("1234", 1234), ("none", None), ("model", 200_000), ("Off", None)])
+def test_the_environment_overrides_the_default_window(
+    monkeypatch: pytest.MonkeyPatch, setting: str, limit: int | None
+) -> None:
+    monkeypatch.setenv("LOCAL_BEDROCK_MAX_INPUT_TOKENS", setting)
+    assert LocalBedrockServer(ScriptedResponder()).input_limit(MODEL_ID) == limit
+    # A value given to the constructor wins over the environment.
+    assert LocalBedrockServer(ScriptedResponder(), max_input_tokens=77).input_limit(MODEL_ID) == 77
+    assert LocalBedrockServer(ScriptedResponder(), max_input_tokens=None).input_limit(MODEL_ID) is None
+
+
+@pytest.mark.parametrize("setting", ["0", "lots", "-3"])
+def test_a_bad_environment_window_is_refused(monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
+    monkeypatch.setenv("LOCAL_BEDROCK_MAX_INPUT_TOKENS", setting)
+    with pytest.raises(ValueError, match="LOCAL_BEDROCK_MAX_INPUT_TOKENS"):
+        LocalBedrockServer(ScriptedResponder())
+
+
+# ---- Converse (non-streaming) ---------------------------------------------------------------
+
+
+def test_converse_assembles_the_script_into_one_response(
+    responder: ScriptedResponder, bedrock: LocalBedrockServer, client: Any
+) -> None:
+    use = tool_call("editor.readFile", {"path": "a.swift"}, tool_use_id="tooluse_read1", parts=4)
+    responder.push(message(Text("Let me read it now.", words_per_delta=2), use, input_tokens=321, output_tokens=17))
+
+    reply = client.converse(
+        modelId=MODEL_ID, messages=USER_HI, system=[{"text": "VoiceIDE"}], toolConfig=WRAPPER_TOOL_CONFIG
+    )
+
+    assert reply["output"]["message"] == {
+        "role": "assistant",
+        "content": [
+            {"text": "Let me read it now."},
+            {
+                "toolUse": {
+                    "toolUseId": "tooluse_read1",
+                    "name": "tool_call",
+                    "input": {"name": "editor.readFile", "arguments": {"path": "a.swift"}},
+                }
+            },
+        ],
+    }
+    assert reply["stopReason"] == "tool_use"
+    assert reply["usage"] == {"inputTokens": 321, "outputTokens": 17, "totalTokens": 338}
+    assert reply["metrics"] == {"latencyMs": 250}
+    assert bedrock.operations == ["Converse"]
+    assert responder.requests[0].body["messages"] == USER_HI
+
+
+def test_converse_reasoning_comes_back_as_one_block(responder: ScriptedResponder, client: Any) -> None:
+    def reasoning(**delta: str) -> dict[str, Any]:
+        return {"contentBlockDelta": {"delta": {"reasoningContent": delta}, "contentBlockIndex": 0}}
+
+    steps: list[Step] = [message_start(), reasoning(text="Think "), reasoning(text="twice."), reasoning(signature="s1")]
+    steps += [{"contentBlockStop": {"contentBlockIndex": 0}}, text_delta(1, "Done.")]
+    steps += [{"contentBlockStop": {"contentBlockIndex": 1}}, {"messageStop": {"stopReason": "end_turn"}}]
+    responder.push(steps)
+
+    reply = client.converse(modelId=MODEL_ID, messages=USER_HI)
+
+    assert reply["output"]["message"]["content"] == [
+        {"reasoningContent": {"reasoningText": {"text": "Think twice.", "signature": "s1"}}},
+        {"text": "Done."},
+    ]
+    # No metadata event: usage and latency are estimated.
+    usage = reply["usage"]
+    assert usage["inputTokens"] == estimate_input_tokens({"messages": USER_HI})
+    assert usage["outputTokens"] == 4 and usage["totalTokens"] == usage["inputTokens"] + 4
+    assert reply["metrics"]["latencyMs"] >= 1
+
+
+def test_converse_is_validated_like_the_stream(responder: ScriptedResponder, client: Any) -> None:
+    assistant_first = [{"role": "assistant", "content": [{"text": "hi"}]}]
+    with pytest.raises(client.exceptions.ValidationException, match="must start with a user message"):
+        client.converse(modelId=MODEL_ID, messages=assistant_first)
+    with pytest.raises(client.exceptions.ValidationException, match="Input is too long for requested model"):
+        client.converse(modelId=MODEL_ID, messages=_user_of(200_001))
+    assert responder.requests == []
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "status"),
+    [
+        (model_stream_error("the model broke"), "ModelErrorException", 424),
+        (stream_throttling("slow down"), "ThrottlingException", 429),
+        (RaiseInStream("internalServerException", "oops"), "InternalServerException", 500),
+        (RaiseInStream("serviceUnavailableException", "away"), "ServiceUnavailableException", 503),
+    ],
+)
+def test_a_script_error_is_the_converse_error(
+    responder: ScriptedResponder, client: Any, error: RaiseInStream, code: str, status: int
+) -> None:
+    responder.push(message("half an", interrupted_by=error))
+    with pytest.raises(ClientError) as caught:
+        client.converse(modelId=MODEL_ID, messages=USER_HI)
+    assert caught.value.response["Error"] == {"Code": code, "Message": error.message}
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
+
+
+def test_a_rejection_and_a_cut_script_are_converse_errors(responder: ScriptedResponder, client: Any) -> None:
+    responder.push(RejectRequest(403, "AccessDeniedException", "no access"), [message_start(), text_delta(0, "a")])
+    with pytest.raises(client.exceptions.AccessDeniedException, match="no access"):
+        client.converse(modelId=MODEL_ID, messages=USER_HI)
+    with pytest.raises(client.exceptions.InternalServerException, match="ended before it was complete"):
+        client.converse(modelId=MODEL_ID, messages=USER_HI)
 
 
 # ---- the API model's constraints -----------------------------------------------------------
