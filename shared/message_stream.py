@@ -27,6 +27,10 @@ from shared.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, make_event
 from shared.store import SessionStore
 from shared.turn_launcher import TurnTask
 
+# While the model writes what is not shown (a code block for a card), the stream is still checked
+# this often, so a barge-in stops it within this time plus one read.
+QUIET_CHECK_S = 0.5
+
 
 class OutOfTime(Exception):
     pass
@@ -74,6 +78,7 @@ class MessageStream:
         self._claiming: Future[Committed | None] | None = None
         self._checked = False  # a commit or read since the last partial confirmed the stream
         self._last_partial = ""
+        self._checked_at = clock()
 
     @property
     def stream_id(self) -> str:
@@ -113,6 +118,7 @@ class MessageStream:
         if committed is None:  # the session is gone
             raise conductor.StreamSuperseded(self.stream_id)
         self._checked = True
+        self._checked_at = self.clock()
         self.state = committed.state
         self.delivery.deliver(self.task.endpoint, committed)
 
@@ -131,26 +137,36 @@ class MessageStream:
         )
 
     def _flush(self) -> None:
+        """A partial (and, for sentence speech, the completed sentences) goes out, after a commit
+        or one read confirmed the stream is still this runner's. Nothing new to show (a block still
+        being written) costs nothing; until something is shown, the first visible text goes at once."""
         self.claimed()
         speak_until = self.segment.speakable_until() if self._speaks_sentences() else self.segment.spoken
+        text = self.segment.partial
+        shows = bool(text) and text != self._last_partial
         spoken: Committed | None = None
         if speak_until > self.segment.spoken:
             spoken = self._commit(
                 lambda fresh: conductor.stream_speak(fresh, self.stream_id, self.segment.text, speak_until, self.claim)
             )
             self.segment.spoken = speak_until
-        elif not self._checked:
+        elif not self._checked and (shows or self.clock() - self._checked_at >= QUIET_CHECK_S):
             fresh = self.store.load(self.task.session_id)
             if fresh is None:
                 raise conductor.StreamSuperseded(self.stream_id)
             check_stream(fresh, self.stream_id, self.claim)
             self.state = fresh
-        self._post_partial()
+            self._checked_at = self.clock()
+        if shows:
+            self._post_partial(text)
+            self._checked = False
+        if shows or self._last_partial:
+            self.segment.shown_now(self.clock())
         if spoken is not None:
             self.delivery.deliver(self.task.endpoint, spoken)
             if spoken.frames and self.figures.first_speak_ms is None:
                 self.figures.first_speak_ms = self._since_launch()
-        self._checked = False
+            self._checked = False
 
     def _tool_started(self) -> None:
         self.claimed()
@@ -168,17 +184,14 @@ class MessageStream:
             raise conductor.StreamSuperseded(self.stream_id)
         self.state = committed.state
         self._checked = True
+        self._checked_at = self.clock()
         return committed
 
-    def _post_partial(self) -> None:
+    def _post_partial(self, text: str) -> None:
         """Partials are not kept (the next one or the final supersedes each), so they are posted
         straight away, unnumbered, to the connection the latest state knows."""
-        state = self.state
-        self.segment.shown_now(self.clock())
-        text = self.segment.partial
-        if not text or text == self._last_partial:
-            return  # nothing new to show (a code block still being written goes to a card)
         self._last_partial = text
+        state = self.state
         if state.connection_id is None or not state.connection_live:
             return
         frame = make_event(AssistantSpeechPartial(text=text)).to_json()
