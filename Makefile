@@ -66,9 +66,11 @@ lock: $(DEV_STAMP)
 		--python-platform aarch64-manylinux_2_28 --python-version 3.13 --no-python-downloads \
 		--output-file lambdas/requirements.lock >/dev/null
 
-## Benchmarks: figures printed, nothing asserted.
+## Benchmarks: figures printed, nothing asserted (about 5 minutes). BENCH_ARGS=--quick for a short run;
+## CONDUCTOR_LOCAL_MODEL_PACE sets the paced model (e.g. 250:120 = first token ms : tokens per s).
+BENCH_ARGS ?=
 bench: $(RUN_STAMP)
-	$(BIN)/python benchmarks/turn_latency.py
+	$(BIN)/python benchmarks/turn_latency.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .ruff_cache .hypothesis

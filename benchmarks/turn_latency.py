@@ -1,41 +1,35 @@
-"""Turn latency of the conductor on the local stack, as the app sees it.
+"""The conductor's hot path on the local stack, as the app sees it and as AWS would bill it.
 
-    python benchmarks/turn_latency.py [--turns N] [--sessions K]
+    python benchmarks/turn_latency.py [--turns N] [--quick] [--sessions K] [--session-turns M]
 
-Starts a ``LocalStack`` on a free loopback port (the deployed Lambda handlers behind the local
-API Gateway, DynamoDB on a moto server, Bedrock answered by the offline brain) and drives it
-with the client stub over real WebSockets. It measures, from the moment the transcript is sent:
-the first server event (``convo.setState thinking``), the first ``assistantSpeechPartial``, the
-``assistantSpeechFinal`` and ``convo.setState idle`` (the turn is over):
+Starts ``LocalStack``s on free loopback ports (the deployed Lambda handlers behind the local API
+Gateway, DynamoDB on moto, Bedrock answered by the offline brain) and drives them with the client
+stub over real WebSockets, announcing ``sentenceSpeech`` when the stub can.
 
-* N plain turns of one session (the brain streams "You said: …", one word per delta);
-* N tool-call turns of one session (``call editor.openFile {...}``, answered at once by the
-  client): also the ``toolCall`` and, after the result, the first partial of the resumed stream;
-* K sessions taking turns at once, N/K turns each (rounded up).
+Scenarios, each on the PACED model (``ModelPace``: 400 ms to the first token, ~80 tokens/s in
+deltas of ~3 tokens) and on the INSTANT one, each against the NAIVE BASELINE too (the same stack
+with ``CONDUCTOR_PARTIAL_FLUSH_MS=0`` and ``CONDUCTOR_PARTIAL_GROWTH=0``: one partial per delta):
 
-It prints p50 / p95 / max in milliseconds, turns per second and, per turn, the DynamoDB requests
-and the time spent inside moto answering them, and asserts nothing.
+* a plain short answer (``You said: ...``);
+* a plain answer of 100 deltas (``ramble 100``), several sentences;
+* one tool round (``call editor.openFile {...}``, answered at once by the client, then the model
+  reads the result back).
 
-These are LOOPBACK figures with moto: they show the conductor's own overhead (frame parsing,
-decisions, conditional DynamoDB commits per delta, management API posts, the local gateway's
-thread per invocation), not AWS latency. Deployed, every DynamoDB call, every post and the
-model itself add their network and service time; the offline brain answers at once and
-streams as fast as the conductor reads.
+Per scenario: p50/p99 of the time to the first ``assistantSpeechPartial`` and of the conductor's
+overhead before it (that time minus the time the model spent before its first text, measured at
+the local Bedrock endpoint), the time to the first ``tts.speak``; per turn the DynamoDB requests
+by operation, the BLOCKING ones before the first partial (the longest chain of one-after-another
+DynamoDB requests that completed between the transcript and the post of the first partial), WRU
+and RRU (``benchmarks.capacity``), and the posts and bytes posted to the connection.
 
-Notes: each phase runs on a fresh stack (moto's cost grows with the table, see below) and starts
-with one warm-up turn that is not counted (the handlers build their boto3 clients on first use);
-the per-session turn rate limit is lifted (``CONDUCTOR_MAX_TURNS_PER_MINUTE``), as the benchmark
-takes more turns per minute than a person.
+Then: the cost of 1,000 turns at list prices (``benchmarks.costs``), the handlers' cold import time
+(``benchmarks.cold_import``) and K sessions taking M turns each at once on the paced model (turns
+completed, events lost: a turn without ``idle`` or a final without the whole text; p50/p99 of the
+first partial).
 
-moto brings a cost into the stack that deployed DynamoDB does not have: TransactWriteItems
-deep-copies the whole table once per action, as its rollback snapshot, before applying any
-action (all copies are identical; only the last is kept). The conductor commits most decisions
-as transactions, so this grows with the table and dominates the local figures. Unless
-``--moto-as-is`` is given, the benchmark makes one copy per table and transaction instead (in
-its own process; semantics unchanged). What remains of moto is printed per turn ("inside moto");
-the rest of a turn is the conductor, the local gateway and the client. (The stack itself serves
-DynamoDB one request at a time and drops moto's tracked copies; see
-tests/e2e/test_local_dynamodb.py.)
+These are LOOPBACK figures with moto: the conductor's own overhead, not AWS latency. Deployed,
+every DynamoDB call and post adds its network and service time, which is why the counts and the
+blocking chain matter more than the milliseconds here.
 """
 
 from __future__ import annotations
@@ -43,7 +37,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import copy
+import inspect
+import math
 import os
 import statistics
 import sys
@@ -51,338 +46,536 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import moto.dynamodb.models as moto_dynamodb
-from moto.dynamodb.models import DynamoDBBackend
-from moto.dynamodb.models.table import Table
-
+from benchmarks.cold_import import cold_imports
+from benchmarks.costs import TurnUsage, cost_per_1000, stages
+from benchmarks.meters import DynamoMeter, DynamoRequest, ModelMeter, ModelStream, Post, PostMeter
+from conductor_local.bedrock_validation import estimate_input_tokens
+from conductor_local.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
 from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, Event, ToolCall
 from voiceide_client import ConductorClient, TurnTimeout, scaled_backoff
 
 PLAIN = "please open the main file"
+RAMBLE = "ramble 100"
 TOOL = 'call editor.openFile {"path": "Sources/App/main.swift"}'
-TURN_TIMEOUT_S = 10.0
+TURN_TIMEOUT_S = 60.0
+PACE_ENV = "CONDUCTOR_LOCAL_MODEL_PACE"
 STACK_ENV = {
     "CONDUCTOR_TURN_RESERVE_MS": "1000",  # the local message Lambda has 600 s; keep the check out of the way
     "CONDUCTOR_MAX_TURNS_PER_MINUTE": "1000000",
     "POWERTOOLS_LOG_LEVEL": "ERROR",
 }
+NAIVE_ENV = {"CONDUCTOR_PARTIAL_FLUSH_MS": "0", "CONDUCTOR_PARTIAL_GROWTH": "0"}
+ROUTE_FUNCTIONS = {"$default": "message", "$connect": "connect", "$disconnect": "disconnect"}
 
 
-class MotoMeter:
-    """WSGI middleware for the stack's moto server: counts DynamoDB requests and the time moto spends on them.
+# ---- one stack with its meters ----------------------------------------------------------------
 
-    The stack already serves DynamoDB requests one at a time; taking the same turn here first
-    keeps the wait for that turn out of the measured time.
-    """
 
-    def __init__(self, app: Callable[..., Any]) -> None:
-        self.app = app
-        self.requests: list[tuple[str, float]] = []
-        """(operation, seconds inside moto) per request, in completion order."""
+class LambdaMeter:
+    """Invocations and durations per function: the gateway's routes (wrapping its handler call) and
+    the turn runner (wrapping ``lambdas.turn.handler``, which the local Lambda looks up per call)."""
+
+    def __init__(self, gateway: Any) -> None:
+        import lambdas.turn
+
+        self.calls: list[tuple[str, float, float]] = []
+        """(function, started, seconds)"""
         self._lock = threading.Lock()
+        call = gateway._call
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        operation = str(environ.get("HTTP_X_AMZ_TARGET", "?")).rpartition(".")[2]
-        with self._lock:
-            began = time.perf_counter()
-            try:
-                return list(self.app(environ, start_response))
-            finally:
-                self.requests.append((operation, time.perf_counter() - began))
+        def timed_call(handler: Any, event: Any, route: str) -> Any:
+            with self._timing(ROUTE_FUNCTIONS.get(route, route)):
+                return call(handler, event, route)
 
+        gateway._call = timed_call
+        self._turn_module = lambdas.turn
+        self._turn_handler = lambdas.turn.handler
+        turn_handler = self._turn_handler
 
-class OneTableCopy:
-    """Stands in for ``copy`` in moto's DynamoDB models during one TransactWriteItems.
+        def timed_turn(event: Any, context: Any) -> Any:
+            with self._timing("turn"):
+                return turn_handler(event, context)
 
-    moto takes its rollback snapshot once per action, of the same unchanged table; this makes
-    the first copy and hands it out again. Anything but a table is copied as usual.
-    """
+        lambdas.turn.handler = timed_turn
 
-    def __init__(self) -> None:
-        self._tables: dict[int, Table] = {}
-
-    def deepcopy(self, value: Any, memo: dict[int, Any] | None = None) -> Any:
-        if not isinstance(value, Table):
-            return copy.deepcopy(value, memo)
-        if id(value) not in self._tables:
-            self._tables[id(value)] = copy.deepcopy(value)
-        return self._tables[id(value)]
-
-
-def one_table_copy_per_transaction() -> None:
-    """Patch this process's moto (its requests run one at a time, so swapping a module global is safe)."""
-    transact = DynamoDBBackend.transact_write_items
-
-    def transact_write_items(backend: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
-        moto_dynamodb.copy = OneTableCopy()  # type: ignore[assignment]
+    @contextlib.contextmanager
+    def _timing(self, function: str) -> Iterator[None]:
+        began = time.perf_counter()
         try:
-            transact(backend, transact_items)
+            yield
         finally:
-            moto_dynamodb.copy = copy
+            with self._lock:
+                self.calls.append((function, began, time.perf_counter() - began))
 
-    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    def close(self) -> None:
+        self._turn_module.handler = self._turn_handler
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.calls)
+
+    def since(self, mark: int) -> list[tuple[str, float, float]]:
+        with self._lock:
+            return list(self.calls[mark:])
 
 
-def meter_local_dynamodb(stack: LocalStack) -> MotoMeter | None:
-    """Wrap the stack's moto server (werkzeug reads ``server.app`` per request); None if not possible."""
-    server = getattr(getattr(stack, "_moto", None), "_server", None)
-    if server is None:
-        return None
-    meter = MotoMeter(server.app)
-    server.app = meter
-    return meter
+class PrefixMeter:
+    """Wraps the local Bedrock responder: per stream (in the handler thread that then sends it), the
+    input tokens before the newest message, i.e. what a prompt cache could serve."""
+
+    def __init__(self, stack: Any) -> None:
+        self._local = threading.local()
+        responder = stack.bedrock_server.responder
+
+        def measured(model_id: str, body: dict[str, Any]) -> Any:
+            messages = body.get("messages") or []
+            self._local.prefix = estimate_input_tokens({**body, "messages": messages[:-1]}) if messages else 0
+            return responder(model_id, body)
+
+        stack.bedrock_server.responder = measured
+
+    def take(self) -> int:
+        prefix = getattr(self._local, "prefix", 0)
+        self._local.prefix = 0
+        return prefix
 
 
 @dataclass
-class Marks:
-    """Milliseconds from the transcript sent to each point of one turn (None: not reached)."""
+class Bench:
+    stack: LocalStack
+    dynamo: DynamoMeter
+    posts: PostMeter
+    model: ModelMeter
+    lambdas: LambdaMeter
 
-    thinking: float | None = None
-    tool_call: float | None = None
-    first_partial: float | None = None
-    resumed_partial: float | None = None
-    final: float | None = None
-    idle: float | None = None
+    def marks(self) -> tuple[int, int, int, int]:
+        return self.dynamo.mark(), self.posts.mark(), self.model.mark(), self.lambdas.mark()
+
+
+@contextlib.contextmanager
+def bench_stack(pace: ModelPace | None, naive: bool) -> Iterator[Bench]:
+    env = STACK_ENV | (NAIVE_ENV if naive else {})
+    with (
+        open(os.devnull, "w") as quiet,
+        contextlib.redirect_stdout(quiet),  # the handlers print logs and metrics from their threads
+        LocalStack(port=0, quiet=True, env=env, model_pace=pace) as stack,
+    ):
+        assert stack.gateway is not None
+        model = ModelMeter()
+        prefixes = PrefixMeter(stack)
+        model.prefix_of = prefixes.take
+        lambdas = LambdaMeter(stack.gateway)
+        try:
+            yield Bench(stack, DynamoMeter(stack), PostMeter(stack.gateway), model, lambdas)
+        finally:
+            lambdas.close()
+            model.close()
+
+
+# ---- one turn ------------------------------------------------------------------------------------
 
 
 @dataclass
-class Phase:
-    name: str
-    turns: list[Marks] = field(default_factory=list)
-    timeouts: int = 0
-    elapsed_s: float = 0.0
-    dynamodb: list[tuple[str, float]] = field(default_factory=list)
-    """The DynamoDB requests made while the counted turns ran."""
-    moto: str = ""
+class TurnFigures:
+    completed: bool
+    final_complete: bool
+    first_partial_ms: float | None
+    overhead_ms: float | None
+    first_speak_ms: float | None
+    turn_s: float
+    dynamo: list[DynamoRequest]
+    blocking: int | None
+    posts: list[Post]
+    streams: list[ModelStream]
+    lambda_calls: list[tuple[str, float, float]]
+    client_frames: int
 
 
-class Window:
-    """Times a phase's counted turns and collects the DynamoDB requests made meanwhile."""
+def longest_chain(requests: list[DynamoRequest]) -> int:
+    """The most requests that ran one after another (each started after the previous ended)."""
+    chain, last_end = 0, -math.inf
+    for request in sorted(requests, key=lambda r: r.ended):
+        if request.started >= last_end:
+            chain, last_end = chain + 1, request.ended
+    return chain
 
-    def __init__(self, phase: Phase, meter: MotoMeter | None) -> None:
-        self.phase = phase
-        self.meter = meter
 
-    def __enter__(self) -> Window:
-        self._began = time.perf_counter()
-        self._first = len(self.meter.requests) if self.meter else 0
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.phase.elapsed_s = time.perf_counter() - self._began
-        if self.meter is not None:
-            self.phase.dynamodb = self.meter.requests[self._first :]
+def model_wait_ms(streams: list[ModelStream], until: float) -> float:
+    """How long the model worked before its first text (up to ``until``): every stream's time from
+    request to its first text, or to its end when it had none (a tool use)."""
+    total = 0.0
+    for stream in streams:
+        if stream.requested >= until:
+            continue
+        stop = stream.first_text or stream.ended or until
+        total += max(0.0, min(stop, until) - stream.requested)
+    return total * 1000
 
 
 class TimedClient:
-    """A client stub that timestamps every received event, for one turn at a time."""
+    """A client stub that timestamps every received event."""
 
     def __init__(self, url: str, tools: dict[str, Any] | None = None) -> None:
         self.arrivals: list[tuple[float, Event]] = []
+        options: dict[str, Any] = {}
+        if "capabilities" in inspect.signature(ConductorClient).parameters:
+            options["capabilities"] = ("sentenceSpeech",)
         self.client = ConductorClient(
             url,
             session_id=str(uuid.uuid4()),
             tools=tools,
             backoff=scaled_backoff(0.01),
             on_event=self._on_event,
+            **options,
         )
 
     def _on_event(self, event: Event) -> None:
         self.arrivals.append((time.perf_counter(), event))
 
-    async def turn(self, text: str) -> Marks | None:
-        """One turn; None when it timed out."""
-        start_at = len(self.arrivals)
-        sent = time.perf_counter()
-        try:
-            await self.client.say(text, timeout=TURN_TIMEOUT_S)
-        except TurnTimeout:
-            return None
-        return marks(self.arrivals[start_at:], sent)
 
-
-def marks(arrivals: list[tuple[float, Event]], sent: float) -> Marks:
-    found = Marks()
-
-    def ms(at: float) -> float:
-        return (at - sent) * 1000
-
-    for at, event in arrivals:
-        payload = event.payload
-        if isinstance(payload, ToolCall):
-            if payload.name == "convo.setState" and '"thinking"' in payload.arguments and found.thinking is None:
-                found.thinking = ms(at)
-            elif payload.name == "convo.setState" and '"idle"' in payload.arguments:
-                found.idle = ms(at)
-            elif payload.name not in ("convo.setState", "tts.speak") and found.tool_call is None:
-                found.tool_call = ms(at)
-        elif isinstance(payload, AssistantSpeechPartial):
-            if found.first_partial is None:
-                found.first_partial = ms(at)
-            if found.tool_call is not None and found.resumed_partial is None:
-                found.resumed_partial = ms(at)
-        elif isinstance(payload, AssistantSpeechFinal):
-            found.final = ms(at)
-    return found
-
-
-async def open_file(arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"opened": arguments.get("path"), "lines": 120}
-
-
-async def sequential(
-    url: str, meter: MotoMeter | None, name: str, text: str, turns: int, tools: dict[str, Any] | None = None
-) -> Phase:
-    """One session taking ``turns`` turns of ``text``, back to back."""
-    phase = Phase(name)
-    timed = TimedClient(url, tools)
-    async with timed.client:
-        await timed.turn(PLAIN)  # warm-up, and the session is established before any tool call
-        with Window(phase, meter):
-            for _ in range(turns):
-                result = await timed.turn(text)
-                if result is None:
-                    phase.timeouts += 1
-                else:
-                    phase.turns.append(result)
-    return phase
-
-
-async def concurrent(url: str, meter: MotoMeter | None, sessions: int, turns: int) -> Phase:
-    """``sessions`` sessions taking ``turns`` plain turns each, all at once."""
-    phase = Phase(f"{sessions} sessions at once, {turns} plain turns each")
-    clients = [TimedClient(url) for _ in range(sessions)]
-    for timed in clients:
-        await timed.client.connect()
+async def measured_turn(bench: Bench, timed: TimedClient, text: str) -> TurnFigures:
+    marks = bench.marks()
+    arrived_at, sent_at = len(timed.arrivals), len(timed.client.sent)
+    sent = time.perf_counter()
+    completed = True
     try:
-        await asyncio.gather(*(timed.turn(PLAIN) for timed in clients))  # warm-up
+        await timed.client.say(text, timeout=TURN_TIMEOUT_S)
+    except TurnTimeout:
+        completed = False
+    ended = time.perf_counter()
+    assert bench.stack.lambda_server is not None
+    await asyncio.to_thread(bench.stack.lambda_server.wait_idle, 10.0)
+    await asyncio.sleep(0.02)
+    dynamo = [r for r in bench.dynamo.since(marks[0]) if r.started >= sent]
+    posts = bench.posts.since(marks[1])
+    streams = bench.model.since(marks[2])
+    arrivals = timed.arrivals[arrived_at:]
+    first_partial = next((at for at, e in arrivals if isinstance(e.payload, AssistantSpeechPartial)), None)
+    first_speak = next(
+        (at for at, e in arrivals if isinstance(e.payload, ToolCall) and e.payload.name == "tts.speak"), None
+    )
+    finals = [e.payload.text for _, e in arrivals if isinstance(e.payload, AssistantSpeechFinal)]
+    said = "".join(stream.text for stream in streams)
+    partial_post = next((p.at for p in posts if p.kind == "assistantSpeechPartial"), None)
+    return TurnFigures(
+        completed=completed,
+        final_complete=bool(finals) and " ".join(finals[-1].split()) == " ".join(streams[-1].text.split())
+        if streams
+        else bool(finals) or not said,
+        first_partial_ms=None if first_partial is None else (first_partial - sent) * 1000,
+        overhead_ms=None
+        if first_partial is None
+        else (first_partial - sent) * 1000 - model_wait_ms(streams, first_partial),
+        first_speak_ms=None if first_speak is None else (first_speak - sent) * 1000,
+        turn_s=ended - sent,
+        dynamo=dynamo,
+        blocking=None if partial_post is None else longest_chain([r for r in dynamo if r.ended <= partial_post]),
+        posts=posts,
+        streams=streams,
+        lambda_calls=bench.lambdas.since(marks[3]),
+        client_frames=len(timed.client.sent) - sent_at,
+    )
 
-        async def run(timed: TimedClient) -> None:
-            for _ in range(turns):
-                result = await timed.turn(PLAIN)
-                if result is None:
-                    phase.timeouts += 1
-                else:
-                    phase.turns.append(result)
 
-        with Window(phase, meter):
-            await asyncio.gather(*(run(timed) for timed in clients))
-    finally:
-        await asyncio.gather(*(timed.client.close() for timed in clients))
-    return phase
+# ---- scenarios -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Scenario:
+    name: str
+    text: str
+    turns: int
+    tools: bool = False
+
+
+@dataclass
+class Result:
+    turns: list[TurnFigures] = field(default_factory=list)
+
+    def values(self, pick: Callable[[TurnFigures], float | None]) -> list[float]:
+        return [v for v in map(pick, self.turns) if v is not None]
+
+    def p(self, pick: Callable[[TurnFigures], float | None], q: float) -> float | None:
+        values = self.values(pick)
+        return percentile(values, q) if values else None
+
+    def mean(self, pick: Callable[[TurnFigures], float | None]) -> float | None:
+        values = self.values(pick)
+        return statistics.fmean(values) if values else None
+
+    def operations(self) -> Counter[str]:
+        return Counter(r.operation for t in self.turns for r in t.dynamo)
+
+    def usage(self) -> TurnUsage:
+        usage = TurnUsage(turns=len(self.turns))
+        for turn in self.turns:
+            usage.message_bytes += [p.size for p in turn.posts] + [0] * turn.client_frames
+            usage.connection_s += turn.turn_s
+            for function, _, seconds in turn.lambda_calls:
+                usage.lambda_invocations[function] = usage.lambda_invocations.get(function, 0) + 1
+                billed = math.ceil(seconds * 1000) / 1000
+                usage.lambda_seconds[function] = usage.lambda_seconds.get(function, 0.0) + billed
+            usage.wru += sum(r.wru for r in turn.dynamo)
+            usage.rru += sum(r.rru for r in turn.dynamo)
+            for stream in turn.streams:
+                reported = stream.usage
+                usage.input_tokens += reported.get("inputTokens", 0)
+                usage.cache_read_tokens += reported.get("cacheReadInputTokens", 0)
+                usage.cache_write_tokens += reported.get("cacheWriteInputTokens", 0)
+                usage.output_tokens += math.ceil(stream.output_chars / 4)
+                usage.cacheable_tokens += stream.prefix_tokens
+        return usage
 
 
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (0..100), linear between closest ranks."""
     ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
     rank = (len(ordered) - 1) * q / 100
     low = int(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def report(phase: Phase, rows: Rows, out: TextIO) -> None:
-    done = len(phase.turns)
-    timeouts = f", {phase.timeouts} timed out" if phase.timeouts else ""
-    print(f"\n{phase.name}: {done} turns in {phase.elapsed_s:.2f} s{timeouts}", file=out)
-    print(f"  {'ms from transcript sent to':<40}{'p50':>8}{'p95':>8}{'max':>8}", file=out)
-    for label, pick in rows:
-        values = [value for value in map(pick, phase.turns) if value is not None]
-        if not values:
-            print(f"  {label:<40}{'-':>8}{'-':>8}{'-':>8}", file=out)
-            continue
-        p50, p95, top = statistics.median(values), percentile(values, 95), max(values)
-        print(f"  {label:<40}{p50:>8.1f}{p95:>8.1f}{top:>8.1f}", file=out)
-    rate = done / phase.elapsed_s if phase.elapsed_s else 0.0
-    print(f"  throughput: {rate:.1f} turns/s", file=out)
-    turns = done + phase.timeouts
-    if phase.dynamodb and turns:
-        by_operation: dict[str, int] = {}
-        for operation, _ in phase.dynamodb:
-            by_operation[operation] = by_operation.get(operation, 0) + 1
-        inside_ms = sum(seconds for _, seconds in phase.dynamodb) * 1000 / turns
-        mix = ", ".join(f"{name} {count / turns:.1f}" for name, count in sorted(by_operation.items()))
-        print(f"  per turn: {len(phase.dynamodb) / turns:.1f} DynamoDB requests ({mix})", file=out)
-        print(f"            {inside_ms:.0f} ms inside moto answering them (moto {phase.moto})", file=out)
+async def open_file(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"opened": arguments.get("path"), "lines": 120}
 
 
-Rows = list[tuple[str, Callable[[Marks], float | None]]]
-TURN_ROWS: Rows = [
-    ("first server event (setState thinking)", lambda m: m.thinking),
-    ("first assistantSpeechPartial", lambda m: m.first_partial),
-    ("assistantSpeechFinal", lambda m: m.final),
-    ("setState idle (turn over)", lambda m: m.idle),
+async def run_scenario(bench: Bench, scenario: Scenario) -> Result:
+    """One fresh session: a warm-up turn (not counted), then ``scenario.turns`` turns back to back."""
+    result = Result()
+    timed = TimedClient(bench.stack.ws_url, {"editor.openFile": open_file} if scenario.tools else None)
+    async with timed.client:
+        await measured_turn(bench, timed, PLAIN)
+        for _ in range(scenario.turns):
+            result.turns.append(await measured_turn(bench, timed, scenario.text))
+    return result
+
+
+async def run_concurrent(bench: Bench, sessions: int, turns: int) -> tuple[Result, float]:
+    """``sessions`` sessions taking ``turns`` plain turns each, all at once; (result, seconds)."""
+    result = Result()
+    warm = TimedClient(bench.stack.ws_url)
+    async with warm.client:
+        await warm.client.say(PLAIN, timeout=TURN_TIMEOUT_S)
+    clients = [TimedClient(bench.stack.ws_url) for _ in range(sessions)]
+    await asyncio.gather(*(timed.client.connect(retries=3) for timed in clients))
+    expected = f"You said: {PLAIN}"
+
+    async def run(timed: TimedClient) -> None:
+        for _ in range(turns):
+            sent = time.perf_counter()
+            start = len(timed.arrivals)
+            completed = True
+            try:
+                await timed.client.say(PLAIN, timeout=TURN_TIMEOUT_S)
+            except TurnTimeout:
+                completed = False
+            arrivals = timed.arrivals[start:]
+            first = next((at for at, e in arrivals if isinstance(e.payload, AssistantSpeechPartial)), None)
+            finals = [e.payload.text for _, e in arrivals if isinstance(e.payload, AssistantSpeechFinal)]
+            result.turns.append(
+                TurnFigures(
+                    completed=completed,
+                    final_complete=bool(finals) and finals[-1] == expected,
+                    first_partial_ms=None if first is None else (first - sent) * 1000,
+                    overhead_ms=None,
+                    first_speak_ms=None,
+                    turn_s=time.perf_counter() - sent,
+                    dynamo=[],
+                    blocking=None,
+                    posts=[],
+                    streams=[],
+                    lambda_calls=[],
+                    client_frames=0,
+                )
+            )
+
+    began = time.perf_counter()
+    try:
+        await asyncio.gather(*(run(timed) for timed in clients))
+    finally:
+        await asyncio.gather(*(timed.client.close() for timed in clients))
+    return result, time.perf_counter() - began
+
+
+# ---- report --------------------------------------------------------------------------------------
+
+Row = tuple[str, Callable[[Result], float | None], str]
+
+
+def _ms(pick: Callable[[TurnFigures], float | None], q: float) -> Callable[[Result], float | None]:
+    return lambda result: result.p(pick, q)
+
+
+def _per_turn(pick: Callable[[TurnFigures], float | None]) -> Callable[[Result], float | None]:
+    return lambda result: result.mean(pick)
+
+
+ROWS: list[Row] = [
+    ("first partial p50 (ms)", _ms(lambda t: t.first_partial_ms, 50), ".0f"),
+    ("first partial p99 (ms)", _ms(lambda t: t.first_partial_ms, 99), ".0f"),
+    ("overhead before it p50 (ms)", _ms(lambda t: t.overhead_ms, 50), ".0f"),
+    ("overhead before it p99 (ms)", _ms(lambda t: t.overhead_ms, 99), ".0f"),
+    ("first tts.speak p50 (ms)", _ms(lambda t: t.first_speak_ms, 50), ".0f"),
+    ("first tts.speak p99 (ms)", _ms(lambda t: t.first_speak_ms, 99), ".0f"),
+    ("DynamoDB requests / turn", _per_turn(lambda t: len(t.dynamo)), ".1f"),
+    ("  blocking before 1st partial", _per_turn(lambda t: t.blocking), ".1f"),
+    ("WRU / turn", _per_turn(lambda t: sum(r.wru for r in t.dynamo)), ".1f"),
+    ("RRU / turn", _per_turn(lambda t: sum(r.rru for r in t.dynamo)), ".1f"),
+    ("posts / turn", _per_turn(lambda t: len(t.posts)), ".1f"),
+    ("  partials / turn", _per_turn(lambda t: sum(p.kind == "assistantSpeechPartial" for p in t.posts)), ".1f"),
+    ("bytes posted / turn", _per_turn(lambda t: sum(p.size for p in t.posts)), ".0f"),
+    ("turns without idle", lambda r: sum(not t.completed for t in r.turns), ".0f"),
+    ("finals without the whole text", lambda r: sum(not t.final_complete for t in r.turns), ".0f"),
 ]
-TOOL_ROWS: Rows = [
-    ("first server event (setState thinking)", lambda m: m.thinking),
-    ("toolCall editor.openFile", lambda m: m.tool_call),
-    ("first partial after the result", lambda m: m.resumed_partial),
-    ("assistantSpeechFinal", lambda m: m.final),
-    ("setState idle (turn over)", lambda m: m.idle),
-    (
-        "  toolCall → resumed partial (round)",
-        lambda m: None if m.tool_call is None or m.resumed_partial is None else m.resumed_partial - m.tool_call,
-    ),
-]
 
 
-PhaseRun = Callable[[str, MotoMeter | None], Awaitable[Phase]]
+def _cell(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
 
 
-def phases(turns: int, sessions: int) -> list[tuple[PhaseRun, Rows]]:
-    tools = {"editor.openFile": open_file}
-    per_session = -(-turns // sessions)  # about as many turns as the other phases
+def _ratio(value: float | None, baseline: float | None) -> str:
+    if value is None or baseline is None:
+        return "-"
+    if baseline == 0:
+        return "=" if value == 0 else "inf"
+    return f"{value / baseline:.2f}x"
+
+
+def report_scenario(scenario: Scenario, results: dict[tuple[str, bool], Result], paces: list[str], out: TextIO) -> None:
+    print(f"\n== {scenario.name} ({scenario.text!r}), {scenario.turns} turns each ==", file=out)
+    head = f"  {'':<32}"
+    for pace in paces:
+        head += f"{pace:>10}{'naive':>10}{'ratio':>8} |"
+    print(head, file=out)
+    for label, pick, spec in ROWS:
+        line = f"  {label:<32}"
+        for pace in paces:
+            mine, naive = pick(results[pace, False]), pick(results[pace, True])
+            line += f"{_cell(mine, spec):>10}{_cell(naive, spec):>10}{_ratio(mine, naive):>8} |"
+        print(line, file=out)
+    for pace in paces:
+        for naive in (False, True):
+            result = results[pace, naive]
+            mix = ", ".join(f"{op} {n / len(result.turns):.1f}" for op, n in sorted(result.operations().items()))
+            print(f"  {pace}{' naive' if naive else ''}: DynamoDB per turn: {mix}", file=out)
+
+
+def report_costs(scenarios: list[Scenario], results: dict[tuple[str, str, bool], Result], out: TextIO) -> None:
+    print("\n== cost per 1,000 turns, USD at us-east-1 list prices (paced model; see benchmarks/costs.py) ==", file=out)
+    print(
+        "  Lambda at each function's configured memory (infra/config.py), local durations; Bedrock without /"
+        " with prompt caching",
+        file=out,
+    )
+    parts = ("apigw", "lambda", "dynamodb", "bedrock", "bedrock_cached")
+    print(
+        f"  {'scenario':<28}{'stage':<6}{'flow':<7}" + "".join(f"{p:>15}" for p in parts) + f"{'total*':>11}", file=out
+    )
+    for stage in stages():
+        for scenario in scenarios:
+            for naive in (False, True):
+                costs = cost_per_1000(results[scenario.name, "paced", naive].usage(), stage)
+                if not costs:
+                    continue
+                total = costs["apigw"] + costs["lambda"] + costs["dynamodb"] + costs["bedrock_cached"]
+                print(
+                    f"  {scenario.name:<28}{stage.name:<6}{'naive' if naive else 'new':<7}"
+                    + "".join(f"{costs[p]:>15.4f}" for p in parts)
+                    + f"{total:>11.4f}",
+                    file=out,
+                )
+    print(f"  * total with prompt caching; models: {', '.join(f'{s.name} {s.model}' for s in stages())}", file=out)
+    for scenario in scenarios:
+        usage = results[scenario.name, "paced", False].usage()
+        n = max(1, usage.turns)
+        if usage.cache_read_tokens or usage.cache_write_tokens:
+            cache = f"cache read {usage.cache_read_tokens / n:.0f}, cache write {usage.cache_write_tokens / n:.0f}"
+        else:
+            cache = f"no cache figures reported: {usage.cacheable_tokens / n:.0f} assumed a cache read"
+        print(
+            f"  tokens / turn, {scenario.name}: input {usage.input_tokens / n:.0f} ({cache}), "
+            f"output {usage.output_tokens / n:.0f} (chars / 4)",
+            file=out,
+        )
+
+
+def scenarios_for(turns: int) -> list[Scenario]:
     return [
-        (lambda url, meter: sequential(url, meter, f"plain turns, one session ({PLAIN!r})", PLAIN, turns), TURN_ROWS),
-        (lambda url, meter: sequential(url, meter, "tool-call turns, one session", TOOL, turns, tools), TOOL_ROWS),
-        (lambda url, meter: concurrent(url, meter, sessions, per_session), TURN_ROWS),
+        Scenario("plain short answer", PLAIN, turns),
+        Scenario("plain 100-delta answer", RAMBLE, max(2, turns // 2)),
+        Scenario("one tool round", TOOL, turns, tools=True),
     ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=30, help="turns per phase; default 30")
+    parser.add_argument("--turns", type=int, default=10, help="turns per scenario (half for the long answer)")
+    parser.add_argument("--sessions", type=int, default=50, help="sessions at once in the load phase")
+    parser.add_argument("--session-turns", type=int, default=10, help="turns per session in the load phase")
     parser.add_argument(
-        "--sessions", type=int, default=5, help="sessions taking turns at once (N/K turns each); default 5"
+        "--quick", action="store_true", help="3 turns per scenario, 10 sessions x 3 turns, imports measured once"
     )
     parser.add_argument(
-        "--moto-as-is",
-        action="store_true",
-        help="leave moto as the stack runs it (a copy of the table per transaction action; see the docstring)",
+        "--pace",
+        default=os.environ.get(PACE_ENV, "paced"),
+        help=f"the paced model: paced or <first token ms>:<tokens per s> (default: ${PACE_ENV} or paced)",
     )
+    parser.add_argument("--skip-load", action="store_true", help="leave out the concurrent sessions")
+    parser.add_argument("--skip-imports", action="store_true", help="leave out the cold import times")
     args = parser.parse_args(argv)
-    turns, sessions = max(1, args.turns), max(1, args.sessions)
+    turns, sessions, session_turns = max(1, args.turns), max(1, args.sessions), max(1, args.session_turns)
+    if args.quick:
+        turns, sessions, session_turns = 3, 10, 3
+    pace = ModelPace.parse(args.pace) or ModelPace()
 
     out = sys.stdout
     warnings.filterwarnings("ignore", message="No application metrics to publish")
-    if not args.moto_as_is:
-        one_table_copy_per_transaction()
     began = time.perf_counter()
-    print("VoiceIDE conductor: turn latency on the local stack (a fresh stack per phase)", file=out)
+    print("VoiceIDE conductor: the hot path on the local stack (loopback, moto DynamoDB, offline brain)", file=out)
     print(
-        "loopback, moto DynamoDB, offline brain = the conductor's own overhead (plus moto's), NOT AWS latency", file=out
+        f"paced model: first token {pace.first_token_s * 1000:.0f} ms, {pace.tokens_per_s:g} tokens/s, "
+        f"~{pace.tokens_per_delta} tokens per delta; naive = {NAIVE_ENV}",
+        file=out,
     )
-    for run, rows in phases(turns, sessions):
-        # The handlers print (logs, metrics) to stdout from their threads: keep the figures readable.
-        with (
-            open(os.devnull, "w") as quiet,
-            contextlib.redirect_stdout(quiet),
-            LocalStack(port=0, quiet=True, env=STACK_ENV) as stack,
-        ):
-            meter = meter_local_dynamodb(stack)
-            phase = asyncio.run(run(stack.ws_url, meter))
-            phase.moto = "as the stack runs it" if args.moto_as_is else "with one table copy per transaction"
-        report(phase, rows, out)
+    scenarios = scenarios_for(turns)
+    results: dict[tuple[str, str, bool], Result] = {}
+    for pace_name, model_pace in (("paced", pace), ("instant", None)):
+        for naive in (False, True):
+            with bench_stack(model_pace, naive) as bench:
+                for scenario in scenarios:
+                    results[scenario.name, pace_name, naive] = asyncio.run(run_scenario(bench, scenario))
+    for scenario in scenarios:
+        by_flow = {(p, n): results[scenario.name, p, n] for p in ("paced", "instant") for n in (False, True)}
+        report_scenario(scenario, by_flow, ["paced", "instant"], out)
+    report_costs(scenarios, results, out)
+    out.flush()
+
+    if not args.skip_imports:
+        print("\n== cold import of the handlers (ms, best of a few, fresh interpreter) ==", file=out)
+        for module, (warm, cold) in cold_imports(1 if args.quick else 3).items():
+            print(f"  {module:<20} with bytecode {warm:>7.0f}   without (compiled from source) {cold:>7.0f}", file=out)
+        out.flush()
+
+    if not args.skip_load:
+        with bench_stack(pace, False) as bench:
+            load, seconds = asyncio.run(run_concurrent(bench, sessions, session_turns))
+        lost = sum(not t.completed or not t.final_complete for t in load.turns)
+        done = sum(t.completed for t in load.turns)
+        p50, p99 = load.p(lambda t: t.first_partial_ms, 50), load.p(lambda t: t.first_partial_ms, 99)
+        print(f"\n== {sessions} sessions x {session_turns} turns at once, paced model ==", file=out)
+        print(f"  turns completed {done}/{sessions * session_turns} in {seconds:.1f} s; events lost: {lost}", file=out)
+        print(f"  first partial p50 {_cell(p50, '.0f')} ms, p99 {_cell(p99, '.0f')} ms", file=out)
+
     print(f"\ntotal {time.perf_counter() - began:.1f} s", file=out)
     return 0
 

@@ -17,9 +17,11 @@ from pathlib import Path
 from types import FrameType
 
 from conductor_local import doctor
+from conductor_local.offline_brain import ModelPace
 from conductor_local.stack import AUTH_MODES, LocalStack
 
 EXIT_NO_CREDENTIALS = 2
+MODEL_PACE_ENV = "CONDUCTOR_LOCAL_MODEL_PACE"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--bedrock",
         action="store_true",
         help="use the real Amazon Bedrock with your AWS credentials and region instead of the offline brain",
+    )
+    local.add_argument(
+        "--model-pace",
+        default=os.environ.get(MODEL_PACE_ENV, "instant"),
+        help="how fast the offline brain streams: instant, paced (400 ms to the first token, then about "
+        "80 tokens/s in deltas of 3 tokens, as a real model) or <first token ms>:<tokens per s> "
+        f"(default: ${MODEL_PACE_ENV} or %(default)s)",
     )
     local.add_argument("--quiet", action="store_true", help="do not log each event in and out")
     local.add_argument(
@@ -68,6 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_local(args: argparse.Namespace) -> int:
+    try:
+        pace = ModelPace.parse(args.model_pace)
+    except ValueError as error:
+        print(f"voiceide-conductor: --model-pace: {error}", file=sys.stderr)
+        return 2
     if args.bedrock:
         # Checked before anything starts: without credentials every connect would fail later.
         try:
@@ -88,7 +102,15 @@ def run_local(args: argparse.Namespace) -> int:
 
     # The readable event lines say what happens; the handlers' JSON logs only when something is wrong.
     env = {"POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING")}
-    stack = LocalStack(args.host, args.port, use_real_bedrock=args.bedrock, quiet=args.quiet, env=env, auth=args.auth)
+    stack = LocalStack(
+        args.host,
+        args.port,
+        use_real_bedrock=args.bedrock,
+        quiet=args.quiet,
+        env=env,
+        auth=args.auth,
+        model_pace=pace,
+    )
     try:
         stack.start()
     except OSError as error:
@@ -96,6 +118,8 @@ def run_local(args: argparse.Namespace) -> int:
         return 1
     try:
         brain = "Amazon Bedrock" if args.bedrock else "the offline brain (deterministic, no AWS)"
+        if not args.bedrock and pace is not None:
+            brain += f", paced: first token {pace.first_token_s * 1000:.0f} ms, {pace.tokens_per_s:g} tokens/s"
         print(f"VoiceIDE conductor listening on {stack.session_url(str(uuid.uuid4()))}", flush=True)
         services = "DynamoDB" if stack.user_pool is None else "DynamoDB and Cognito"
         print(f"  brain: {brain}; {services}: moto at {stack.dynamodb_endpoint}", flush=True)

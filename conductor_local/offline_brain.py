@@ -42,6 +42,11 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
     are too few words to keep each pause under ``SLOW_MAX_GAP`` (5) seconds. For turns longer
     than API Gateway's 29 s integration timeout.
 
+``ramble <n>``
+    A long plain answer of ``n`` text deltas (1 to 1000) of about three tokens each (``RAMBLE_CHARS``
+    characters, whole words): several sentences with commas, full stops and questions, so sentence
+    and clause ends happen while it streams.
+
 anything else
     ``You said: <transcript>``, one word per delta.
 
@@ -53,6 +58,15 @@ back each result in order, joined with ``". "``: ``<tool.name> returned <result>
 blocks, ``json`` blocks serialized, ``(empty)`` when there is none. If that message also
 carries a text block, that is a new utterance merged after abandoned calls, and the reply
 answers it as a transcript instead.
+
+*Pacing* (``OfflineBrain(pace=ModelPace())``, off by default): the reply streams as a real model's
+does. The first delta comes ``first_token_s`` after the request, each text block is re-cut into
+deltas of about ``tokens_per_delta`` tokens (whole words, a token taken as ``CHARS_PER_TOKEN``
+characters) and every later delta waits as long as its tokens take at ``tokens_per_s``; tool input
+deltas are paced by their size too. The reported ``outputTokens`` are then the characters streamed
+/ ``CHARS_PER_TOKEN``. Scripts that already pause (``count``, ``slow``) keep their own pauses and
+only get the wait for the first token. ``ModelPace.parse`` reads ``instant``, ``paced`` or
+``<first token ms>:<tokens per s>``.
 
 Every reply but ``fail`` and ``stop none`` is a complete message: messageStart, content blocks,
 messageStop and metadata with token counts estimated from the text sizes (the input counted as the
@@ -66,18 +80,25 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from conductor_local.bedrock_server import (
     WRAPPER_TOOL,
+    Pause,
     RaiseInStream,
     Step,
     Text,
     ToolUse,
+    block_stop,
     estimate_input_tokens,
     message,
+    message_start,
+    message_stop,
+    metadata,
     model_stream_error,
     split_words,
+    text_delta,
 )
 
 MAX_COUNT = 1000
@@ -98,6 +119,19 @@ SLOW_TEXT = (
     "That is all I wanted to say."
 )
 
+MAX_RAMBLE = 1000
+CHARS_PER_TOKEN = 4
+RAMBLE_CHARS = 12
+"""About three tokens: a ``ramble`` delta is the shortest run of whole words this long."""
+RAMBLE_TEXT = (
+    "Here is how I would approach it. First, we read the file that defines the session, then the one "
+    "that sends the events, and we compare them line by line. Does the order matter? It does, because "
+    "the app plays speech in the order it arrives, and a late sentence sounds wrong. Next, we look at "
+    "the tests, which tell us what the code promises, and at the logs, which tell us what it did. "
+    "Where do they disagree? That is where the bug lives, usually in a corner nobody measured. "
+)
+
+_RAMBLE = re.compile(r"ramble\s+(\d+)", re.IGNORECASE)
 _CALL = re.compile(r"call\s+([^\s;]+)\s*", re.IGNORECASE)
 _NEXT_CALL = re.compile(r"\s*;\s*(?=call\s)", re.IGNORECASE)
 _COUNT = re.compile(r"count\s+(\d+)", re.IGNORECASE)
@@ -118,12 +152,20 @@ class OfflineBrain:
         count_pause: float = COUNT_PAUSE,
         max_count: int = MAX_COUNT,
         max_slow_seconds: float = MAX_SLOW_SECONDS,
+        pace: ModelPace | None = None,
     ) -> None:
         self.count_pause = count_pause
         self.max_count = max_count
         self.max_slow_seconds = max_slow_seconds
+        self.pace = pace
+        """None: every step at once (the default); else the reply streams at this pace."""
 
     def __call__(self, model_id: str, request: dict[str, Any]) -> list[Step]:
+        steps = self.reply(request)
+        return steps if self.pace is None else paced(steps, self.pace)
+
+    def reply(self, request: dict[str, Any]) -> list[Step]:
+        """The reply to a ConverseStream request, unpaced."""
         messages: list[dict[str, Any]] = request.get("messages") or []
         input_tokens = estimate_input_tokens(request)
         user_at = next((i for i in reversed(range(len(messages))) if messages[i].get("role") == "user"), None)
@@ -152,6 +194,9 @@ class OfflineBrain:
             seconds = min(float(match.group(1)), self.max_slow_seconds)
             text = transcript[match.start(2) :].strip() if match.group(2) else SLOW_TEXT
             return message(slow_text(text, seconds), input_tokens=input_tokens)
+        if match := _RAMBLE.fullmatch(directive):
+            n = min(max(int(match.group(1)), 1), MAX_RAMBLE)
+            return ramble(n, input_tokens=input_tokens)
         if match := _COUNT.fullmatch(directive):
             n = min(max(int(match.group(1)), 1), self.max_count)
             words = " ".join(str(i) for i in range(1, n + 1))
@@ -182,6 +227,129 @@ class OfflineBrain:
         if cut:  # drop the last block's stop, the messageStop and the metadata
             return steps[:-3]
         return steps
+
+
+@dataclass(frozen=True)
+class ModelPace:
+    """How fast a real model streams: its time to first token, delta size and output rate."""
+
+    first_token_s: float = 0.4
+    tokens_per_delta: int = 3
+    tokens_per_s: float = 80.0
+
+    @classmethod
+    def parse(cls, spec: str) -> ModelPace | None:
+        """``instant`` (or empty) -> None, ``paced`` -> the defaults, ``<first token ms>:<tokens per s>``."""
+        spec = spec.strip().lower()
+        if spec in ("", "instant", "off", "none"):
+            return None
+        if spec in ("paced", "on", "default"):
+            return cls()
+        first_ms, sep, rate = spec.partition(":")
+        try:
+            pace = cls(first_token_s=float(first_ms) / 1000, tokens_per_s=float(rate) if sep else cls.tokens_per_s)
+        except ValueError:
+            raise ValueError(f"model pace {spec!r}: use instant, paced or <first token ms>:<tokens per s>") from None
+        if pace.first_token_s < 0 or pace.tokens_per_s <= 0:
+            raise ValueError(f"model pace {spec!r}: the first token wait must be >= 0 and the rate > 0")
+        return pace
+
+    def delta_seconds(self, chars: int) -> float:
+        """How long the model takes to write a delta of ``chars`` characters."""
+        return estimate_tokens(chars) / self.tokens_per_s
+
+
+def estimate_tokens(chars: int) -> int:
+    return max(1, math.ceil(chars / CHARS_PER_TOKEN))
+
+
+def word_pieces(text: str, min_chars: int) -> list[str]:
+    """``text`` cut into runs of whole words, each the shortest run of at least ``min_chars`` characters
+    (the last may be shorter); they join back to ``text``."""
+    pieces: list[str] = []
+    current = ""
+    for word in split_words(text):
+        current += word
+        if len(current) >= min_chars:
+            pieces.append(current)
+            current = ""
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def ramble(deltas: int, *, input_tokens: int = 100) -> list[Step]:
+    """``ramble <n>``: a plain message of exactly ``deltas`` text deltas of ``RAMBLE_CHARS``+ characters."""
+    bank = split_words(RAMBLE_TEXT.strip() + " ")
+    pieces: list[str] = []
+    current = ""
+    position = 0
+    while len(pieces) < deltas:
+        word = bank[position % len(bank)]
+        position += 1
+        current += word if current or pieces else word.lstrip()
+        if len(current) >= RAMBLE_CHARS:
+            pieces.append(current)
+            current = ""
+    text = "".join(pieces)
+    return [
+        message_start(),
+        *(text_delta(0, piece) for piece in pieces),
+        block_stop(0),
+        message_stop("end_turn"),
+        metadata(input_tokens, estimate_tokens(len(text))),
+    ]
+
+
+def paced(steps: list[Step], pace: ModelPace) -> list[Step]:
+    """``steps`` streamed at ``pace`` (see the module docstring)."""
+    own_pauses = any(isinstance(step, Pause) for step in steps)
+    out: list[Step] = []
+    run: list[str] = []  # the text deltas of the current text block, not yet emitted
+    run_index = 0
+    streamed_chars = 0
+
+    def emit(event: Step, chars: int) -> None:
+        nonlocal streamed_chars
+        if streamed_chars == 0:
+            out.append(Pause(pace.first_token_s))
+        elif not own_pauses:
+            out.append(Pause(pace.delta_seconds(chars)))
+        out.append(event)
+        streamed_chars += max(1, chars)
+
+    def flush() -> None:
+        if not run:
+            return
+        text = "".join(run)
+        run.clear()
+        pieces = [text] if own_pauses else word_pieces(text, pace.tokens_per_delta * CHARS_PER_TOKEN)
+        for piece in pieces:
+            emit(text_delta(run_index, piece), len(piece))
+
+    for step in steps:
+        delta = step.get("contentBlockDelta") if isinstance(step, dict) else None
+        if delta is not None and "text" in delta["delta"] and not own_pauses:
+            if run and delta["contentBlockIndex"] != run_index:
+                flush()
+            run_index = delta["contentBlockIndex"]
+            run.append(delta["delta"]["text"])
+            continue
+        flush()
+        if own_pauses and isinstance(step, Pause) and streamed_chars == 0:
+            continue  # the wait for the first token stands in for the script's first pause
+        if delta is not None:
+            body = delta["delta"]
+            emit(step, len(body.get("text") or body.get("toolUse", {}).get("input", "")))
+        elif isinstance(step, dict) and "metadata" in step:
+            usage = dict(step["metadata"]["usage"])
+            usage["outputTokens"] = estimate_tokens(streamed_chars)
+            usage["totalTokens"] = usage["inputTokens"] + usage["outputTokens"]
+            out.append({"metadata": {**step["metadata"], "usage": usage}})
+        else:
+            out.append(step)
+    flush()
+    return out
 
 
 def _tool_uses(calls: list[tuple[str, Any]], conversation_key: str) -> list[ToolUse]:

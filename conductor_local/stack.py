@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import boto3
 
@@ -34,6 +34,9 @@ from conductor_local.apigw import AUTHORIZER_ROUTE, LocalApiGateway, RouteHandle
 from conductor_local.cognito import LocalUserPool, create_user_pool
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.tables import create_tables
+
+if TYPE_CHECKING:
+    from conductor_local.offline_brain import ModelPace
 
 DEFAULT_TABLE = "voiceide-conductor-local"
 DEFAULT_REGION = "us-east-1"
@@ -70,6 +73,8 @@ class LocalStack:
     ``port=0`` picks a free port (see ``port``/``ws_url``). ``brain_responder`` replaces the
     offline brain (a ``LocalBedrockServer`` responder); ``handlers`` replaces the deployed
     handlers; ``env`` adds environment variables for the handlers (e.g. conductor limits).
+    ``model_pace`` makes the offline brain stream as fast as a real model (``ModelPace``: time to
+    first token, delta size, tokens per second); None (the default) answers at once.
 
     ``auth="cognito"`` puts sign-in in front of ``$connect``: a user pool with a test user in
     the moto server (``user_pool`` says where, and the test user's credentials), the deployed
@@ -91,6 +96,7 @@ class LocalStack:
         stage: str = "local",
         on_log: Callable[[str], None] | None = None,
         auth: AuthMode = "none",
+        model_pace: ModelPace | None = None,
     ) -> None:
         if auth not in AUTH_MODES:
             raise ValueError(f"auth must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
@@ -101,6 +107,7 @@ class LocalStack:
         self._port = port
         self._stage = stage
         self._brain_responder = brain_responder
+        self.model_pace = model_pace
         self._handlers = handlers
         self._extra_env = dict(env or {})
         self._on_log = None if quiet else (on_log or _print_line)
@@ -244,7 +251,7 @@ class LocalStack:
         if responder is None:
             from conductor_local.offline_brain import OfflineBrain
 
-            responder = OfflineBrain()
+            responder = OfflineBrain(pace=self.model_pace)
         self.bedrock_server = LocalBedrockServer(responder, "127.0.0.1", 0).start()
 
     def _start_lambda(self) -> None:

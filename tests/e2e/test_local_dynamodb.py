@@ -13,11 +13,13 @@ Also: moto deep-copies the whole table once per action of every TransactWriteIte
 snapshot), and its ``BaseModel`` keeps a reference to every instance it ever built (for its
 dashboard). Unless the stack drops those references, every commit leaves copies of the table
 alive: ``make run`` grew without bound (1.4 GB after some 100 turns) and commits got slower as
-the garbage grew. The second test checks that commits leave no such copies behind.
+the garbage grew. The second test checks that commits leave no such copies behind; the third that
+a transaction snapshots the table once (not once per action, all identical) and still rolls back.
 """
 
 from __future__ import annotations
 
+import copy
 import gc
 import threading
 import uuid
@@ -26,6 +28,7 @@ from typing import Any
 import pytest
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import Item
+from moto.dynamodb.models.table import Table
 
 from conductor_local.stack import LocalStack
 from shared.core.state import SessionState
@@ -113,3 +116,47 @@ def test_commits_do_not_keep_copies_of_the_table_alive(stack: LocalStack) -> Non
     grown = live_moto_items() - before
     # What the commits stored: one claim each (the state item is replaced). Allow for slack.
     assert grown <= 3 * commits, f"{grown} more live items after {commits} commits to a {table_size}-item table"
+
+
+def test_a_transaction_snapshots_the_table_once_and_a_failed_one_changes_nothing(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = stack.dynamodb_client()
+    table = stack.table_name
+    kept = {"pk": {"S": "BENCH#kept"}, "sk": {"S": "A"}}
+    client.put_item(TableName=table, Item={**kept, "n": {"N": "1"}})
+    copies: list[Table] = []
+    deepcopy = copy.deepcopy
+
+    def counting(value: Any, memo: Any = None) -> Any:
+        if isinstance(value, Table):
+            copies.append(value)
+        return deepcopy(value, memo)
+
+    monkeypatch.setattr(copy, "deepcopy", counting)
+    actions = [
+        {"Put": {"TableName": table, "Item": {"pk": {"S": "BENCH#new"}, "sk": {"S": "A"}}}},
+        {
+            "Update": {
+                "TableName": table,
+                "Key": kept,
+                "UpdateExpression": "SET n = :two",
+                "ExpressionAttributeValues": {":two": {"N": "2"}},
+            }
+        },
+        {
+            "ConditionCheck": {
+                "TableName": table,
+                "Key": {"pk": {"S": "BENCH#missing"}, "sk": {"S": "A"}},
+                "ConditionExpression": "attribute_exists(pk)",
+            }
+        },
+    ]
+    with pytest.raises(client.exceptions.TransactionCanceledException):
+        client.transact_write_items(TransactItems=actions)
+    assert len(copies) == 1, "one snapshot of the table per transaction, not one per action"
+
+    assert "Item" not in client.get_item(TableName=table, Key={"pk": {"S": "BENCH#new"}, "sk": {"S": "A"}})
+    assert client.get_item(TableName=table, Key=kept)["Item"]["n"] == {"N": "1"}
+    client.transact_write_items(TransactItems=actions[:2])
+    assert client.get_item(TableName=table, Key=kept, ConsistentRead=True)["Item"]["n"] == {"N": "2"}

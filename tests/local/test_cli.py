@@ -1,4 +1,5 @@
-"""``voiceide-conductor``: ``local --bedrock`` refuses to start without AWS credentials; the commands parse."""
+"""``voiceide-conductor``: ``local --bedrock`` refuses to start without AWS credentials; the commands
+parse, ``--model-pace`` included."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from conductor_local import cli, doctor
+from conductor_local.offline_brain import ModelPace
 from tests.local.test_doctor import no_credentials_env, run_cli
 
 
@@ -34,3 +36,19 @@ def test_doctor_takes_a_stage_and_a_region() -> None:
     assert (args.command, args.stage, args.region) == ("doctor", "prod", "us-west-2")
     args = cli.build_parser().parse_args(["doctor"])
     assert (args.stage, args.region) == (None, None)
+
+
+def test_local_takes_a_model_pace_from_the_flag_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(cli.MODEL_PACE_ENV, raising=False)
+    assert ModelPace.parse(cli.build_parser().parse_args(["local"]).model_pace) is None  # instant by default
+    args = cli.build_parser().parse_args(["local", "--model-pace", "paced"])
+    assert ModelPace.parse(args.model_pace) == ModelPace()
+    monkeypatch.setenv(cli.MODEL_PACE_ENV, "300:50")
+    assert cli.build_parser().parse_args(["local"]).model_pace == "300:50"
+
+
+def test_a_bad_model_pace_stops_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["local", "--model-pace", "fast", "--port", "0"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("voiceide-conductor: --model-pace: model pace 'fast'")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -10,14 +11,19 @@ import pytest
 from conductor_local.bedrock_server import LocalBedrockServer, Pause, Responder, estimate_input_tokens
 from conductor_local.offline_brain import (
     CALL_PREAMBLE,
+    CHARS_PER_TOKEN,
     CUT_SHORT_TEXT,
     FAIL_MESSAGE,
     FAIL_WORDS,
+    MAX_RAMBLE,
     MAX_SLOW_SECONDS,
+    RAMBLE_CHARS,
     SLOW_MAX_GAP,
     SLOW_TEXT,
     STOP_TEXT,
+    ModelPace,
     OfflineBrain,
+    paced,
     parse_calls,
 )
 
@@ -406,3 +412,92 @@ def test_input_tokens_are_counted_as_the_context_limit_counts_them(
 
     (request,) = bedrock.requests
     assert reply.of("metadata")[0]["usage"]["inputTokens"] == estimate_input_tokens(request.body)
+
+
+# ---- ramble and pacing --------------------------------------------------------------------
+
+
+def _deltas(steps: list[Any]) -> list[str]:
+    return [s["contentBlockDelta"]["delta"]["text"] for s in steps if isinstance(s, dict) and "contentBlockDelta" in s]
+
+
+def test_ramble_streams_exactly_n_deltas_of_about_three_tokens(converse: Converse) -> None:
+    reply = converse("Ramble 100.")
+
+    _assert_complete(reply, "end_turn")
+    assert len(reply.text_deltas) == 100
+    assert all(len(piece) >= RAMBLE_CHARS for piece in reply.text_deltas)
+    assert all(len(piece.split()) <= RAMBLE_CHARS // 2 for piece in reply.text_deltas)
+    text = reply.text
+    assert text.count(". ") >= 3 and text.count(", ") >= 3 and text.count("? ") >= 1
+    assert reply.of("metadata")[0]["usage"]["outputTokens"] == -(-len(text) // CHARS_PER_TOKEN)
+
+
+def test_ramble_is_capped_and_at_least_one_delta() -> None:
+    assert len(_deltas(OfflineBrain().answer("ramble 5000"))) == MAX_RAMBLE
+    assert len(_deltas(OfflineBrain().answer("ramble 0"))) == 1
+    assert _deltas(OfflineBrain().answer("ramble on"))[0] == "You"  # not a count: ordinary speech
+
+
+def test_an_unpaced_brain_never_pauses_a_plain_answer() -> None:
+    assert not any(isinstance(step, Pause) for step in OfflineBrain().answer("ramble 20"))
+
+
+def test_pacing_waits_for_the_first_token_then_streams_deltas_of_three_tokens_at_the_rate() -> None:
+    pace = ModelPace(first_token_s=0.4, tokens_per_delta=3, tokens_per_s=80)
+    instant = OfflineBrain().answer("please open the settings file of the app")
+    steps = paced(instant, pace)
+
+    assert _deltas(steps) == ["You said: please", " open the settings", " file of the", " app"]
+    assert "".join(_deltas(steps)) == "".join(_deltas(instant))
+    first = next(i for i, s in enumerate(steps) if isinstance(s, dict) and "contentBlockDelta" in s)
+    assert steps[first - 1] == Pause(0.4)
+    pauses = [s.seconds for s in steps[first:] if isinstance(s, Pause)]
+    assert pauses == [pytest.approx(math.ceil(len(d) / CHARS_PER_TOKEN) / 80) for d in _deltas(steps)[1:]]
+    usage = steps[-1]["metadata"]["usage"]
+    assert usage["outputTokens"] == math.ceil(len("".join(_deltas(steps))) / CHARS_PER_TOKEN)
+    assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"]
+
+
+def test_pacing_keeps_the_deltas_of_ramble_and_paces_tool_input_too() -> None:
+    pace = ModelPace()
+    assert _deltas(paced(OfflineBrain().answer("ramble 30"), pace)) == _deltas(OfflineBrain().answer("ramble 30"))
+    steps = paced(OfflineBrain().answer('call editor.openFile {"path": "a.swift"}'), pace)
+    inputs = [i for i, s in enumerate(steps) if isinstance(s, dict) and "contentBlockDelta" in s]
+    assert len(inputs) == 3
+    assert steps[inputs[0] - 1] == Pause(pace.first_token_s)
+    assert all(isinstance(steps[i - 1], Pause) for i in inputs)
+
+
+def test_pacing_keeps_a_scripts_own_pauses_after_the_first_token() -> None:
+    steps = paced(OfflineBrain(count_pause=0.05).answer("count 3"), ModelPace(first_token_s=0.25))
+    pauses = [s.seconds for s in steps if isinstance(s, Pause)]
+    assert pauses == [0.25, 0.05, 0.05]
+    assert _deltas(steps) == ["1", " 2", " 3"]
+
+
+def test_a_paced_brain_paces_every_reply() -> None:
+    request = {"messages": [_user({"text": "hello there"})]}
+    steps = OfflineBrain(pace=ModelPace(first_token_s=0.1))("model", request)
+    assert Pause(0.1) in steps
+    assert "".join(_deltas(steps)) == "You said: hello there"
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("instant", None),
+        ("", None),
+        ("paced", ModelPace()),
+        ("250:40", ModelPace(first_token_s=0.25, tokens_per_s=40.0)),
+        ("600", ModelPace(first_token_s=0.6)),
+    ],
+)
+def test_model_pace_is_read_from_a_short_spec(spec: str, expected: ModelPace | None) -> None:
+    assert ModelPace.parse(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["fast", "100:0", "-5:80", "1:2:3"])
+def test_a_bad_model_pace_is_refused(spec: str) -> None:
+    with pytest.raises(ValueError, match="model pace"):
+        ModelPace.parse(spec)

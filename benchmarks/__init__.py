@@ -1,0 +1,1 @@
+"""Benchmarks of the conductor on the local stack (``make bench``)."""

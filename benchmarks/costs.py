@@ -1,0 +1,131 @@
+"""What 1,000 turns cost at us-east-1 list prices, from the calls a benchmark counted.
+
+PRICES is the one table of prices (USD). Where each comes from:
+
+* API Gateway WebSocket: $1.00 per million messages (first billion a month), metered in 32 KB
+  increments, and $0.25 per million connection minutes (aws.amazon.com/api-gateway/pricing/,
+  "WebSocket APIs", US East (N. Virginia)).
+* Lambda on Arm (the functions are built for ARM_64, infra/bundling.py): $0.0000133334 per GB-s
+  and $0.20 per million requests (aws.amazon.com/lambda/pricing/, US East (N. Virginia), Arm price).
+* DynamoDB on-demand, Standard table class: $0.625 per million write request units and $0.125 per
+  million read request units (aws.amazon.com/dynamodb/pricing/on-demand/, US East (N. Virginia),
+  since the November 2024 price reduction).
+* Bedrock, Anthropic models through a ``us.`` (geographic) cross-region inference profile, per
+  million tokens: input, output, 5-minute cache write and cache read. Claude Haiku 5.5 $0.11 /
+  $0.55 / $0.1375 / $0.011 and Claude Sonnet 5.5 $2.20 / $11.00 / $2.75 / $0.11: Anthropic's list
+  prices (platform.claude.com/docs/en/about-claude/pricing: Haiku 5.5 $0.10 / $0.50, Sonnet 5.5
+  $2 / $10, cache writes 1.25x and reads 0.1x / 0.05x of input) plus the 10 % Bedrock charges on
+  regional and geographic endpoints over global ones (aws.amazon.com/bedrock/pricing/, Anthropic).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+WEBSOCKET_MESSAGE_BYTES = 32 * 1024
+
+PRICES: dict[str, float] = {
+    "apigw_message": 1.00 / 1e6,
+    "apigw_connection_minute": 0.25 / 1e6,
+    "lambda_gb_s": 0.0000133334,
+    "lambda_request": 0.20 / 1e6,
+    "dynamodb_wru": 0.625 / 1e6,
+    "dynamodb_rru": 0.125 / 1e6,
+    # model id (without its geography prefix) -> input, output, cache write, cache read per token
+    "anthropic.claude-haiku-5-5:input": 0.11 / 1e6,
+    "anthropic.claude-haiku-5-5:output": 0.55 / 1e6,
+    "anthropic.claude-haiku-5-5:cache_write": 0.1375 / 1e6,
+    "anthropic.claude-haiku-5-5:cache_read": 0.011 / 1e6,
+    "anthropic.claude-sonnet-5-5:input": 2.20 / 1e6,
+    "anthropic.claude-sonnet-5-5:output": 11.00 / 1e6,
+    "anthropic.claude-sonnet-5-5:cache_write": 2.75 / 1e6,
+    "anthropic.claude-sonnet-5-5:cache_read": 0.11 / 1e6,
+}
+
+
+def websocket_messages(sizes: list[int]) -> int:
+    """Metered messages for frames of these byte sizes (each 32 KB or part of it is one)."""
+    return sum(max(1, math.ceil(size / WEBSOCKET_MESSAGE_BYTES)) for size in sizes)
+
+
+@dataclass
+class TurnUsage:
+    """What the turns of a scenario used, summed over ``turns`` turns."""
+
+    turns: int = 0
+    message_bytes: list[int] = field(default_factory=list)
+    """Every frame both ways (posts to the app, events from it)."""
+    connection_s: float = 0.0
+    lambda_invocations: dict[str, int] = field(default_factory=dict)
+    lambda_seconds: dict[str, float] = field(default_factory=dict)
+    """Per function (message, turn, ...), the billed duration (each invocation rounded up to 1 ms)."""
+    wru: float = 0.0
+    rru: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cacheable_tokens: int = 0
+    """Input a prompt cache would serve (the prefix before the newest message), when the endpoint
+    reported no cache figures."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    model: str
+    memory_mb: dict[str, int]
+
+
+def stages() -> list[Stage]:
+    """The dev and prod stages of cdk.json, through infra/config.py."""
+    from infra.config import read_cdk_json_context, select_stage
+
+    context = read_cdk_json_context()
+    found = []
+    for name in ("dev", "prod"):
+        config = select_stage(context.get("stages"), name)
+        lambdas = config.lambdas
+        found.append(
+            Stage(
+                name,
+                config.bedrock.foundation_model_id,
+                {
+                    "message": lambdas.message_memory_mb,
+                    "turn": lambdas.turn_memory_mb,
+                    "connect": lambdas.handler_memory_mb,
+                    "disconnect": lambdas.handler_memory_mb,
+                },
+            )
+        )
+    return found
+
+
+def cost_per_1000(usage: TurnUsage, stage: Stage) -> dict[str, float]:
+    """USD per 1,000 turns, by part; ``bedrock`` without prompt caching, ``bedrock_cached`` with."""
+    if not usage.turns:
+        return {}
+    scale = 1000 / usage.turns
+    gb_s = sum(
+        seconds * stage.memory_mb.get(function, 512) / 1024 for function, seconds in usage.lambda_seconds.items()
+    )
+    model = stage.model
+    all_input = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    if usage.cache_read_tokens or usage.cache_write_tokens:
+        read, write, fresh = usage.cache_read_tokens, usage.cache_write_tokens, usage.input_tokens
+    else:
+        read, write, fresh = usage.cacheable_tokens, 0, all_input - usage.cacheable_tokens
+    price = PRICES.get
+    parts = {
+        "apigw": websocket_messages(usage.message_bytes) * PRICES["apigw_message"]
+        + usage.connection_s / 60 * PRICES["apigw_connection_minute"],
+        "lambda": gb_s * PRICES["lambda_gb_s"] + sum(usage.lambda_invocations.values()) * PRICES["lambda_request"],
+        "dynamodb": usage.wru * PRICES["dynamodb_wru"] + usage.rru * PRICES["dynamodb_rru"],
+        "bedrock": all_input * price(f"{model}:input", 0.0) + usage.output_tokens * price(f"{model}:output", 0.0),
+        "bedrock_cached": fresh * price(f"{model}:input", 0.0)
+        + read * price(f"{model}:cache_read", 0.0)
+        + write * price(f"{model}:cache_write", 0.0)
+        + usage.output_tokens * price(f"{model}:output", 0.0),
+    }
+    return {name: value * scale for name, value in parts.items()}

@@ -1,0 +1,247 @@
+"""Meters wrapped around the local stack from outside: DynamoDB requests (with their capacity
+units), management API posts to the connections, and the model's streams."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.capacity import item_size, read_units, write_units
+
+KEY_NAMES = ("pk", "sk")
+
+
+@dataclass
+class DynamoRequest:
+    operation: str
+    started: float
+    """perf_counter when the server got the request (before waiting for its turn)."""
+    ended: float
+    wru: float = 0.0
+    rru: float = 0.0
+
+
+class DynamoMeter:
+    """Wraps the stack's serialized moto server: every request's operation, start and end, and its
+    WRU/RRU (writes from the item sizes before and after, looked up in moto; reads from the items
+    answered). The outer layer times the request, the inner one (under the server's lock) sizes it."""
+
+    def __init__(self, stack: Any) -> None:
+        from moto.core.models import DEFAULT_ACCOUNT_ID
+        from moto.dynamodb.models import dynamodb_backends
+
+        server = stack._moto._server
+        serialized = server.app  # conductor_local.dynamodb_server._OneRequestAtATime
+        self._backend = lambda: dynamodb_backends[DEFAULT_ACCOUNT_ID][stack.region]
+        self.requests: list[DynamoRequest] = []
+        self._units = threading.local()
+        self._lock = threading.Lock()
+        inner = serialized._app
+        serialized._app = lambda environ, start_response: self._sized(inner, environ, start_response)
+        server.app = lambda environ, start_response: self._timed(serialized, environ, start_response)
+
+    def _timed(self, app: Callable[..., Iterable[bytes]], environ: dict[str, Any], start: Callable[..., Any]) -> Any:
+        began = time.perf_counter()
+        self._units.value = (0.0, 0.0)
+        body = list(app(environ, start))
+        wru, rru = self._units.value
+        operation = str(environ.get("HTTP_X_AMZ_TARGET", "?")).rpartition(".")[2]
+        with self._lock:
+            self.requests.append(DynamoRequest(operation, began, time.perf_counter(), wru, rru))
+        return body
+
+    def _sized(self, app: Callable[..., Iterable[bytes]], environ: dict[str, Any], start: Callable[..., Any]) -> Any:
+        raw = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        environ["wsgi.input"] = io.BytesIO(raw)
+        operation = str(environ.get("HTTP_X_AMZ_TARGET", "?")).rpartition(".")[2]
+        try:
+            request = json.loads(raw or b"{}")
+        except ValueError:
+            request = {}
+        writes = self._write_targets(operation, request)
+        before = [self._size_of(table, key) for table, key, _ in writes]
+        body = list(app(environ, start))
+        wru = sum(
+            write_units(size, self._size_of(table, key), transactional=tx)
+            for (table, key, tx), size in zip(writes, before, strict=True)
+        )
+        rru = self._read_units(operation, request, b"".join(body))
+        self._units.value = (wru, rru)
+        return body
+
+    @staticmethod
+    def _write_targets(operation: str, request: dict[str, Any]) -> list[tuple[str, dict[str, Any], bool]]:
+        if operation == "PutItem":
+            return [(request["TableName"], _key_of(request.get("Item", {})), False)]
+        if operation in ("UpdateItem", "DeleteItem"):
+            return [(request["TableName"], request.get("Key", {}), False)]
+        if operation == "TransactWriteItems":
+            targets = []
+            for action in request.get("TransactItems", []):
+                ((kind, op),) = action.items()
+                key = _key_of(op["Item"]) if kind == "Put" else op.get("Key", {})
+                targets.append((op["TableName"], key, True))
+            return targets
+        return []
+
+    def _size_of(self, table_name: str, key: dict[str, Any]) -> int:
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        try:
+            table = self._backend().get_table(table_name)
+            item = table.get_item(DynamoType(key["pk"]), DynamoType(key["sk"]) if "sk" in key else None)
+        except Exception:
+            return 0
+        return 0 if item is None else item_size(item.to_json()["Attributes"])
+
+    @staticmethod
+    def _read_units(operation: str, request: dict[str, Any], body: bytes) -> float:
+        if operation not in ("GetItem", "Query", "TransactGetItems", "BatchGetItem"):
+            return 0.0
+        try:
+            answer = json.loads(body or b"{}")
+        except ValueError:
+            return 0.0
+        consistent = bool(request.get("ConsistentRead"))
+        if operation == "GetItem":
+            return read_units(item_size(answer.get("Item")), consistent=consistent)
+        if operation == "Query":
+            return read_units(sum(item_size(i) for i in answer.get("Items", [])), consistent=consistent)
+        if operation == "TransactGetItems":
+            return sum(
+                read_units(item_size(r.get("Item")), consistent=True, transactional=True)
+                for r in answer.get("Responses", [])
+            )
+        total = 0.0
+        for table, items in answer.get("Responses", {}).items():
+            keys = request.get("RequestItems", {}).get(table, {})
+            total += sum(read_units(item_size(i), consistent=bool(keys.get("ConsistentRead"))) for i in items)
+        return total
+
+    def since(self, mark: int) -> list[DynamoRequest]:
+        with self._lock:
+            return list(self.requests[mark:])
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+
+def _key_of(item: dict[str, Any]) -> dict[str, Any]:
+    return {name: item[name] for name in KEY_NAMES if name in item}
+
+
+@dataclass
+class Post:
+    at: float
+    size: int
+    kind: str
+    """The event's kind (``toolCall:<name>`` for a tool call), from the posted body."""
+
+
+class PostMeter:
+    """Counts the management API's POSTs to connections (bytes and when), by wrapping the local
+    gateway's handler of management requests."""
+
+    def __init__(self, gateway: Any) -> None:
+        self.posts: list[Post] = []
+        self._lock = threading.Lock()
+        manage = gateway._manage
+
+        async def counted(request: Any) -> bytes:
+            answer = await manage(request)
+            if request.method == "POST":
+                self._record(request.body)
+            return answer
+
+        gateway._manage = counted
+
+    def _record(self, body: bytes) -> None:
+        try:
+            ((kind, payload),) = json.loads(body)["kind"].items()
+            if isinstance(payload, dict) and payload.get("name"):
+                kind += ":" + str(payload["name"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            kind = "?"
+        with self._lock:
+            self.posts.append(Post(time.perf_counter(), len(body), kind))
+
+    def since(self, mark: int) -> list[Post]:
+        with self._lock:
+            return list(self.posts[mark:])
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.posts)
+
+
+@dataclass
+class ModelStream:
+    """One ConverseStream answered by the local Bedrock endpoint."""
+
+    requested: float
+    first_delta: float | None = None
+    first_text: float | None = None
+    ended: float | None = None
+    output_chars: int = 0
+    text: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+    prefix_tokens: int = 0
+    """Input tokens before the newest message (what a prompt cache could serve)."""
+
+
+class ModelMeter:
+    """Times every stream of the local Bedrock endpoint (request, first delta, end) and keeps its
+    usage figures, by wrapping the method of the endpoint's request handler that sends a script."""
+
+    def __init__(self) -> None:
+        from conductor_local.bedrock_server import _Handler
+
+        self.streams: list[ModelStream] = []
+        self.prefix_of: Callable[[], int] | None = None
+        """Called in the handler thread as a stream starts: its ``prefix_tokens``."""
+        self._lock = threading.Lock()
+        original = _Handler._stream
+        meter = self
+
+        def observed(handler: Any, script: Any) -> None:
+            original(handler, meter._observe(script))
+
+        _Handler._stream = observed  # type: ignore[method-assign]
+        self._restore = lambda: setattr(_Handler, "_stream", original)
+
+    def close(self) -> None:
+        self._restore()
+
+    def _observe(self, steps: Iterable[Any]) -> Iterator[Any]:
+        stream = ModelStream(time.perf_counter(), prefix_tokens=self.prefix_of() if self.prefix_of else 0)
+        with self._lock:
+            self.streams.append(stream)
+        for step in steps:
+            if isinstance(step, dict):
+                delta = step.get("contentBlockDelta")
+                if delta is not None:
+                    if stream.first_delta is None:
+                        stream.first_delta = time.perf_counter()
+                    body = delta["delta"]
+                    if "text" in body:
+                        stream.first_text = stream.first_text or time.perf_counter()
+                        stream.text += body["text"]
+                    stream.output_chars += len(body.get("text") or body.get("toolUse", {}).get("input", ""))
+                if "metadata" in step:
+                    stream.usage = dict(step["metadata"].get("usage", {}))
+            yield step
+        stream.ended = time.perf_counter()
+
+    def since(self, mark: int) -> list[ModelStream]:
+        with self._lock:
+            return list(self.streams[mark:])
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.streams)

@@ -1,0 +1,106 @@
+"""The hot-path benchmark's own arithmetic (capacity units, chains, metered messages, costs) and one
+measured turn on a local stack, so ``make bench`` keeps working as the stack changes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from benchmarks.capacity import item_size, read_units, write_units
+from benchmarks.costs import PRICES, TurnUsage, cost_per_1000, stages, websocket_messages
+from benchmarks.meters import DynamoRequest
+from benchmarks.turn_latency import PLAIN, RAMBLE, Scenario, bench_stack, longest_chain, run_scenario
+from conductor_local.offline_brain import ModelPace
+
+
+def test_item_sizes_follow_dynamodbs_rules() -> None:
+    assert item_size({"ab": {"S": "héllo"}}) == 2 + 6  # names and strings count their UTF-8 bytes
+    assert item_size({"n": {"N": "123"}}) == 1 + 2 + 1  # a byte per two significant digits, plus one
+    assert item_size({"n": {"N": "-0.0100"}}) == 1 + 1 + 1  # leading and trailing zeros trimmed
+    assert item_size({"b": {"B": "AAEC"}}) == 1 + 3  # raw bytes, not base64
+    assert item_size({"t": {"BOOL": True}, "z": {"NULL": True}}) == 2 + 2
+    assert item_size({"l": {"L": [{"S": "ab"}]}}) == 1 + 3 + 2 + 1  # 3 bytes + 1 per element
+    assert item_size({"m": {"M": {"k": {"S": "v"}}}}) == 1 + 3 + 1 + 1 + 1
+    assert item_size({"s": {"SS": ["a", "bc"]}}) == 1 + 3
+    assert item_size(None) == 0
+
+
+def test_capacity_units_round_up_per_request() -> None:
+    assert write_units(0, 1024) == 1 and write_units(1025, 10) == 2  # the larger of before and after
+    assert write_units(0, 0) == 1  # a write always costs at least one unit
+    assert write_units(1500, 0, transactional=True) == 4
+    assert read_units(4096, consistent=True) == 1 and read_units(4097, consistent=True) == 2
+    assert read_units(100, consistent=False) == 0.5
+    assert read_units(0, consistent=True) == 1  # reading nothing still costs a unit
+    assert read_units(5000, consistent=True, transactional=True) == 4
+
+
+def test_the_blocking_chain_counts_requests_one_after_another() -> None:
+    def request(start: float, end: float) -> DynamoRequest:
+        return DynamoRequest("GetItem", start, end)
+
+    assert longest_chain([]) == 0
+    assert longest_chain([request(0, 1), request(0.5, 1.5), request(2, 3)]) == 2  # two overlap
+    assert longest_chain([request(0, 1), request(1, 2), request(2, 3)]) == 3
+
+
+def test_websocket_messages_are_metered_in_32_kb_increments() -> None:
+    assert websocket_messages([0, 100, 32 * 1024]) == 3
+    assert websocket_messages([32 * 1024 + 1]) == 2
+
+
+def test_costs_use_the_stage_memory_and_the_cache_prices() -> None:
+    dev, prod = stages()
+    usage = TurnUsage(
+        turns=1,
+        message_bytes=[10, 10],
+        lambda_invocations={"turn": 1},
+        lambda_seconds={"turn": 2.0},
+        input_tokens=1000,
+        output_tokens=100,
+        cacheable_tokens=800,
+    )
+    dev_cost, prod_cost = cost_per_1000(usage, dev), cost_per_1000(usage, prod)
+    assert dev_cost["apigw"] == pytest.approx(2 * PRICES["apigw_message"] * 1000)
+    for stage, cost in ((dev, dev_cost), (prod, prod_cost)):
+        gb_s = 2.0 * stage.memory_mb["turn"] / 1024
+        assert cost["lambda"] == pytest.approx((gb_s * PRICES["lambda_gb_s"] + PRICES["lambda_request"]) * 1000)
+    model = prod.model
+    assert prod_cost["bedrock"] == pytest.approx(
+        (1000 * PRICES[f"{model}:input"] + 100 * PRICES[f"{model}:output"]) * 1000
+    )
+    assert prod_cost["bedrock_cached"] == pytest.approx(
+        (200 * PRICES[f"{model}:input"] + 800 * PRICES[f"{model}:cache_read"] + 100 * PRICES[f"{model}:output"]) * 1000
+    )
+
+
+def test_one_measured_turn_on_a_local_stack() -> None:
+    with bench_stack(None, naive=False) as bench:
+        plain = asyncio.run(run_scenario(bench, Scenario("plain", PLAIN, 1)))
+        long = asyncio.run(run_scenario(bench, Scenario("long", RAMBLE, 1)))
+
+    (turn,) = plain.turns
+    assert turn.completed and turn.final_complete
+    assert turn.first_partial_ms is not None and turn.first_speak_ms is not None
+    assert turn.dynamo and all(r.ended >= r.started for r in turn.dynamo)
+    assert sum(r.wru for r in turn.dynamo) >= 1 and sum(r.rru for r in turn.dynamo) >= 1
+    assert turn.blocking is not None and 1 <= turn.blocking <= len(turn.dynamo)
+    assert any(p.kind == "assistantSpeechPartial" for p in turn.posts)
+    assert any(p.kind == "toolCall:tts.speak" for p in turn.posts)
+    assert len(turn.streams) == 1 and turn.streams[0].text == f"You said: {PLAIN}"
+    assert {function for function, _, _ in turn.lambda_calls} >= {"message", "turn"}
+    (long_turn,) = long.turns
+    assert long_turn.completed and long_turn.final_complete
+    assert sum(p.kind == "assistantSpeechPartial" for p in long_turn.posts) < 100  # partials are coalesced
+
+
+def test_the_stack_streams_at_the_pace_asked() -> None:
+    pace = ModelPace(first_token_s=0.01, tokens_per_s=10_000)
+    with bench_stack(pace, naive=False) as bench:
+        assert bench.stack.bedrock_server is not None
+        assert bench.stack.model_pace == pace
+        plain = asyncio.run(run_scenario(bench, Scenario("plain", PLAIN, 1)))
+    (turn,) = plain.turns
+    assert turn.completed and turn.final_complete
+    assert [len(s.text) for s in turn.streams] == [len(f"You said: {PLAIN}")]
