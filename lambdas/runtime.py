@@ -29,6 +29,7 @@ from shared.config import Settings
 from shared.core.wrapper import wrapper_tool_spec
 from shared.delivery import Delivery
 from shared.gateway import ConnectionGateway
+from shared.memory_keeper import MemoryKeeper
 from shared.service import ConductorService
 from shared.store import SessionStore
 from shared.turn_launcher import LambdaTurnLauncher
@@ -204,6 +205,9 @@ def turn_runner() -> TurnRunner:
     metrics_sink = PowertoolsMetrics()
     committer = Committer(store(), config, metrics_sink)
     delivery = Delivery(store=store(), gateway=gateway(), committer=committer, logger=logger, metrics=metrics_sink)
+    memory = MemoryKeeper(
+        store=store(), summarizer=brain, committer=committer, settings=config, logger=logger, metrics=metrics_sink
+    )
     return TurnRunner(
         store=store(),
         brain=brain,
@@ -212,6 +216,7 @@ def turn_runner() -> TurnRunner:
         settings=config,
         logger=logger,
         metrics=metrics_sink,
+        memory=memory,
     )
 
 

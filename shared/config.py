@@ -66,6 +66,11 @@ class Settings(BaseModel):
     partial_growth: float = Field(default=0.25, ge=0, le=4)
     # Bedrock prompt caching: "auto" = on for models that support it.
     prompt_cache: Literal["auto", "on", "off"] = "auto"
+    # Memory: what one request may hold (tokens), tool results elided from older rounds, the
+    # model that rewrites the rolling summary (None: the conversation's model).
+    input_budget_tokens: int = Field(default=24_000, ge=1000)
+    elide_tool_results_over_chars: int = Field(default=2000, ge=100)
+    summary_model_id: str | None = None
     # How long the app may take to answer a tool call of the model (the catalog may say more per tool).
     tool_deadline_s: float = Field(default=60.0, gt=0, le=3600)
 
@@ -109,6 +114,9 @@ class Settings(BaseModel):
             "partial_growth": "CONDUCTOR_PARTIAL_GROWTH",
             "prompt_cache": "BEDROCK_PROMPT_CACHE",
             "tool_deadline_s": "CONDUCTOR_TOOL_DEADLINE_S",
+            "input_budget_tokens": "CONDUCTOR_INPUT_BUDGET_TOKENS",
+            "elide_tool_results_over_chars": "CONDUCTOR_ELIDE_TOOL_RESULTS_OVER_CHARS",
+            "summary_model_id": "CONDUCTOR_SUMMARY_MODEL_ID",
         }
         values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
         catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")

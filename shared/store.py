@@ -276,6 +276,29 @@ class SessionStore:
         """The whole stored history, oldest first."""
         return self._query_messages(session_id, limit=None)
 
+    def messages_between(self, session_id: str, start_seq: int, end_seq: int) -> list[Message]:
+        """The stored messages with ``start_seq <= seq < end_seq``, oldest first."""
+        if end_seq <= start_seq:
+            return []
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": _session_pk(session_id)},
+                ":low": {"S": _msg_sk(start_seq)},
+                ":high": {"S": _msg_sk(end_seq - 1)},
+            },
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self._client.query(**kwargs)
+            items.extend(response.get("Items", []))
+            if not response.get("LastEvaluatedKey"):
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [_message(item) for item in items]
+
     def recent_history(self, session_id: str, limit: int) -> RecentHistory:
         """The last ``limit`` messages as stored (one Query), with where they start and the
         version that last wrote them: read beside the state, it tells whether both saw the same."""

@@ -26,6 +26,7 @@ from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
 from shared.core.stream import RunnerClaim
 from shared.delivery import Delivery
+from shared.memory_keeper import Fitted, MemoryKeeper
 from shared.message_stream import MessageStream, OutOfTime, TurnFigures
 from shared.protocol import ErrorCode
 from shared.store import SessionStore
@@ -51,7 +52,7 @@ class DeadlineAlarms(Protocol):
 
 
 class Brain(Protocol):
-    def stream(self, messages: list[Message]) -> Any: ...
+    def stream(self, messages: list[Message], *, summary: str | None = None) -> Any: ...
 
 
 class _ContextOverflow(Exception):
@@ -68,6 +69,8 @@ class _Run:
     segment: SegmentText
     figures: TurnFigures
     carried: list[Message] | None = None  # the first stream's history window, read by ``$default``
+    fitted: Fitted | None = None  # the last request's window, as the memory budget cut it
+    state: SessionState | None = None  # the last state this run committed
 
 
 class TurnRunner:
@@ -82,8 +85,10 @@ class TurnRunner:
         logger: Any,
         metrics: Metrics,
         alarms: DeadlineAlarms | None = None,
+        memory: MemoryKeeper | None = None,
     ) -> None:
         self.alarms = alarms
+        self.memory = memory
         self.store = store
         self.brain = brain
         self.committer = committer
@@ -105,6 +110,8 @@ class TurnRunner:
         claim = RunnerClaim(uuid.uuid4().hex, time.time() + remaining_ms() / 1000)
         run = _Run(task, claim, remaining_ms, SegmentText(self._pacing()), TurnFigures(), task.history_window())
         self._run_model(run, state)
+        if self.memory is not None:  # after the turn's events went out: off the hot path
+            self.memory.after_turn(task.session_id, run.state, run.fitted, run.figures.usage)
         self._record(run.figures)
         return run.figures
 
@@ -170,6 +177,7 @@ class TurnRunner:
                 return
             try:
                 stream_id, state = self._stream_fitting(run, state)
+                run.state = state
             except StreamSuperseded:
                 self.log.info("model stream stopped: superseded", extra={"session_id": task.session_id})
                 return
@@ -221,6 +229,9 @@ class TurnRunner:
         window = min(self.settings.history_window, state.window_cap or self.settings.history_window)
         carried, run.carried = run.carried, None
         messages = carried if carried is not None else self.store.history(task.session_id, window)
+        if self.memory is not None:
+            run.fitted = self.memory.fit(state, messages)
+            messages = run.fitted.messages
         window_cap: int | None = None
         while True:
             message = ModelMessage()
@@ -292,7 +303,7 @@ class TurnRunner:
             out_of_time=lambda: run.remaining_ms() < self.settings.turn_reserve_ms,
         )
         requested = time.monotonic()
-        items = self.brain.stream(messages)
+        items = self.brain.stream(messages, summary=state.summary) if state.summary else self.brain.stream(messages)
         try:
             return streamer.run(items, message, requested)
         finally:

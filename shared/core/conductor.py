@@ -98,6 +98,7 @@ __all__ = [
     "handle_transcript",
     "mark_cut_off_answer",
     "next_tool_deadline",
+    "remember_memory",
     "speak_playback",
     "stream_failed",
     "stream_finished",
@@ -194,6 +195,20 @@ def next_tool_deadline(state: SessionState) -> float | None:
         return None
     deadlines = [call.deadline for call in turn.tools.pending() if call.deadline]
     return min(deadlines) if deadlines else None
+
+
+def remember_memory(
+    state: SessionState, *, chars_per_token: float | None = None, summary: str | None = None, until: int = 0
+) -> Outcome:
+    """What the runner learned about the conversation's memory: the characters per token Bedrock
+    measured, and a rolling summary now covering the history before seq ``until`` (kept only if
+    it covers more than the stored one)."""
+    decision = Decision(state)
+    if chars_per_token is not None:
+        decision.state.chars_per_token = chars_per_token
+    if summary is not None and summary.strip() and until > decision.state.summary_until:
+        decision.state.summary, decision.state.summary_until = summary.strip(), until
+    return decision.outcome()
 
 
 def speak_playback(result: ToolResult) -> str | None:

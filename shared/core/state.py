@@ -117,6 +117,7 @@ class SessionState(_Model):
     # The rolling summary of the conversation before history seq ``summary_until`` (or a handoff's).
     summary: str | None = None
     summary_until: int = 0
+    chars_per_token: float = 4.0  # of this conversation's requests, from Bedrock's input token counts
     # Messages the model's context window held when it last overflowed: later requests send fewer.
     window_cap: int | None = None
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conductor_local.bedrock_server import Text, message, model_stream_error, throttled, tool_call
+from lambdas import runtime
 from shared.core.messages import ERROR_MARKER, INTERRUPTED_MARKER
 from shared.protocol import Event, ToolCall
 from tests.handlers.conftest import Harness, summarize
+from tests.history_check import assert_valid_history
 
 THINKING = ("toolCall", "convo.setState", {"state": "thinking"})
 IDLE = ("toolCall", "convo.setState", {"state": "idle"})
@@ -322,6 +326,7 @@ def test_a_handoff_seeds_the_first_request(conductor: Harness) -> None:
     request = conductor.script.requests[-1].body
     texts = [m["content"][0]["text"] for m in request["messages"]]
     assert texts == ["Add a password field.", "Done.", "now validate it"]
+    assert "Adding login to the iOS app." in json.dumps(request["system"])  # the summary, in the system prompt
 
 
 def test_a_bad_handoff_is_an_invalid_event_and_the_session_goes_on(conductor: Harness) -> None:
@@ -384,3 +389,28 @@ def test_a_sentence_speech_app_gets_the_card_when_its_block_is_complete(conducto
     assert spoken[0].startswith("Here is the new function for main.swift")  # before the code block was complete
     assert sum(1 for item in said if item[0] == "assistantUIPatch") == 1
     assert not any("Hi. There" in text or "```" in text for text in spoken)
+
+
+def test_turns_beyond_the_token_budget_are_folded_into_a_summary(
+    conductor: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_INPUT_BUDGET_TOKENS", "2500")  # ~10,000 characters, 3,700 of them fixed
+    runtime.reset()
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    for number in range(1, 5):
+        conductor.script.push(message(f"Noted {number}."))
+        if number >= 3:
+            conductor.script.push(message(f"Summary after turn {number}: notes 1 to {number - 2}."))  # the fold
+        conductor.say(conn, f"note {number}: " + "lorem ipsum dolor " * 150)  # ~2,700 characters each
+        conductor.finish_turn(conn)
+    streamed = [r.body for r in conductor.script.requests if "toolConfig" in r.body]
+    folded = [r.body for r in conductor.script.requests if "toolConfig" not in r.body]
+    assert len(streamed) == 4 and len(folded) == 2  # a summary call after each turn that dropped a turn
+    last = streamed[-1]
+    assert len(json.dumps(last["messages"])) + 3_700 <= 2500 * 4  # the window fits the budget
+    assert last["messages"][0]["content"][0]["text"].startswith("note 3:")
+    assert "Summary after turn 3: notes 1 to 1." in json.dumps(last["system"])
+    assert_valid_history(last["messages"])
+    state = runtime.store().load(conn.session_id)
+    assert state is not None and state.summary == "Summary after turn 4: notes 1 to 2." and state.summary_until == 4

@@ -1,0 +1,106 @@
+"""The conversation's memory around the model: what one request holds, and the rolling summary.
+
+A request fits a token budget (``shared.core.memory.fit_budget``): the newest turns verbatim,
+older big tool results elided, the turns before them folded into a rolling summary carried in
+the system prompt. The budget is counted in characters per token as Bedrock measured this
+conversation's earlier requests. Folding costs a model call, so it happens after the turn, off
+the hot path: never before the first partial.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shared.commit import Committer, Metrics
+from shared.config import Settings
+from shared.core import conductor
+from shared.core.memory import Budget, calibrated, fit_budget, message_chars, summary_request, with_summary
+from shared.core.messages import Message
+from shared.core.state import SessionState
+from shared.core.wrapper import wrapper_tool_spec
+from shared.store import SessionStore
+
+# Recalibrate only when the measured ratio moved this much (each change is a write).
+CALIBRATION_STEP = 0.1
+
+
+class Summarizer(Protocol):
+    def summarize(self, system: str, messages: list[Message], *, model_id: str | None = None) -> str: ...
+
+
+@dataclass
+class Fitted:
+    messages: list[Message]  # what the request carries
+    fold_until: int  # history seq where it starts: everything before belongs in the summary
+    chars: int  # the request's size as the budget counts it
+
+
+class MemoryKeeper:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        summarizer: Summarizer,
+        committer: Committer,
+        settings: Settings,
+        logger: Any,
+        metrics: Metrics,
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.committer = committer
+        self.settings = settings
+        self.log = logger
+        self.metrics = metrics
+        self._tool_chars = len(json.dumps(wrapper_tool_spec(settings.catalog), separators=(",", ":")))
+
+    def fit(self, state: SessionState, stored: list[Message]) -> Fitted:
+        """The part of the stored window (its newest messages) that fits the token budget."""
+        fixed = len(with_summary(self.settings.system_prompt, state.summary)) + self._tool_chars
+        budget = Budget(
+            input_tokens=self.settings.input_budget_tokens,
+            chars_per_token=state.chars_per_token,
+            elide_over_chars=self.settings.elide_tool_results_over_chars,
+        )
+        window = fit_budget(stored, fixed_chars=fixed, budget=budget)
+        if not window.messages:  # no plain user message in it: send what was stored
+            return Fitted(stored, state.summary_until, fixed + sum(map(message_chars, stored)))
+        first_seq = max(0, state.history_len - len(stored))
+        chars = fixed + sum(map(message_chars, window.messages))
+        return Fitted(window.messages, first_seq + window.start, chars)
+
+    def after_turn(
+        self, session_id: str, state: SessionState | None, fitted: Fitted | None, usage: dict[str, int]
+    ) -> None:
+        """Fold what left the window into the summary and keep the measured characters per token,
+        starting from the state the run last committed; whatever fails here, the conversation goes
+        on (the next turn tries again)."""
+        if fitted is None or state is None:
+            return
+        try:
+            self._remember(session_id, state, fitted, usage)
+        except Exception:
+            self.log.exception("memory not updated", extra={"session_id": session_id})
+            self.metrics.count("SummaryFailures")
+
+    def _remember(self, session_id: str, state: SessionState, fitted: Fitted, usage: dict[str, int]) -> None:
+        tokens = sum(usage.get(key, 0) for key in ("inputTokens", "cacheReadInputTokens", "cacheWriteInputTokens"))
+        ratio = calibrated(fitted.chars, tokens, state.chars_per_token)
+        if abs(ratio - state.chars_per_token) < CALIBRATION_STEP * state.chars_per_token:
+            ratio = state.chars_per_token
+        summary, until = None, fitted.fold_until
+        if until > state.summary_until:
+            dropped = self.store.messages_between(session_id, state.summary_until, until)
+            system, messages = summary_request(state.summary, dropped)
+            summary = self.summarizer.summarize(system, messages, model_id=self.settings.summary_model_id)
+            self.metrics.count("SummariesWritten")
+            self.log.info("conversation summarized", extra={"session_id": session_id, "until": until})
+        if summary is None and ratio == state.chars_per_token:
+            return
+        self.committer.apply(
+            session_id,
+            lambda fresh: conductor.remember_memory(fresh, chars_per_token=ratio, summary=summary, until=until),
+            hint=state,
+        )
