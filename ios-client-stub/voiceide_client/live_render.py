@@ -22,6 +22,7 @@ STYLES = {
     "partial": "dim",
     "state": "dim",
     "tool": "magenta",
+    "ui": "cyan",
     "tool-error": "red",
     "error": "bold red",
     "notice": "yellow",

@@ -1,4 +1,4 @@
-"""Prints the conversation: one line per final, tool call, state and error.
+"""Prints the conversation: one line per final, tool call, state and error; cards with their body.
 
 The client reports what it receives, sends, raises and which state it enters; the library
 default is ``NullRenderer`` so nothing is printed unless a caller asks for it.
@@ -9,6 +9,7 @@ default is ``NullRenderer`` so nothing is printed unless a caller asks for it.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Protocol, TextIO
 
@@ -81,7 +82,8 @@ class TranscriptRenderer:
         elif isinstance(payload, ErrorPayload):
             self.error(f"[error] {payload.code}: {payload.message}")
         elif isinstance(payload, AssistantUIPatch):
-            self._emit(f"[ui] {payload.patch}", "ui")
+            for line in patch_lines(payload.patch):
+                self._emit(line, "ui")
 
     def sent(self, event: Event) -> None:
         payload = event.payload
@@ -138,6 +140,27 @@ class TranscriptRenderer:
     def _write(stream: TextIO, text: str) -> None:
         stream.write(text + "\n")
         stream.flush()
+
+
+def patch_lines(patch: str) -> list[str]:
+    """An ``assistantUIPatch`` as lines: each card the conductor adds to ``/cards`` as a
+    ``[card] <title>`` line and its body indented; anything else as the patch itself."""
+    try:
+        operations = json.loads(patch)
+    except ValueError:
+        operations = None
+    if not isinstance(operations, list) or not operations:
+        return [f"[ui] {patch}"]
+    lines: list[str] = []
+    for operation in operations:
+        card = operation.get("value") if isinstance(operation, dict) else None
+        is_card = isinstance(card, dict) and operation.get("op") == "add"
+        if not is_card or not str(operation.get("path", "")).startswith("/cards"):
+            lines.append(f"[ui] {json.dumps(operation, ensure_ascii=False)}")
+            continue
+        lines.append(f"[card] {card.get('title') or card.get('type') or 'card'}")
+        lines.extend(f"    {line}" for line in str(card.get("body", "")).splitlines())
+    return lines
 
 
 def transcript_renderer(out: TextIO, err: TextIO, *, quiet: bool = False) -> TranscriptRenderer:

@@ -14,7 +14,9 @@ from rich.console import Console
 
 from shared.protocol import (
     SENTENCE_SPEECH,
+    AssistantSpeechFinal,
     AssistantSpeechPartial,
+    AssistantUIPatch,
     ErrorCode,
     ErrorPayload,
     Event,
@@ -24,6 +26,7 @@ from shared.protocol import (
 from voiceide_client import ConductorClient, PrintSpeaker, Speaker, ToolRouter, cli
 from voiceide_client.cli import RendererLines
 from voiceide_client.live_render import LiveTranscriptRenderer
+from voiceide_client.render import TranscriptRenderer, patch_lines
 
 from .fake_conductor import (
     Changes,
@@ -280,3 +283,35 @@ async def test_the_live_display_shows_unnumbered_partials_and_each_answer_once()
     assert [line for line in lines if line.startswith("assistant:")] == [f"assistant: {ANSWER}"]
     assert [line for line in lines if line.startswith("🔊")] == [f"🔊 {sentence}" for sentence in SENTENCES]
     assert lines[-1] == "[state] idle"
+
+
+CARD_PATCH = json.dumps(
+    [
+        {
+            "op": "add",
+            "path": "/cards/-",
+            "value": {"type": "code", "title": "Swift code", "language": "swift", "body": "guard let x\nelse { }"},
+        }
+    ]
+)
+
+
+def test_a_card_is_printed_once_with_its_body_and_the_final_keeps_its_placeholder() -> None:
+    out = io.StringIO()
+    renderer = TranscriptRenderer(out)
+    renderer.received(make_event(AssistantUIPatch(patch=CARD_PATCH)))
+    renderer.received(make_event(AssistantSpeechFinal(text="Use this:\n[code: Swift code]")))
+    assert out.getvalue().splitlines() == [
+        "[card] Swift code",
+        "    guard let x",
+        "    else { }",
+        "assistant: Use this:",
+        "[code: Swift code]",
+    ]
+
+
+def test_a_patch_that_adds_no_card_is_printed_as_it_is() -> None:
+    other = '[{"op":"replace","path":"/title","value":"Build"}]'
+    assert patch_lines(other) == ['[ui] {"op": "replace", "path": "/title", "value": "Build"}']
+    assert patch_lines("not json") == ["[ui] not json"]
+    assert patch_lines("[]") == ["[ui] []"]

@@ -3,6 +3,7 @@ DynamoDB, the offline brain), over real WebSockets: the client's side of the flo
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from collections.abc import Iterator
@@ -11,7 +12,8 @@ import pytest
 
 from conductor_local.stack import LocalStack
 from shared.protocol import SENTENCE_SPEECH, AssistantSpeechFinal, ErrorPayload, Event, ToolCall, ToolResult
-from voiceide_client import ConductorClient, SilentSpeaker, ToolRouter, TurnResult
+from voiceide_client import ConductorClient, PrintSpeaker, SilentSpeaker, ToolRouter, TranscriptRenderer, TurnResult
+from voiceide_client.cli import RendererLines
 
 from .fake_conductor import async_test
 
@@ -107,3 +109,29 @@ async def test_without_the_capability_the_answer_is_spoken_once_after_its_final(
         i for i, e in enumerate(turn.events) if isinstance(e.payload, ToolCall) and e.payload.name == "tts.speak"
     )
     assert final < speak
+
+
+CODE_TRANSCRIPT = "Change the guard. Use this:\n```swift\nguard let input else { return nil }\n```\nThen run the tests."
+
+
+@async_test
+async def test_code_in_an_answer_is_printed_once_on_its_card_and_never_spoken(stack: LocalStack) -> None:
+    out = io.StringIO()
+    renderer = TranscriptRenderer(out)
+    client = ConductorClient(
+        stack.ws_url, str(uuid.uuid4()), ToolRouter(PrintSpeaker(RendererLines(renderer))), renderer=renderer
+    )
+    async with client:
+        turn = await client.say(CODE_TRANSCRIPT, timeout=20)
+
+    assert turn.completed and turn.errors == []
+    printed = out.getvalue().splitlines()
+    lines = printed[printed.index("[state] thinking") :]  # what came back ("you: …" holds the transcript)
+    assert sum("guard let input" in line for line in lines) == 1, lines  # the card's body, once
+    card = lines.index("[card] Swift code")
+    assert lines[card + 1] == "    guard let input else { return nil }"
+    assert card < lines.index("assistant: You said: Change the guard. Use this:")  # the card before the final
+    assert "[code: Swift code]" in lines  # the final's placeholder
+    spoken = " ".join(line.removeprefix("🔊 ") for line in lines if line.startswith("🔊"))
+    assert "on screen" in spoken and "guard" in spoken.split("on screen")[0]  # "Change the guard.", the pointer
+    assert "return nil" not in spoken
