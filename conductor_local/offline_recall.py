@@ -8,6 +8,8 @@ section ``with_summary`` put in the system prompt), then one line per message,
 A summary request (``summary_request``'s system prompt) gets a deterministic summary instead of a
 model's: ``Summary: `` and the first 60 characters of each thing the user said, the previous
 summary's items first, the newest ``MAX_SUMMARY_ITEMS`` kept, joined by ``; ``.
+``answering_summaries(responder)`` gives any responder (a test's ``ScriptedResponder``) that answer,
+so summary calls never take a script queued for the conversation.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from conductor_local.bedrock_script import RejectRequest, Responder, Script, message
+from conductor_local.bedrock_validation import estimate_input_tokens
 from shared.core.memory import (
     NO_SUMMARY,
     PREVIOUS_HEADING,
@@ -77,13 +81,13 @@ def recall_answer(request_body: dict[str, Any]) -> str:
     if summary:
         lines.append(f"summary: {summary}")
     names: dict[str, str] = {}
-    for message in request_body.get("messages") or []:
-        content = message.get("content") or []
+    for sent in request_body.get("messages") or []:
+        content = sent.get("content") or []
         for block in content:
             if "toolUse" in block:
                 names[str(block["toolUse"].get("toolUseId", ""))] = _tool_name(block["toolUse"])
         parts = [part for block in content if (part := _brief(block, names))]
-        lines.append(f"{message.get('role', '?')}: {' '.join(parts)[:RECALL_LINE_CHARS]}")
+        lines.append(f"{sent.get('role', '?')}: {' '.join(parts)[:RECALL_LINE_CHARS]}")
     return "\n".join(lines) or NOTHING
 
 
@@ -110,9 +114,7 @@ def summary_answer(request_body: dict[str, Any]) -> str | None:
     if _system_text(request_body).strip() != SUMMARY_SYSTEM_PROMPT:
         return None
     messages = request_body.get("messages") or []
-    text = "\n".join(
-        str(block["text"]) for message in messages for block in message.get("content") or [] if "text" in block
-    )
+    text = "\n".join(str(block["text"]) for sent in messages for block in sent.get("content") or [] if "text" in block)
     items = _previous_items(_section(text, PREVIOUS_HEADING, TURNS_HEADING))
     for line in _section(text, TURNS_HEADING, SUMMARY_CLOSING).splitlines():
         if not line.startswith("user: "):
@@ -123,3 +125,15 @@ def summary_answer(request_body: dict[str, Any]) -> str | None:
     if not items:
         return f"{SUMMARY_PREFIX}nothing yet."
     return SUMMARY_PREFIX + SUMMARY_SEPARATOR.join(items[-MAX_SUMMARY_ITEMS:])
+
+
+def answering_summaries(responder: Responder) -> Responder:
+    """``responder`` with summary requests answered by ``summary_answer`` (they never reach it)."""
+
+    def respond(model_id: str, request: dict[str, Any]) -> Script | RejectRequest:
+        summary = summary_answer(request)
+        if summary is not None:
+            return message(summary, input_tokens=estimate_input_tokens(request))
+        return responder(model_id, request)
+
+    return respond

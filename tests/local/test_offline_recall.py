@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_server import LocalBedrockServer, Step, message
+from conductor_local.bedrock_server import LocalBedrockServer, ScriptedResponder, Step, message
 from conductor_local.offline_recall import (
     MAX_SUMMARY_ITEMS,
+    answering_summaries,
     is_recall,
     recall_answer,
     summary_answer,
@@ -133,3 +134,15 @@ def test_a_summary_and_a_recall_through_the_real_client() -> None:
         said = "".join(item.text for item in brain.stream([user("recall")], summary=summary) if hasattr(item, "text"))
     assert said == "summary: Summary: open the parser\nuser: recall"
     assert server.operations == ["Converse", "ConverseStream"]
+
+
+def test_summary_calls_never_take_a_queued_script() -> None:
+    scripted = ScriptedResponder(message("the conversation's answer"))
+    with LocalBedrockServer(answering_summaries(scripted)) as server:
+        client = make_client(server.url)
+        answer = client.converse(**_summary_body(None, [user("open the parser"), reply("opened")]), modelId=MODEL_ID)
+        assert answer["output"]["message"]["content"] == [{"text": "Summary: open the parser"}]
+        stream = client.converse_stream(modelId=MODEL_ID, messages=[user("hi")])
+        texts = [e["contentBlockDelta"]["delta"]["text"] for e in stream["stream"] if "contentBlockDelta" in e]
+    assert "".join(texts) == "the conversation's answer"
+    assert len(scripted.requests) == 1 and scripted.pending == 0
