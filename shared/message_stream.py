@@ -160,8 +160,7 @@ class MessageStream:
         if shows:
             self._post_partial(text)
             self._checked = False
-        if shows or self._last_partial:
-            self.segment.shown_now(self.clock())
+        self.segment.shown_now(self.clock(), posted=shows)
         if spoken is not None:
             self.delivery.deliver(self.task.endpoint, spoken)
             if spoken.frames and self.figures.first_speak_ms is None:

@@ -34,6 +34,12 @@ def _in_block(text: str, index: int) -> bool:
     return _BLOCK_LINE.match(text, line_start) is not None
 
 
+_TAIL = 16
+_SENTENCE_MARKS = (".", "!", "?", "\u2026", "\n")
+# Until a first partial went out, texts shorter than this are looked at on every delta.
+EAGER_CHARS = 2000
+
+
 @dataclass(frozen=True)
 class Pacing:
     flush_ms: int = 120
@@ -41,40 +47,70 @@ class Pacing:
 
 
 class SegmentText:
-    """The text of the current speech segment, what was shown of it and what was spoken."""
+    """The text of the current speech segment, what was shown of it and what was spoken.
+
+    Fed one model delta at a time, so every per-delta check is O(delta): the text is joined only
+    when a partial or a sentence is due, and sentences are looked for only near punctuation.
+    """
 
     def __init__(self, pacing: Pacing) -> None:
         self.pacing = pacing
-        self.text = ""
         self.shown = 0  # characters of ``text`` in the last partial posted
         self.spoken = 0  # characters of ``text`` already sent to tts.speak
+        self._pieces: list[str] = []
+        self._joined = ""
+        self._length = 0
+        self._tail = ""  # the last few characters, for clause and sentence ends
+        self._fresh = False  # text other than whitespace since the last partial
+        self._maybe_sentence = False  # punctuation arrived since sentences were last looked for
+        self._speakable = 0
         self._flushed_at: float | None = None
 
+    @property
+    def text(self) -> str:
+        if self._pieces:
+            self._joined += "".join(self._pieces)
+            self._pieces.clear()
+        return self._joined
+
     def add(self, delta: str) -> None:
-        self.text += delta
+        if not delta:
+            return
+        self._pieces.append(delta)
+        self._length += len(delta)
+        self._tail = (self._tail + delta)[-_TAIL:]
+        if not delta.isspace():
+            self._fresh = True
+        if any(mark in self._tail for mark in _SENTENCE_MARKS):
+            self._maybe_sentence = True
 
     @property
     def partial(self) -> str:
         """The text as the app shows it: markdown made plain, code on cards, and nothing of a
         block still being written."""
-        limit = unfinished_block_start(self.text)
-        visible = self.text if limit is None else self.text[:limit]
+        text = self.text
+        limit = unfinished_block_start(text)
+        visible = text if limit is None else text[:limit]
         return split_answer(visible).display if visible.strip() else ""
 
     def partial_due(self, now: float) -> bool:
-        """Whether the text not yet shown should go out now as a partial."""
-        if not self.text[self.shown :].strip():
+        """Whether the text not yet shown should go out now as a partial. Until a first partial
+        went out, a short text is looked at on every delta (the first visible words go at once)."""
+        if not self._fresh:
             return False
-        if self._flushed_at is None:
+        if self._flushed_at is None or (self.shown == 0 and self._length < EAGER_CHARS):
             return True
-        if len(self.text) - self.shown < self.pacing.growth * self.shown:
+        if self._length - self.shown < self.pacing.growth * self.shown:
             return False
         waited_ms = (now - self._flushed_at) * 1000
-        return waited_ms >= self.pacing.flush_ms or _CLAUSE_END.search(self.text) is not None
+        return waited_ms >= self.pacing.flush_ms or _CLAUSE_END.search(self._tail) is not None
 
-    def shown_now(self, now: float) -> None:
-        self.shown = len(self.text)
+    def shown_now(self, now: float, *, posted: bool = True) -> None:
+        """A flush happened at ``now``: with ``posted``, the whole text so far is on screen."""
         self._flushed_at = now
+        if posted:
+            self.shown = self._length
+            self._fresh = False
 
     def speakable_until(self) -> int:
         """End of the last complete sentence not yet spoken (``spoken`` when there is none).
@@ -82,15 +118,21 @@ class SegmentText:
         Only prose is cut into sentences: never inside a code block, list, table or diff (the
         whole block becomes one card), nor into a block still being written.
         """
-        limit = unfinished_block_start(self.text)
+        if not self._maybe_sentence:
+            return max(self._speakable, self.spoken)
+        text = self.text
+        limit = unfinished_block_start(text)
         end = self.spoken
-        for match in _SENTENCE_END.finditer(self.text, self.spoken):
+        for match in _SENTENCE_END.finditer(text, self.spoken):
             if limit is not None and match.end() > limit:
                 break
-            if not _in_block(self.text, match.start()):
+            if not _in_block(text, match.start()):
                 end = match.end()
+        self._speakable = end
+        # a sentence end still needs the text after it: look again when more comes
+        self._maybe_sentence = any(mark in text[end:] for mark in _SENTENCE_MARKS)
         return end
 
     def next_segment(self) -> None:
         """The segment was finalized (a tool call follows): the next text starts a new one."""
-        self.text, self.shown, self.spoken, self._flushed_at = "", 0, 0, None
+        self.__init__(self.pacing)  # type: ignore[misc]

@@ -59,8 +59,12 @@ def stack() -> Iterator[LocalStack]:
 
 
 def client_for(stack: LocalStack, session_id: str | None = None, **kwargs: Any) -> ConductorClient:
-    """A client stub on a new session (unless given), reconnecting fast (the spec's backoff / 100)."""
+    """A client stub on a new session (unless given), reconnecting fast (the spec's backoff / 100).
+
+    It announces no capabilities unless given: these tests follow the protocol's base flow (one
+    tts.speak per answer); sentence speech and the extra states have their own tests."""
     kwargs.setdefault("backoff", scaled_backoff(0.01))
+    kwargs.setdefault("capabilities", ())
     return ConductorClient(stack.ws_url, session_id=session_id or str(uuid.uuid4()), **kwargs)
 
 
