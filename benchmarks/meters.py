@@ -29,9 +29,10 @@ class DynamoRequest:
 class DynamoMeter:
     """Wraps the stack's serialized moto server: every request's operation, start and end, and its
     WRU/RRU (writes from the item sizes before and after, looked up in moto; reads from the items
-    answered). The outer layer times the request, the inner one (under the server's lock) sizes it."""
+    answered). The outer layer times the request, the inner one (under the server's lock) sizes it;
+    ``sizing=False`` leaves the units out (and the work of finding them, for load runs)."""
 
-    def __init__(self, stack: Any) -> None:
+    def __init__(self, stack: Any, *, sizing: bool = True) -> None:
         from moto.core.models import DEFAULT_ACCOUNT_ID
         from moto.dynamodb.models import dynamodb_backends
 
@@ -42,7 +43,8 @@ class DynamoMeter:
         self._units = threading.local()
         self._lock = threading.Lock()
         inner = serialized._app
-        serialized._app = lambda environ, start_response: self._sized(inner, environ, start_response)
+        if sizing:
+            serialized._app = lambda environ, start_response: self._sized(inner, environ, start_response)
         server.app = lambda environ, start_response: self._timed(serialized, environ, start_response)
 
     def _timed(self, app: Callable[..., Iterable[bytes]], environ: dict[str, Any], start: Callable[..., Any]) -> Any:

@@ -162,23 +162,21 @@ class Bench:
 
 
 @contextlib.contextmanager
-def bench_stack(pace: ModelPace | None, naive: bool) -> Iterator[Bench]:
+def bench_stack(pace: ModelPace | None, naive: bool, *, sizing: bool = True) -> Iterator[Bench]:
+    """A fresh stack with its meters; ``sizing=False`` leaves out the DynamoDB capacity units."""
     env = STACK_ENV | (NAIVE_ENV if naive else {})
-    with (
-        open(os.devnull, "w") as quiet,
-        contextlib.redirect_stdout(quiet),  # the handlers print logs and metrics from their threads
-        LocalStack(port=0, quiet=True, env=env, model_pace=pace) as stack,
-    ):
-        assert stack.gateway is not None
-        model = ModelMeter()
-        prefixes = PrefixMeter(stack)
-        model.prefix_of = prefixes.take
-        lambdas = LambdaMeter(stack.gateway)
-        try:
-            yield Bench(stack, DynamoMeter(stack), PostMeter(stack.gateway), model, lambdas)
-        finally:
-            lambdas.close()
-            model.close()
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # the handlers print from threads
+        with LocalStack(port=0, quiet=True, env=env, model_pace=pace) as stack:
+            assert stack.gateway is not None
+            model = ModelMeter()
+            model.prefix_of = PrefixMeter(stack).take
+            lambdas = LambdaMeter(stack.gateway)
+            try:
+                yield Bench(stack, DynamoMeter(stack, sizing=sizing), PostMeter(stack.gateway), model, lambdas)
+            finally:
+                lambdas.close()
+                model.close()
+        time.sleep(0.2)  # invocations cut short by the stop may still log a line
 
 
 # ---- one turn ------------------------------------------------------------------------------------
@@ -567,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         out.flush()
 
     if not args.skip_load:
-        with bench_stack(pace, False) as bench:
+        with bench_stack(pace, False, sizing=False) as bench:
             load, seconds = asyncio.run(run_concurrent(bench, sessions, session_turns))
         lost = sum(not t.completed or not t.final_complete for t in load.turns)
         done = sum(t.completed for t in load.turns)
