@@ -546,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
         file=out,
     )
     scenarios = scenarios_for(turns)
+    with bench_stack(None, False) as bench:  # not counted: the process's first stack pays lazy imports
+        for scenario in scenarios:
+            asyncio.run(run_scenario(bench, Scenario(scenario.name, scenario.text, 1, scenario.tools)))
     results: dict[tuple[str, str, bool], Result] = {}
     for pace_name, model_pace in (("paced", pace), ("instant", None)):
         for naive in (False, True):
