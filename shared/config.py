@@ -74,6 +74,12 @@ class Settings(BaseModel):
     # How long the app may take to answer a tool call of the model (the catalog may say more per tool).
     tool_deadline_s: float = Field(default=60.0, gt=0, le=3600)
 
+    @property
+    def history_read_chars(self) -> int:
+        """How much history text is worth reading for one request: the budget at 8 characters
+        per token (more than any model's measured ratio)."""
+        return self.input_budget_tokens * 8
+
     @cached_property
     def core(self) -> CoreSettings:
         return CoreSettings(

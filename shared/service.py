@@ -277,7 +277,12 @@ class ConductorService:
     def _state_and_history(self, session_id: str) -> tuple[SessionState | None, RecentHistory]:
         """A transcript will start the model: read its history window beside the state (in
         parallel), so neither this invocation nor the runner waits for it separately."""
-        history = self._reads.submit(self.store.recent_history, session_id, self.settings.history_window)
+        history = self._reads.submit(
+            self.store.recent_history,
+            session_id,
+            self.settings.history_window,
+            max_chars=self.settings.history_read_chars,
+        )
         state = self.store.load(session_id)
         return state, history.result()
 

@@ -41,6 +41,20 @@ class RecentHistory:
     last_version: int | None  # the state version that last wrote them (None: written before versions)
 
 
+HISTORY_PAGE = 16  # messages per Query page when reading up to a size
+
+
+def _item_chars(item: dict[str, Any]) -> int:
+    return sum(len(block.get("S", "")) for block in item.get("content", {}).get("L", []))
+
+
+def _is_plain_user_item(item: dict[str, Any]) -> bool:
+    blocks = item.get("content", {}).get("L", [])
+    return item.get("role", {}).get("S") == "user" and not any(
+        block.get("S", "").startswith('{"toolResult"') for block in blocks
+    )
+
+
 def _message(item: dict[str, Any]) -> Message:
     return {"role": item["role"]["S"], "content": [json.loads(block["S"]) for block in item["content"]["L"]]}
 
@@ -257,13 +271,14 @@ class SessionStore:
 
     # ---- history -------------------------------------------------------------------------
 
-    def history(self, session_id: str, window: int) -> list[Message]:
-        """The most recent messages (at most ``window``), starting at a plain user message.
+    def history(self, session_id: str, window: int, *, max_chars: int | None = None) -> list[Message]:
+        """The most recent messages (at most ``window``, and about ``max_chars`` of text),
+        starting at a plain user message.
 
         When the last ``window`` messages hold none (a long tool loop), the window reaches back to
         the nearest one before them: the smallest valid window, never the whole history.
         """
-        messages = self._query_messages(session_id, limit=window)
+        messages = [_message(item) for item in self._query_items(session_id, window, max_chars)]
         start = window_start(messages)
         if start == len(messages) and messages:
             messages = self._query_messages(session_id, limit=None)
@@ -299,10 +314,11 @@ class SessionStore:
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return [_message(item) for item in items]
 
-    def recent_history(self, session_id: str, limit: int) -> RecentHistory:
-        """The last ``limit`` messages as stored (one Query), with where they start and the
-        version that last wrote them: read beside the state, it tells whether both saw the same."""
-        items = self._query_items(session_id, limit)
+    def recent_history(self, session_id: str, limit: int, *, max_chars: int | None = None) -> RecentHistory:
+        """The last ``limit`` messages as stored (about ``max_chars`` of text), with where they
+        start and the version that last wrote them: read beside the state, it tells whether both
+        saw the same."""
+        items = self._query_items(session_id, limit, max_chars)
         versions = [int(item["v"]["N"]) if "v" in item else None for item in items]
         return RecentHistory(
             messages=[_message(item) for item in items],
@@ -313,8 +329,12 @@ class SessionStore:
     def _query_messages(self, session_id: str, limit: int | None) -> list[Message]:
         return [_message(item) for item in self._query_items(session_id, limit)]
 
-    def _query_items(self, session_id: str, limit: int | None) -> list[dict[str, Any]]:
+    def _query_items(self, session_id: str, limit: int | None, max_chars: int | None = None) -> list[dict[str, Any]]:
+        """The newest messages, at most ``limit``; with ``max_chars``, reading stops (in pages of
+        ``HISTORY_PAGE``) once they hold that much text and start at a plain user message: a long
+        session with big tool results does not read what no request could carry."""
         items: list[dict[str, Any]] = []
+        size = 0
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
@@ -325,10 +345,16 @@ class SessionStore:
         while True:
             if limit is not None:
                 kwargs["Limit"] = limit - len(items)
+            if max_chars is not None:
+                kwargs["Limit"] = min(kwargs.get("Limit", HISTORY_PAGE), HISTORY_PAGE)
             response = self._client.query(**kwargs)
-            items.extend(response.get("Items", []))
+            page = response.get("Items", [])
+            items.extend(page)
+            size += sum(_item_chars(item) for item in page)
             last = response.get("LastEvaluatedKey")
             if not last or (limit is not None and len(items) >= limit):
+                break
+            if max_chars is not None and size >= max_chars and any(map(_is_plain_user_item, items)):
                 break
             kwargs["ExclusiveStartKey"] = last
         items.reverse()

@@ -228,7 +228,11 @@ class TurnRunner:
         task = run.task
         window = min(self.settings.history_window, state.window_cap or self.settings.history_window)
         carried, run.carried = run.carried, None
-        messages = carried if carried is not None else self.store.history(task.session_id, window)
+        messages = (
+            carried
+            if carried is not None
+            else self.store.history(task.session_id, window, max_chars=self.settings.history_read_chars)
+        )
         if self.memory is not None:
             run.fitted = self.memory.fit(state, messages)
             messages = run.fitted.messages

@@ -64,6 +64,8 @@ from shared.protocol import (
     ToolResult,
 )
 
+MAX_SUMMARY_CHARS = 4000
+
 KNOWN_CAPABILITIES = frozenset({SENTENCE_SPEECH, SPEAKING_STATE, EXECUTING_STATE})
 
 __all__ = [
@@ -207,7 +209,9 @@ def remember_memory(
     if chars_per_token is not None:
         decision.state.chars_per_token = chars_per_token
     if summary is not None and summary.strip() and until > decision.state.summary_until:
-        decision.state.summary, decision.state.summary_until = summary.strip(), until
+        # The state item is rewritten by every commit and limited to 400 KB: however long the
+        # model's summary, the stored one stays short.
+        decision.state.summary, decision.state.summary_until = summary.strip()[:MAX_SUMMARY_CHARS], until
     return decision.outcome()
 
 
