@@ -25,6 +25,7 @@ from conductor_local.bedrock_server import LocalBedrockServer, ScriptedResponder
 from conductor_local.dynamodb_server import SerializedMotoServer
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.lambda_server import LocalLambdaServer
+from conductor_local.offline_recall import answering_summaries
 from conductor_local.stack import TURN_FUNCTION, turn_functions
 from conductor_local.tables import create_tables
 from lambdas import connect, disconnect, message, runtime
@@ -64,7 +65,9 @@ def moto_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def bedrock_server() -> Iterator[tuple[LocalBedrockServer, _SwitchableResponder]]:
     responder = _SwitchableResponder()
-    with LocalBedrockServer(responder) as server:
+    # The rolling summary's calls (after a turn) are answered as the offline brain does; tests'
+    # scripts are for the conversation.
+    with LocalBedrockServer(answering_summaries(responder)) as server:
         yield server, responder
 
 
