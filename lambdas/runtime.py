@@ -27,6 +27,7 @@ from shared.brain import BedrockBrain, bedrock_client_config, prompt_cache_enabl
 from shared.commit import Committer
 from shared.config import Settings
 from shared.core.wrapper import wrapper_tool_spec
+from shared.deadline_alarms import SqsDeadlineAlarms
 from shared.delivery import Delivery
 from shared.gateway import ConnectionGateway
 from shared.memory_keeper import MemoryKeeper
@@ -216,11 +217,21 @@ def turn_runner() -> TurnRunner:
         settings=config,
         logger=logger,
         metrics=metrics_sink,
+        alarms=deadline_alarms(),
         memory=memory,
     )
 
 
+@cache
+def deadline_alarms() -> SqsDeadlineAlarms | None:
+    """Tool-call deadline alarms on the deadline queue; None without ``CONDUCTOR_DEADLINE_QUEUE_URL``."""
+    queue_url = os.environ.get("CONDUCTOR_DEADLINE_QUEUE_URL")
+    if not queue_url:
+        return None
+    return SqsDeadlineAlarms(boto3.client("sqs", config=_AWS_CONFIG), queue_url)
+
+
 def reset() -> None:
     """Forget the container's clients and settings (the local stack and tests re-point them)."""
-    for built in (settings, store, service, gateway, turn_runner):
+    for built in (settings, store, service, gateway, turn_runner, deadline_alarms):
         built.cache_clear()
