@@ -12,6 +12,7 @@ from infra.config import StageConfig
 from infra.constructs.api import ConductorApi
 from infra.constructs.auth import ConductorAuth
 from infra.constructs.dashboard import ConductorDashboard
+from infra.constructs.deadlines import ConductorDeadlines
 from infra.constructs.functions import ConductorFunctions, removal_policy
 from infra.constructs.monitoring import ConductorAlarms, Watched
 from infra.nag import suppress_findings
@@ -122,6 +123,14 @@ class ConductorStack(Stack):
             api_stage=self.api.stage,
         )
         self.alarms = ConductorAlarms(self, "Alarms", watched=watched)
+        self.deadlines = ConductorDeadlines(
+            self,
+            "ToolDeadlines",
+            config=config,
+            runner=functions.turn,
+            consumer=functions.tool_deadline,
+            topic=self.alarms.topic,
+        )
         self.dashboard = ConductorDashboard(self, "Operations", alarms=self.alarms)
 
         CfnOutput(self, "WebSocketUrl", value=self.api.stage.url, description="wss:// URL the app connects to")

@@ -39,6 +39,8 @@ LAYER_REMOVAL_POLICY = RemovalPolicy.DESTROY
 # destination, which ends the turn. 60 s is the smallest event age Lambda accepts.
 TURN_RETRY_ATTEMPTS = 0
 TURN_MAX_EVENT_AGE = Duration.seconds(60)
+# The tool-deadline function commits a few timeouts and posts them: seconds, not minutes.
+TOOL_DEADLINE_TIMEOUT = Duration.seconds(30)
 
 
 def removal_policy(config: StageConfig) -> RemovalPolicy:
@@ -79,9 +81,9 @@ class FunctionSpec:
 
 
 class ConductorFunctions(Construct):
-    """connect / message / disconnect, the turn runner and its on-failure destination (and the
-    optional authorizer), sharing one code asset and one dependency layer, each with its own role,
-    log group and only the permissions it needs."""
+    """connect / message / disconnect, the turn runner and its on-failure destination, the
+    tool-deadline function (and the optional authorizer), sharing one code asset and one
+    dependency layer, each with its own role, log group and only the permissions it needs."""
 
     def __init__(
         self,
@@ -171,16 +173,27 @@ class ConductorFunctions(Construct):
             max_event_age=TURN_MAX_EVENT_AGE,
             on_failure=destinations.LambdaDestination(self.turn_abandoned, response_only=False),
         )
-        self.message.add_environment("CONDUCTOR_TURN_FUNCTION", self.turn.function_name)
-        # The unqualified function only ($LATEST): no version wildcard.
-        self.message.add_to_role_policy(
-            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.turn.function_arn])
+        self.tool_deadline = self._function(
+            FunctionSpec(
+                "toolDeadline",
+                "lambdas.tool_deadline.handler",
+                "Times out the tool calls the app did not answer by their deadline (the deadline queue)",
+                lambdas.handler_memory_mb,
+                TOOL_DEADLINE_TIMEOUT,
+            )
         )
+        # Both launch the model: $default for a transcript, the tool-deadline function once a round
+        # of calls is complete. The unqualified function only ($LATEST): no version wildcard.
+        for fn in (self.message, self.tool_deadline):
+            fn.add_environment("CONDUCTOR_TURN_FUNCTION", self.turn.function_name)
+            fn.add_to_role_policy(
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.turn.function_arn])
+            )
         for fn in (self.connect, self.disconnect):
             fn.add_to_role_policy(
                 iam.PolicyStatement(actions=list(CONNECTION_TABLE_ACTIONS), resources=[table.table_arn])
             )
-        for fn in (self.message, self.turn, self.turn_abandoned):
+        for fn in (self.message, self.turn, self.turn_abandoned, self.tool_deadline):
             fn.add_to_role_policy(iam.PolicyStatement(actions=list(MESSAGE_TABLE_ACTIONS), resources=[table.table_arn]))
 
     def add_authorizer(self, auth_environment: dict[str, str]) -> lambda_.Function:
@@ -211,12 +224,12 @@ class ConductorFunctions(Construct):
     def every(self) -> tuple[lambda_.Function, ...]:
         """Every function of the stack, the authorizer included when there is one."""
         extra = (self.authorizer,) if self.authorizer is not None else ()
-        return (*self.handlers, self.turn, self.turn_abandoned, *extra)
+        return (*self.handlers, self.turn, self.turn_abandoned, self.tool_deadline, *extra)
 
     @property
     def posting(self) -> tuple[lambda_.Function, ...]:
         """The functions that post events to the app's connection."""
-        return (self.message, self.turn, self.turn_abandoned)
+        return (self.message, self.turn, self.turn_abandoned, self.tool_deadline)
 
     def _function(self, spec: FunctionSpec, environment: dict[str, str] | None = None) -> lambda_.Function:
         scope = Construct(self, spec.name.capitalize())
