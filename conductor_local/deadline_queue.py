@@ -184,6 +184,22 @@ class DeadlineQueuePoller:
         return len(messages)
 
 
+def start_poller(
+    sqs_endpoint: str, queue_url: str, lambda_url: str, region: str, *, interval_s: float = 0.2
+) -> DeadlineQueuePoller:
+    """A started poller feeding ``queue_url`` (on the moto server) to the tool-deadline function
+    of the local Lambda server at ``lambda_url``."""
+    lambda_client = boto3.client(
+        "lambda",
+        endpoint_url=lambda_url,
+        region_name=region,
+        config=Config(read_timeout=TOOL_DEADLINE_TIMEOUT_S + 5, retries={"total_max_attempts": 1}),
+        **LOCAL_CREDENTIALS,
+    )
+    sqs = sqs_client(sqs_endpoint, region)
+    return DeadlineQueuePoller(sqs, queue_url, lambda_client, region=region, interval_s=interval_s).start()
+
+
 class LocalDeadlineQueue:
     """The deadline queue, the tool-deadline function and the poller on a running ``LocalStack``.
 
@@ -207,23 +223,17 @@ class LocalDeadlineQueue:
         stack = self.stack
         if stack.lambda_server is None:
             raise RuntimeError("the stack is not started")
+        if getattr(stack, "deadline_poller", None) is not None:
+            return self  # the stack runs its own deadline queue
         stack.lambda_server.functions.update(deadline_functions())
-        sqs = sqs_client(stack.dynamodb_endpoint, stack.region)
-        self.queue_url = create_deadline_queue(sqs, self.queue_name)
+        self.queue_url = create_deadline_queue(sqs_client(stack.dynamodb_endpoint, stack.region), self.queue_name)
         for name, value in self.env().items():
             self._saved_env.setdefault(name, os.environ.get(name))
             os.environ[name] = value
         _reset_handler_clients()
-        lambda_client = boto3.client(
-            "lambda",
-            endpoint_url=stack.lambda_server.url,
-            region_name=stack.region,
-            config=Config(read_timeout=TOOL_DEADLINE_TIMEOUT_S + 5, retries={"total_max_attempts": 1}),
-            **LOCAL_CREDENTIALS,
+        self.poller = start_poller(
+            stack.dynamodb_endpoint, self.queue_url, stack.lambda_server.url, stack.region, interval_s=self.interval_s
         )
-        self.poller = DeadlineQueuePoller(
-            sqs, self.queue_url, lambda_client, region=stack.region, interval_s=self.interval_s
-        ).start()
         return self
 
     def detach(self) -> None:

@@ -50,3 +50,26 @@ async def test_a_tool_the_app_never_answers_times_out_and_the_turn_goes_on(deadl
 
     assert final.payload.text.startswith("editor.openFile failed: timed out"), final.payload.text
     assert late.payload.code == ErrorCode.NO_PENDING_TOOL_CALL
+
+
+@async_test
+async def test_a_round_with_one_unanswered_call_resumes_at_its_deadline_with_both_results(
+    deadline_stack: LocalStack,
+) -> None:
+    session_id = str(uuid.uuid4())
+    async with connect(deadline_stack.session_url(session_id)) as ws:
+        app = RawApp(ws)
+        await app.send(SessionStart(session_id=session_id))
+        await app.send(UserAudioTranscriptFinal(text='call editor.openFile {"path":"a.swift"} ; call git.status {}'))
+        opened = await app.read_until(lambda e: is_tool_call(e, "editor.openFile"))
+        await app.read_until(lambda e: is_tool_call(e, "git.status"))
+        await app.send(ToolResult(call_id=opened.payload.call_id, result='{"opened":true}', error=None))
+        final = await app.read_until(lambda e: isinstance(e.payload, AssistantSpeechFinal))
+        speak = await app.read_until(lambda e: is_tool_call(e, "tts.speak"))
+        await app.send(ToolResult(call_id=speak.payload.call_id, result='{"spoken":true}', error=None))
+        await app.read_until(lambda e: is_state(e, "idle"))
+
+    answered, timed_out = final.payload.text.split(". ", 1)
+    assert answered == 'editor.openFile returned {"opened":true}'
+    assert timed_out.startswith("git.status failed: timed out"), timed_out
+    assert not any(isinstance(e.payload, ErrorPayload) for e in app.events)
