@@ -109,6 +109,7 @@ class ConductorStack(Stack):
             "disconnect": functions.disconnect,
             "turn": functions.turn,
             "turnAbandoned": functions.turn_abandoned,
+            "toolDeadline": functions.tool_deadline,
         }
         if authorizer is not None:
             monitored["authorizer"] = authorizer
@@ -131,6 +132,7 @@ class ConductorStack(Stack):
             consumer=functions.tool_deadline,
             topic=self.alarms.topic,
         )
+        self.alarms.alarms.append(self.deadlines.alarm)  # on the dashboard's alarm status with the others
         self.dashboard = ConductorDashboard(self, "Operations", alarms=self.alarms)
 
         CfnOutput(self, "WebSocketUrl", value=self.api.stage.url, description="wss:// URL the app connects to")

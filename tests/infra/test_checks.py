@@ -15,7 +15,12 @@ pytestmark = pytest.mark.infra
 # CDK adds DependsOn on a function's role although the Role GetAtt already implies it.
 ALLOWED_LINT_WARNINGS = {"W3005"}
 
-POSTING_HANDLERS = ("lambdas.message.handler", "lambdas.turn.handler", "lambdas.turn_abandoned.handler")
+POSTING_HANDLERS = (
+    "lambdas.message.handler",
+    "lambdas.turn.handler",
+    "lambdas.turn_abandoned.handler",
+    "lambdas.tool_deadline.handler",
+)
 REVIEWED_FINDINGS = (
     "AwsSolutions-L1",
     "AwsSolutions-IAM5[Resource::*]",

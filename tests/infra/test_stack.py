@@ -583,7 +583,8 @@ def test_prod_retains_data_and_dev_destroys_it(dev: Synth, prod: Synth) -> None:
 
 def test_functions_share_one_code_asset_and_one_dependency_layer(any_stage: Synth) -> None:
     functions = any_stage.of_type("AWS::Lambda::Function")
-    expected = 6 if any_stage.config.authorizer else 5  # the routes' three, the turn runner and its destination
+    # the routes' three, the turn runner, its destination and the tool-deadline consumer
+    expected = 7 if any_stage.config.authorizer else 6
     assert len(functions) == expected
     layer_id, layer = any_stage.one("AWS::Lambda::LayerVersion")
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
