@@ -64,6 +64,8 @@ class Settings(BaseModel):
     # least ``partial_growth`` of the text already shown; 0 and 0 give one partial per model delta.
     partial_flush_ms: int = Field(default=120, ge=0)
     partial_growth: float = Field(default=0.25, ge=0, le=4)
+    # Sentence speech: after a segment's first tts.speak, the next ones at most this often.
+    speak_interval_ms: int = Field(default=1000, ge=0)
     # Bedrock prompt caching: "auto" = on for models that support it.
     prompt_cache: Literal["auto", "on", "off"] = "auto"
     # Memory: what one request may hold (tokens), tool results elided from older rounds, the
@@ -118,6 +120,7 @@ class Settings(BaseModel):
             "stream_start_timeout_s": "CONDUCTOR_STREAM_START_TIMEOUT_S",
             "partial_flush_ms": "CONDUCTOR_PARTIAL_FLUSH_MS",
             "partial_growth": "CONDUCTOR_PARTIAL_GROWTH",
+            "speak_interval_ms": "CONDUCTOR_SPEAK_INTERVAL_MS",
             "prompt_cache": "BEDROCK_PROMPT_CACHE",
             "tool_deadline_s": "CONDUCTOR_TOOL_DEADLINE_S",
             "input_budget_tokens": "CONDUCTOR_INPUT_BUDGET_TOKENS",

@@ -141,7 +141,9 @@ class MessageStream:
         or one read confirmed the stream is still this runner's. Nothing new to show (a block still
         being written) costs nothing; until something is shown, the first visible text goes at once."""
         self.claimed()
-        speak_until = self.segment.speakable_until() if self._speaks_sentences() else self.segment.spoken
+        now = self.clock()
+        speaks = self._speaks_sentences() and self.segment.speak_due(now)
+        speak_until = self.segment.speakable_until() if speaks else self.segment.spoken
         text = self.segment.partial
         shows = bool(text) and text != self._last_partial
         spoken: Committed | None = None
@@ -149,7 +151,7 @@ class MessageStream:
             spoken = self._commit(
                 lambda fresh: conductor.stream_speak(fresh, self.stream_id, self.segment.text, speak_until, self.claim)
             )
-            self.segment.spoken = speak_until
+            self.segment.spoke(speak_until, now)
         elif not self._checked and (shows or self.clock() - self._checked_at >= QUIET_CHECK_S):
             fresh = self.store.load(self.task.session_id)
             if fresh is None:

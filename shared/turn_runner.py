@@ -116,7 +116,11 @@ class TurnRunner:
         return run.figures
 
     def _pacing(self) -> Pacing:
-        return Pacing(flush_ms=self.settings.partial_flush_ms, growth=self.settings.partial_growth)
+        return Pacing(
+            flush_ms=self.settings.partial_flush_ms,
+            growth=self.settings.partial_growth,
+            speak_interval_ms=self.settings.speak_interval_ms,
+        )
 
     def _record(self, figures: TurnFigures) -> None:
         """The invocation's figures as metrics (one record per runner invocation)."""

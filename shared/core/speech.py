@@ -44,6 +44,9 @@ EAGER_CHARS = 2000
 class Pacing:
     flush_ms: int = 120
     growth: float = 0.25
+    # After a segment's first tts.speak, completed sentences go out together at most this often:
+    # the app is still playing what it got, and each speak is a commit.
+    speak_interval_ms: int = 1000
 
 
 class SegmentText:
@@ -65,6 +68,7 @@ class SegmentText:
         self._maybe_sentence = False  # punctuation arrived since sentences were last looked for
         self._speakable = 0
         self._flushed_at: float | None = None
+        self._spoke_at: float | None = None
 
     @property
     def text(self) -> str:
@@ -111,6 +115,14 @@ class SegmentText:
         if posted:
             self.shown = self._length
             self._fresh = False
+
+    def speak_due(self, now: float) -> bool:
+        """Whether completed sentences may go to tts.speak now (the first at once)."""
+        return self._spoke_at is None or (now - self._spoke_at) * 1000 >= self.pacing.speak_interval_ms
+
+    def spoke(self, until: int, now: float) -> None:
+        self.spoken = until
+        self._spoke_at = now
 
     def speakable_until(self) -> int:
         """End of the last complete sentence not yet spoken (``spoken`` when there is none).

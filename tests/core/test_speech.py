@@ -154,3 +154,14 @@ def test_only_the_turns_last_speak_is_recorded() -> None:
     end = finished(spoke.state, stream_id, "A. B. C.")
     own_ids = [call.call_id for call in end.state.own_calls]
     assert len(own_ids) == 1 and own_ids[0] == [e for e in end.events if isinstance(e, ToolCall)][-1].call_id
+
+
+def test_after_the_first_speak_sentences_go_out_together_at_most_once_per_interval() -> None:
+    segment = SegmentText(Pacing(speak_interval_ms=1000))
+    assert segment.speak_due(0.0)
+    segment.add("One. Two")
+    segment.spoke(segment.speakable_until(), 0.0)
+    segment.add(". Three. Four")
+    assert not segment.speak_due(0.5)  # the app is still playing "One."
+    assert segment.speak_due(1.0)
+    assert segment.text[segment.spoken : segment.speakable_until()] == "Two. Three. "

@@ -253,6 +253,7 @@ def conductor(
         # One partial per model delta, so tests can assert exact sequences; coalescing has its own tests.
         "CONDUCTOR_PARTIAL_FLUSH_MS": "0",
         "CONDUCTOR_PARTIAL_GROWTH": "0",
+        "CONDUCTOR_SPEAK_INTERVAL_MS": "0",
         # Requests exactly as built, without cachePoints; prompt caching has its own tests.
         "BEDROCK_PROMPT_CACHE": "off",
     }.items():
