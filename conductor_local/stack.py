@@ -118,6 +118,9 @@ class LocalStack:
         self.lambda_server: Any = None
         """The ``LocalLambdaServer`` running the turn runner (``wait_idle()`` waits for turns)."""
         self.dynamodb_endpoint = ""
+        self.deadline_queue_url = ""
+        self.deadline_poller: Any = None
+        """Feeds the tool-call deadline queue to the tool-deadline function (Lambda's event source mapping)."""
         self.region = DEFAULT_REGION
         self.user_pool: LocalUserPool | None = None
         """With ``auth="cognito"``: the local user pool, its app client and test user."""
@@ -149,6 +152,11 @@ class LocalStack:
                 on_log=self._on_log,
                 region=self.region,
             ).start()
+            from conductor_local.deadline_queue import start_poller
+
+            self.deadline_poller = start_poller(
+                self.dynamodb_endpoint, self.deadline_queue_url, self.lambda_server.url, self.region
+            )
         except BaseException:
             self.stop()
             raise
@@ -156,6 +164,9 @@ class LocalStack:
 
     def stop(self) -> None:
         """Disconnect every client, stop the services and restore the environment."""
+        if self.deadline_poller is not None:
+            self.deadline_poller.stop()
+            self.deadline_poller = None
         if self.gateway is not None:
             self.gateway.stop()
             self.gateway = None
@@ -240,6 +251,9 @@ class LocalStack:
         host, port = self._moto.get_host_and_port()
         self.dynamodb_endpoint = f"http://{host}:{port}"
         create_tables(self.dynamodb_client(), self.table_name)
+        from conductor_local.deadline_queue import create_deadline_queue, sqs_client
+
+        self.deadline_queue_url = create_deadline_queue(sqs_client(self.dynamodb_endpoint, self.region))
 
     def _create_user_pool(self) -> None:
         self.user_pool = create_user_pool(self.cognito_client(), self.dynamodb_endpoint, self.region)
@@ -255,15 +269,18 @@ class LocalStack:
         self.bedrock_server = LocalBedrockServer(responder, "127.0.0.1", 0).start()
 
     def _start_lambda(self) -> None:
+        from conductor_local.deadline_queue import deadline_functions
         from conductor_local.lambda_server import LocalLambdaServer
 
-        self.lambda_server = LocalLambdaServer(turn_functions()).start()
+        self.lambda_server = LocalLambdaServer(turn_functions() | deadline_functions()).start()
 
     def _set_env(self) -> None:
         region = self.region
         env: dict[str, str | None] = {
             "AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb_endpoint,
             "AWS_ENDPOINT_URL_LAMBDA": self.lambda_server.url,
+            "AWS_ENDPOINT_URL_SQS": self.dynamodb_endpoint,
+            "CONDUCTOR_DEADLINE_QUEUE_URL": self.deadline_queue_url,
             "CONDUCTOR_TURN_FUNCTION": TURN_FUNCTION,
             "CONDUCTOR_TABLE": self.table_name,
             "AWS_REGION": region,
