@@ -42,6 +42,10 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
     are too few words to keep each pause under ``SLOW_MAX_GAP`` (5) seconds. For turns longer
     than API Gateway's 29 s integration timeout.
 
+``recall``
+    Answers with the memory it was sent, in order: the rolling summary (when the system prompt
+    carries one), then each message as ``<role>: <its first 80 characters>``.
+
 ``ramble <n>``
     A long plain answer of ``n`` text deltas (1 to 1000) of about three tokens each (``RAMBLE_CHARS``
     characters, whole words): several sentences with commas, full stops and questions, so sentence
@@ -100,6 +104,7 @@ from conductor_local.bedrock_server import (
     split_words,
     text_delta,
 )
+from conductor_local.offline_recall import is_recall, recall_answer, summary_answer
 
 MAX_COUNT = 1000
 COUNT_PAUSE = 0.05
@@ -168,6 +173,8 @@ class OfflineBrain:
         """The reply to a ConverseStream request, unpaced."""
         messages: list[dict[str, Any]] = request.get("messages") or []
         input_tokens = estimate_input_tokens(request)
+        if (summary := summary_answer(request)) is not None:  # the conductor's rolling summary call
+            return message(summary, input_tokens=input_tokens)
         user_at = next((i for i in reversed(range(len(messages))) if messages[i].get("role") == "user"), None)
         if user_at is None:
             return message("I did not hear anything.", input_tokens=input_tokens)
@@ -178,6 +185,8 @@ class OfflineBrain:
             previous = messages[user_at - 1] if user_at else {}
             return message(read_back(results, previous), input_tokens=input_tokens)
         transcript = str(texts[-1]).strip() if texts else ""
+        if is_recall(transcript):
+            return message(recall_answer(request), input_tokens=input_tokens)
         return self.answer(transcript, conversation_key=_digest(messages), input_tokens=input_tokens)
 
     def answer(self, transcript: str, *, conversation_key: str = "", input_tokens: int = 100) -> list[Step]:
