@@ -11,13 +11,22 @@ from .client import (
 )
 from .local_stub import OFFLINE_REPLY, LocalConductorStub
 from .render import NullRenderer, TranscriptRenderer
-from .speech import EspeakSpeaker, HeldSpeaker, PrintSpeaker, SilentSpeaker, Speaker, SpeakerError, make_speaker
-from .tools import INTERRUPTED, ToolError, ToolHandler, ToolRouter
+from .speech import (
+    EspeakSpeaker,
+    HeldSpeaker,
+    Playback,
+    PrintSpeaker,
+    SilentSpeaker,
+    Speaker,
+    SpeakerError,
+    make_speaker,
+)
+from .tools import ToolError, ToolHandler, ToolRouter
 from .turn import ToolInvocation, TurnResult, TurnTimeout
+from .ui_model import PatchError, UIModel
 
 __all__ = [
     "DEFAULT_BACKOFF",
-    "INTERRUPTED",
     "OFFLINE_REPLY",
     "ClientClosed",
     "ConductorClient",
@@ -27,6 +36,8 @@ __all__ = [
     "Link",
     "LocalConductorStub",
     "NullRenderer",
+    "PatchError",
+    "Playback",
     "PrintSpeaker",
     "SilentSpeaker",
     "Speaker",
@@ -38,6 +49,7 @@ __all__ = [
     "TranscriptRenderer",
     "TurnResult",
     "TurnTimeout",
+    "UIModel",
     "make_speaker",
     "scaled_backoff",
     "session_url",

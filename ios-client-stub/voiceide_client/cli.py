@@ -5,6 +5,7 @@ Exit codes: ``EXIT_CODES``. On a terminal the growing answer is redrawn in place
 
 With ``--username`` (or ``VOICEIDE_USERNAME``) the client signs in to the conductor's Cognito
 user pool first and sends the ID token on every handshake (``sign_in.CognitoSignIn``).
+``--handoff FILE.json`` continues a conversation from chat: the first ``sessionStart`` carries it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import asyncio
 import getpass
 import io
+import json
 import os
 import sys
 import threading
@@ -21,7 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from shared.protocol import AssistantSpeechPartial, ErrorCode, ErrorPayload, Event
+from pydantic import ValidationError
+
+from shared.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, ErrorCode, ErrorPayload, Event, Handoff
 
 from .client import (
     DEFAULT_BACKOFF,
@@ -61,6 +65,9 @@ SIGN_IN_ENV = {
 }
 """Environment variables standing in for the sign-in options (a password there stays out of ``ps``)."""
 BARGE_IN_LINE = "!"
+SPEECH_RATE = 180.0
+"""Words a minute of printed speech when typing on a terminal: as long as saying it takes, so "!"
+cuts it short and the barge-in reports the words heard so far."""
 
 
 def _uuid4(value: str) -> str:
@@ -90,6 +97,16 @@ def _count(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
     if number < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
+def _rate(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of words a minute") from None
+    if not 0 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r}: must be 0 (at once) or more words a minute")
     return number
 
 
@@ -143,6 +160,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--quiet", action="store_true", help="print nothing but errors and connection trouble (to stderr)"
     )
     parser.add_argument("--timeout", type=_positive, default=60.0, metavar="S", help="seconds a turn may take")
+    parser.add_argument(
+        "--speech-rate",
+        type=_rate,
+        metavar="WPM",
+        help=(
+            "words a minute at which printed speech plays, word by word, when espeak-ng is not installed "
+            f"(a barge-in reports the words heard so far); {SPEECH_RATE:g} when typing on a terminal, "
+            "else 0: at once"
+        ),
+    )
+    parser.add_argument(
+        "--handoff",
+        type=Path,
+        metavar="FILE.json",
+        help='continue a conversation from chat: {"summary": "...", "recentTurns": [{"role": "user", "text": "..."}]}',
+    )
     parser.add_argument(
         "--no-sentence-speech",
         dest="sentence_speech",
@@ -219,6 +252,25 @@ class BargeInAfter:
 
     async def drain(self) -> None:
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def load_handoff(path: Path) -> Handoff:
+    """The handoff in ``path``, checked as the conductor checks it; ValueError (one line) if bad."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: a handoff is a JSON object with summary and recentTurns")
+    try:
+        return Handoff.model_validate(value)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'handoff'}: {error['msg']}" for error in exc.errors()[:3]
+        )
+        raise ValueError(f"{path} is not a valid handoff: {problems}") from None
 
 
 def _script_lines(path: Path) -> list[str]:
@@ -300,6 +352,11 @@ async def run(
     args = parser.parse_args(argv)
     if args.script is not None and not args.script.is_file():
         parser.error(f"--script: no such file: {args.script}")
+    if args.handoff is not None:
+        try:
+            args.handoff = load_handoff(args.handoff)
+        except ValueError as exc:
+            parser.error(f"--handoff: {exc}")
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     input_stream = stdin or sys.stdin
@@ -325,11 +382,15 @@ async def _converse(
     backoff: Sequence[float],
 ) -> int:
     barge_in = BargeInAfter(args.barge_in_after)
+    typing = renderer.live and args.script is None and input_stream.isatty()
+    rate = args.speech_rate if args.speech_rate is not None else (SPEECH_RATE if typing else 0.0)
     client = ConductorClient(
         args.url,
         args.session,
         ToolRouter(
-            make_speaker(speak_to=args.speak_to, quiet=args.quiet, out=RendererLines(renderer)),
+            make_speaker(
+                speak_to=args.speak_to, quiet=args.quiet, out=RendererLines(renderer), words_per_minute=rate or None
+            ),
             Workspace(args.workspace).handlers(),
         ),
         renderer=renderer,
@@ -337,7 +398,8 @@ async def _converse(
         handshake_headers=None if sign_in is None else sign_in.headers,
         backoff=backoff,
         on_progress=renderer.notice,
-        capabilities=DEFAULT_CAPABILITIES if args.sentence_speech else (),
+        capabilities=_capabilities(args.sentence_speech),
+        handoff=args.handoff,
     )
     barge_in.client = client
     try:
@@ -362,6 +424,11 @@ async def _converse(
     if exit_code == EXIT_SERVER_ERROR:
         renderer.notice("voiceide-client: the conductor answered a turn with an error (exit code 5)")
     return exit_code
+
+
+def _capabilities(sentence_speech: bool) -> tuple[str, ...]:
+    """What the CLI announces: every capability of the client, sentence speech unless turned off."""
+    return tuple(name for name in DEFAULT_CAPABILITIES if sentence_speech or name != SENTENCE_SPEECH)
 
 
 class RendererLines(io.TextIOBase):

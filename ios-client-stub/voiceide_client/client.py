@@ -7,6 +7,9 @@ the new connection; offline, the LocalConductorStub takes them.
 
 Frames that are not protocol events (JSON objects without ``kind``, such as API Gateway's own
 ``{"message": "Endpoint request timed out", ...}``) are logged and ignored.
+
+Every ``assistantUIPatch`` is applied to the client's UI model (``ui``, starting as
+``{"cards": []}``); the cards it adds are shown, a patch that does not apply is one warning.
 """
 
 from __future__ import annotations
@@ -25,16 +28,20 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from shared.protocol import (
+    EXECUTING_STATE,
+    MAX_HEARD_TEXT,
     SENTENCE_SPEECH,
+    SPEAKING_STATE,
+    AssistantUIPatch,
     ErrorCode,
     ErrorPayload,
     Event,
+    Handoff,
     IgnoredEvent,
     ProtocolError,
     SessionStart,
     ToolCall,
     UserAudioTranscriptFinal,
-    error_event,
     make_event,
     parse_event,
 )
@@ -59,6 +66,7 @@ from .render import NullRenderer, Renderer
 from .speech import Speaker
 from .tools import SET_STATE, ToolHandler, ToolRouter
 from .turn import ToolInvocation, TurnResult, TurnTimeout
+from .ui_model import PatchError, UIModel
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -82,9 +90,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 EventCallback = Callable[[Event], Any]
-DEFAULT_CAPABILITIES: tuple[str, ...] = (SENTENCE_SPEECH,)
+DEFAULT_CAPABILITIES: tuple[str, ...] = (SENTENCE_SPEECH, SPEAKING_STATE, EXECUTING_STATE)
 """What the client announces in ``sessionStart``: it plays ``tts.speak`` calls in order, so the
-conductor may speak each sentence as soon as it is complete."""
+conductor may speak each sentence as soon as it is complete, and it shows the states
+``speaking`` and ``executing`` besides ``thinking`` and ``idle``."""
 
 
 def gateway_frame(frame: str | bytes) -> dict[str, Any] | None:
@@ -115,6 +124,8 @@ class ConductorClient(ConnectionLifecycle):
     connection is doing: retries of the first connection, reconnect attempts, the offline stub
     taking over, the conductor being back. ``capabilities`` are announced in every
     ``sessionStart`` (none: the field is left out and the conductor uses its plain flow).
+    ``handoff`` (a conversation continued from chat) goes in the first ``sessionStart`` only.
+    ``ui`` is the UI model the conductor's ``assistantUIPatch`` events are applied to.
     """
 
     def __init__(
@@ -137,6 +148,7 @@ class ConductorClient(ConnectionLifecycle):
         handshake_headers: HandshakeHeaders | None = None,
         on_progress: Progress | None = None,
         capabilities: Sequence[str] = DEFAULT_CAPABILITIES,
+        handoff: Handoff | Mapping[str, Any] | None = None,
     ) -> None:
         if isinstance(tools, ToolRouter):
             if speaker is not None:
@@ -147,6 +159,7 @@ class ConductorClient(ConnectionLifecycle):
         self.session_id = session_id or url_session_id(url) or str(uuid.uuid4())
         self.url = session_url(url, self.session_id)
         self.capabilities = _checked_capabilities(capabilities)
+        self.handoff = handoff if handoff is None or isinstance(handoff, Handoff) else Handoff.model_validate(handoff)
         self.backoff = tuple(backoff)
         self.max_attempts = max_attempts
         self.last_seq = last_seq
@@ -169,6 +182,7 @@ class ConductorClient(ConnectionLifecycle):
         self.tool_calls: list[ToolInvocation] = []
         self.repeated_calls: list[ToolCall] = []  # toolCalls for a callId already run: not run again
         self.turns: list[TurnResult] = []
+        self.ui = UIModel()
         self.connections = 0
         self.reconnect_attempts = 0
         self.stub: LocalConductorStub | None = None
@@ -263,7 +277,7 @@ class ConductorClient(ConnectionLifecycle):
         turn = TurnResult(transcript=text)
         self._turn = turn
         self.turns.append(turn)
-        self.tools.resume_speech()  # a barge-in held speech until the user's next request
+        self.tools.new_request()  # a barge-in held speech until the user's next request
         try:
             async with asyncio.timeout(timeout):
                 await self._send(make_event(UserAudioTranscriptFinal(text=text)))
@@ -273,17 +287,21 @@ class ConductorClient(ConnectionLifecycle):
             raise TurnTimeout(turn, timeout) from None
         return turn
 
-    async def barge_in(self, message: str = "user interrupted playback") -> None:
+    async def barge_in(self, message: str = "user interrupted playback", *, heard_text: str | None = None) -> None:
         """Tell the conductor the user talked over it and stop playback.
 
-        Speech waiting to be played is dropped, and so is any ``tts.speak`` that arrives before
-        the next ``say`` (the conductor may have sent it before it heard the barge-in); each of
-        them answers ``interrupted`` once the interruption is on its way.
+        The event carries ``heardText``: the words of the answer the user heard so far (or
+        ``heard_text`` when given). Speech waiting to be played is dropped, and so is any
+        ``tts.speak`` that arrives before the next ``say`` (the conductor may have sent it before
+        it heard the barge-in); each of them answers ``{"spoken": false, "heardText": …}`` once
+        the interruption is on its way.
         """
         self.tools.hold_speech()
+        heard = self.tools.heard_text if heard_text is None else heard_text[:MAX_HEARD_TEXT]
         if not self._ready.is_set():
             self.tools.interrupt()  # the user must not wait for a reconnect to be heard
-        await self._send(error_event(ErrorCode.AUDIO_OUTPUT_INTERRUPTED, message))
+        payload = ErrorPayload(code=str(ErrorCode.AUDIO_OUTPUT_INTERRUPTED), message=message, heard_text=heard)
+        await self._send(make_event(payload))
         self.tools.interrupt()
 
     async def drop_connection(self) -> None:
@@ -403,12 +421,24 @@ class ConductorClient(ConnectionLifecycle):
             if isinstance(event.payload, ErrorPayload):
                 turn.errors.append(event.payload)
         self._renderer.received(event)
+        if isinstance(event.payload, AssistantUIPatch):
+            self._apply_ui_patch(event.payload.patch)
         self._notify()
         if isinstance(event.payload, ToolCall):
             self._on_tool_call(event.payload, turn)
             # let a tool that finishes at once (convo.setState) take effect before the next event
             await asyncio.sleep(0)
         await self._emit(event)
+
+    def _apply_ui_patch(self, patch: str) -> None:
+        try:
+            cards = self.ui.apply(patch)
+        except PatchError as exc:
+            logger.warning("assistantUIPatch not applied: %s", exc)
+            self._renderer.warning(f"UI patch not applied: {exc}")
+            return
+        if cards:
+            self._renderer.cards(cards)
 
     def _is_duplicate(self, event_id: str, seq: int | None) -> bool:
         return event_id in self._seen_ids or (seq is not None and seq in self._seen_seqs)

@@ -3,7 +3,8 @@
 The first connection may be retried (``connect(retries=...)``) with progress told to the user.
 When a connection drops, the supervisor reconnects with the spec's backoff (1, 2, 4, 8, 16 s;
 5 attempts) and a new ``sessionStart`` carrying the same sessionId, the highest ``seq`` seen and
-the client's capabilities (the latest ``sessionStart`` sets them).
+the client's capabilities (the latest ``sessionStart`` sets them). A handoff goes in the first
+connection's ``sessionStart`` only.
 If every attempt fails, ``reconnect_failed`` is reported and a LocalConductorStub answers
 instead. Headers for each handshake are asked for just before it (e.g. a fresh ``Authorization``).
 
@@ -23,7 +24,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
-from shared.protocol import ErrorCode, Event, SessionStart, make_event
+from shared.protocol import ErrorCode, Event, Handoff, SessionStart, make_event
 
 from .connect_errors import explain, is_local
 from .local_stub import LocalConductorStub
@@ -113,6 +114,7 @@ class ConnectionLifecycle:
     url: str
     session_id: str
     capabilities: tuple[str, ...]
+    handoff: Handoff | None
     last_seq: int | None
     backoff: tuple[float, ...]
     max_attempts: int
@@ -176,7 +178,12 @@ class ConnectionLifecycle:
             self.url, additional_headers=headers, open_timeout=self.open_timeout, close_timeout=self.close_timeout
         )
         start = make_event(
-            SessionStart(session_id=self.session_id, last_seq=self.last_seq, capabilities=self.capabilities or None)
+            SessionStart(
+                session_id=self.session_id,
+                last_seq=self.last_seq,
+                capabilities=self.capabilities or None,
+                handoff=self.handoff if self.connections == 0 else None,  # it seeds a new session only
+            )
         )
         try:
             await ws.send(frames_of(start.to_json(), self.max_frame_bytes))

@@ -4,23 +4,28 @@ A partial answer can wrap over several rows (or more than the screen holds); ``L
 many rows it drew and clears them all before drawing the next partial, so nothing is left
 behind. The live region is transient: when the final arrives it is erased and the final is
 printed once, as an ordinary line. Every other line is printed above the live region.
+Cards the conductor puts on screen are drawn as panels, code and diffs highlighted.
 """
 
 from __future__ import annotations
 
 from typing import TextIO
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.live import Live
+from rich.panel import Panel
+from rich.syntax import Syntax
 from rich.text import Text
 
-from .render import TranscriptRenderer
+from .render import Card, TranscriptRenderer
 
 STYLES = {
     "you": "bold cyan",
     "assistant": "bold",
     "partial": "dim",
     "state": "dim",
+    "state-speaking": "green",
+    "state-executing": "magenta",
     "tool": "magenta",
     "ui": "cyan",
     "tool-error": "red",
@@ -48,6 +53,10 @@ class LiveTranscriptRenderer(TranscriptRenderer):
     def notice(self, text: str) -> None:
         self._emit(text, "notice")
 
+    def cards(self, cards: list[Card]) -> None:
+        for card in cards:
+            self.console.print(card_panel(card))
+
     def close(self) -> None:
         self._end_live()
 
@@ -71,9 +80,29 @@ class LiveTranscriptRenderer(TranscriptRenderer):
         self._emit(text, "assistant")
 
     def _emit(self, text: str, kind: str) -> None:
-        self.console.print(Text(text, style=STYLES.get(kind, "")))
+        style = STYLES.get(kind, STYLES["state"] if kind.startswith("state") else "")
+        self.console.print(Text(text, style=style))
 
     def _end_live(self) -> None:
         live, self._live = self._live, None
         if live is not None:
             live.stop()  # transient: the partial's rows are cleared
+
+
+def card_panel(card: Card) -> Panel:
+    """A card as a rich panel: code and diffs highlighted (by their language, else as text), lists as
+    written; the title (and the file, when the card names one) on the border."""
+    body = str(card.get("body", ""))
+    kind = card.get("type")
+    language = card.get("language") if isinstance(card.get("language"), str) else None
+    content: RenderableType
+    if kind == "diff":
+        content = Syntax(body, "diff", theme="ansi_dark", word_wrap=True)
+    elif kind == "code":
+        content = Syntax(body, language or "text", theme="ansi_dark", word_wrap=True)
+    else:
+        content = Text(body)
+    title = str(card.get("title") or kind or "card")
+    file = card.get("file")
+    subtitle = file if isinstance(file, str) and file and file not in title else None
+    return Panel(content, title=Text(title, style="bold cyan"), subtitle=subtitle, title_align="left", expand=False)

@@ -1,7 +1,8 @@
 """Prints the conversation: one line per final, tool call, state and error; cards with their body.
 
-The client reports what it receives, sends, raises and which state it enters; the library
-default is ``NullRenderer`` so nothing is printed unless a caller asks for it.
+The client reports what it receives, sends, raises, which state it enters and the cards its UI
+model gains; the library default is ``NullRenderer`` so nothing is printed unless a caller asks
+for it.
 ``TranscriptRenderer`` writes plain lines (no control characters: logs and pipes stay clean);
 ``LiveTranscriptRenderer`` (``live_render``) adds the growing partial answer on a terminal.
 ``transcript_renderer`` picks one for a stream.
@@ -9,14 +10,12 @@ default is ``NullRenderer`` so nothing is printed unless a caller asks for it.
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from shared.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
-    AssistantUIPatch,
     ErrorCode,
     ErrorPayload,
     Event,
@@ -27,12 +26,18 @@ from shared.protocol import (
 
 from .tools import BUILTIN_TOOLS
 
+Card = dict[str, Any]
+STATE_LABELS = {"executing": "executing a tool"}
+"""How a state reads in the transcript, where its name alone says too little."""
+
 
 class Renderer(Protocol):
     def received(self, event: Event) -> None: ...
     def sent(self, event: Event) -> None: ...
     def client_error(self, error: ErrorPayload) -> None: ...
     def state(self, state: str) -> None: ...
+    def cards(self, cards: list[Card]) -> None: ...
+    def warning(self, text: str) -> None: ...
 
 
 class NullRenderer:
@@ -48,6 +53,12 @@ class NullRenderer:
         pass
 
     def state(self, state: str) -> None:
+        pass
+
+    def cards(self, cards: list[Card]) -> None:
+        pass
+
+    def warning(self, text: str) -> None:
         pass
 
 
@@ -81,9 +92,6 @@ class TranscriptRenderer:
                 self._emit(f"→ tool {payload.name} {payload.arguments}", "tool")
         elif isinstance(payload, ErrorPayload):
             self.error(f"[error] {payload.code}: {payload.message}")
-        elif isinstance(payload, AssistantUIPatch):
-            for line in patch_lines(payload.patch):
-                self._emit(line, "ui")
 
     def sent(self, event: Event) -> None:
         payload = event.payload
@@ -102,7 +110,17 @@ class TranscriptRenderer:
         self.error(f"[error] {error.code}: {error.message}")
 
     def state(self, state: str) -> None:
-        self._emit(f"[state] {state}", "state")
+        self._emit(f"[state] {STATE_LABELS.get(state, state)}", f"state-{state}")
+
+    def cards(self, cards: list[Card]) -> None:
+        """Cards the UI model gained: ``[card] <title>`` and the body, indented."""
+        for card in cards:
+            for line in card_lines(card):
+                self._emit(line, "ui")
+
+    def warning(self, text: str) -> None:
+        """Something from the conductor the client could not use (one line, never a traceback)."""
+        self.error(f"[warning] {text}")
 
     # ---- what the CLI reports -------------------------------------------------------------------
 
@@ -142,25 +160,13 @@ class TranscriptRenderer:
         stream.flush()
 
 
-def patch_lines(patch: str) -> list[str]:
-    """An ``assistantUIPatch`` as lines: each card the conductor adds to ``/cards`` as a
-    ``[card] <title>`` line and its body indented; anything else as the patch itself."""
-    try:
-        operations = json.loads(patch)
-    except ValueError:
-        operations = None
-    if not isinstance(operations, list) or not operations:
-        return [f"[ui] {patch}"]
-    lines: list[str] = []
-    for operation in operations:
-        card = operation.get("value") if isinstance(operation, dict) else None
-        is_card = isinstance(card, dict) and operation.get("op") == "add"
-        if not is_card or not str(operation.get("path", "")).startswith("/cards"):
-            lines.append(f"[ui] {json.dumps(operation, ensure_ascii=False)}")
-            continue
-        lines.append(f"[card] {card.get('title') or card.get('type') or 'card'}")
-        lines.extend(f"    {line}" for line in str(card.get("body", "")).splitlines())
-    return lines
+def card_lines(card: Card) -> list[str]:
+    """A card as plain lines: ``[card] <title>`` (with the file when it names one) and its body
+    indented by four spaces."""
+    title = str(card.get("title") or card.get("type") or "card")
+    file = card.get("file")
+    heading = f"[card] {title}" + (f" ({file})" if isinstance(file, str) and file and file not in title else "")
+    return [heading, *(f"    {line}" for line in str(card.get("body", "")).splitlines())]
 
 
 def transcript_renderer(out: TextIO, err: TextIO, *, quiet: bool = False) -> TranscriptRenderer:

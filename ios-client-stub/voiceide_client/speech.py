@@ -6,19 +6,49 @@ time, in the order ``speak`` was called: a conductor that speaks sentence by sen
 next sentence while the previous one still plays. ``hold()`` (a barge-in) drops every text asked
 for until ``resume()`` (the user's next request). It never blocks the event loop: espeak-ng runs
 as an asyncio subprocess that ``stop()`` kills.
+
+A ``Playback`` passed to ``speak`` follows how far the text got, word by word, so a barge-in can
+tell the conductor what the user actually heard.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import shutil
 import sys
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TextIO
 
 ESPEAK = "espeak-ng"
+ESPEAK_WORDS_PER_MINUTE = 175  # espeak-ng's default speed (-s)
+_WORD = re.compile(r"\S+")
+
+
+class Playback:
+    """How much of one text has been heard: its first ``words`` words."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.words = 0
+        self.finished = False
+
+    @property
+    def total_words(self) -> int:
+        return len(_WORD.findall(self.text))
+
+    @property
+    def heard(self) -> str:
+        """The text up to the end of its last word heard ("" when none), as written."""
+        if self.finished:
+            return self.text.strip()
+        if self.words <= 0:
+            return ""
+        ends = [match.end() for match in _WORD.finditer(self.text)]
+        return self.text[: ends[min(self.words, len(ends)) - 1]].strip() if ends else ""
 
 
 class SpeakerError(RuntimeError):
@@ -33,6 +63,7 @@ class Speaker(ABC):
         self._last: asyncio.Future[None] | None = None  # done when the latest text asked for is over
         self._generation = 0  # bumped by stop(): texts asked for before it are dropped
         self._held = False
+        self._current: Playback | None = None  # the text playing now
         self.spoken: list[str] = []
         self.interrupted: list[str] = []  # cut short while playing
         self.dropped: list[str] = []  # never started: stopped while queued, or asked for while held
@@ -45,8 +76,9 @@ class Speaker(ABC):
     def held(self) -> bool:
         return self._held
 
-    async def speak(self, text: str) -> bool:
-        """Play ``text`` after every text asked for before it; ``False`` when stopped or dropped."""
+    async def speak(self, text: str, playback: Playback | None = None) -> bool:
+        """Play ``text`` after every text asked for before it; ``False`` when stopped or dropped.
+        ``playback`` (if given) follows the words heard."""
         if self._held:
             self.dropped.append(text)
             return False
@@ -59,13 +91,14 @@ class Speaker(ABC):
             if generation != self._generation or self._held:
                 self.dropped.append(text)
                 return False
-            return await self._play_now(text)
+            return await self._play_now(text, playback or Playback(text))
         finally:
             _done_after(done, previous)
 
-    async def _play_now(self, text: str) -> bool:
+    async def _play_now(self, text: str, playback: Playback) -> bool:
         play = asyncio.create_task(self._play(text))
         self._playing.add(play)
+        self._current = playback
         try:
             await play
         except asyncio.CancelledError:
@@ -76,8 +109,16 @@ class Speaker(ABC):
             return False
         finally:
             self._playing.discard(play)
+            self._current = None
+        playback.finished = True
+        playback.words = playback.total_words
         self.spoken.append(text)
         return True
+
+    def _heard_words(self, count: int) -> None:
+        """For subclasses, while a text plays: its first ``count`` words have been heard."""
+        if self._current is not None:
+            self._current.words = max(self._current.words, min(count, self._current.total_words))
 
     def stop(self) -> None:
         """Cut the playback in progress short and drop the texts waiting for their turn."""
@@ -119,21 +160,30 @@ class SilentSpeaker(Speaker):
 
 
 class PrintSpeaker(Speaker):
-    """Prints ``🔊 <text>`` where no speech engine is installed."""
+    """Prints ``🔊 <text>`` where no speech engine is installed. With ``words_per_minute`` the
+    text then takes as long as saying it would, one word after another (what a barge-in cuts
+    short); without, it is over at once."""
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, *, words_per_minute: float | None = None) -> None:
         super().__init__()
         self._out = out
+        self.words_per_minute = words_per_minute
 
     async def _play(self, text: str) -> None:
         out = self._out or sys.stdout
         out.write(f"🔊 {text}\n")
         out.flush()
-        await asyncio.sleep(0)
+        if not self.words_per_minute:
+            await asyncio.sleep(0)
+            return
+        for count in range(1, len(_WORD.findall(text)) + 1):
+            await asyncio.sleep(60.0 / self.words_per_minute)
+            self._heard_words(count)
 
 
 class HeldSpeaker(Speaker):
-    """Playback lasts until ``release()`` or ``stop()``: lets tests and demos barge in mid-speech."""
+    """Playback lasts until ``release()`` or ``stop()``: lets tests and demos barge in mid-speech.
+    ``say_words(n)`` marks the first ``n`` words of the text playing as heard."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -142,6 +192,9 @@ class HeldSpeaker(Speaker):
 
     def release(self) -> None:
         self._release.set()
+
+    def say_words(self, count: int) -> None:
+        self._heard_words(count)
 
     async def _play(self, text: str) -> None:
         self.started.set()
@@ -176,23 +229,33 @@ class EspeakSpeaker(Speaker):
             )
         except OSError as exc:
             raise SpeakerError(f"{self.executable} could not start: {exc}") from exc
+        started = time.monotonic()
         try:
             _, stderr = await proc.communicate()
         except asyncio.CancelledError:
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
+            # espeak-ng does not say how far it got: the words its speed allows in the time it played
+            self._heard_words(int((time.monotonic() - started) * ESPEAK_WORDS_PER_MINUTE / 60))
             raise
         if proc.returncode != 0:
             detail = stderr.decode(errors="replace").strip()[:200]
             raise SpeakerError(f"{self.executable} exited with {proc.returncode}: {detail}")
 
 
-def make_speaker(*, speak_to: Path | None = None, quiet: bool = False, out: TextIO | None = None) -> Speaker:
-    """The CLI's speaker: espeak-ng when on PATH, else a printed line (nothing when quiet)."""
+def make_speaker(
+    *,
+    speak_to: Path | None = None,
+    quiet: bool = False,
+    out: TextIO | None = None,
+    words_per_minute: float | None = None,
+) -> Speaker:
+    """The CLI's speaker: espeak-ng when on PATH, else a printed line played at
+    ``words_per_minute`` (nothing when quiet)."""
     executable = shutil.which(ESPEAK)
     if executable is not None:
         return EspeakSpeaker(executable, out_dir=speak_to)
     if speak_to is not None:
         print(f"{ESPEAK} is not installed: printing speech instead of writing WAV files", file=sys.stderr)
-    return SilentSpeaker() if quiet else PrintSpeaker(out)
+    return SilentSpeaker() if quiet else PrintSpeaker(out, words_per_minute=words_per_minute)

@@ -3,7 +3,9 @@
 Handlers are ``async fn(arguments: dict) -> JSON-serializable value``; raising ``ToolError``
 (or any exception) turns into an error result. The two tools the conductor itself calls,
 ``tts.speak`` and ``convo.setState``, are built in; the speaker plays tts.speak texts one at a
-time, in the order the calls arrived, and each call is answered once its text has been played.
+time, in the order the calls arrived, and each call is answered once its text has been played:
+``{"spoken": true}``, or ``{"spoken": false, "heardText": …}`` when a barge-in cut it short or
+dropped it (what the user heard of the answer, see ``heard``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from shared.protocol import ToolCall, ToolResult
+from shared.protocol import MAX_HEARD_TEXT, ToolCall, ToolResult
 
+from .heard import HeardSpeech
 from .speech import SilentSpeaker, Speaker, SpeakerError
 
 logger = logging.getLogger(__name__)
@@ -25,7 +28,6 @@ StateListener = Callable[[str], None]
 TTS_SPEAK = "tts.speak"
 SET_STATE = "convo.setState"
 BUILTIN_TOOLS = (TTS_SPEAK, SET_STATE)
-INTERRUPTED = "interrupted"
 
 
 class ToolError(Exception):
@@ -41,6 +43,7 @@ class ToolRouter:
         handlers: Mapping[str, ToolHandler] | None = None,
     ) -> None:
         self.speaker: Speaker = speaker or SilentSpeaker()
+        self.heard = HeardSpeech()
         self.state = "idle"
         self._state_listeners: list[StateListener] = []
         self._handlers: dict[str, ToolHandler] = {TTS_SPEAK: self._speak, SET_STATE: self._set_state}
@@ -76,8 +79,20 @@ class ToolRouter:
         """The user asked for something new: its answer may be spoken."""
         self.speaker.resume()
 
+    def new_request(self) -> None:
+        """The user asked for something new: its answer may be spoken, and is a new segment."""
+        self.heard.new_segment()
+        self.resume_speech()
+
+    @property
+    def heard_text(self) -> str:
+        """What the user heard of the answer being spoken, as ``heardText`` carries it."""
+        return self.heard.text[:MAX_HEARD_TEXT]
+
     async def execute(self, call: ToolCall) -> ToolResult:
         """Run one call; never raises (except cancellation)."""
+        if call.name not in BUILTIN_TOOLS:
+            self.heard.new_segment()  # the model ran a tool: what it says next is a new segment
         handler = self._handlers.get(call.name)
         if handler is None:
             return _error(call, f"unknown tool: {call.name}")
@@ -106,8 +121,8 @@ class ToolRouter:
         text = arguments.get("text")
         if not isinstance(text, str):
             raise ToolError("tts.speak needs a string 'text'")
-        if not await self.speaker.speak(text):
-            raise ToolError(INTERRUPTED)
+        if not await self.speaker.speak(text, self.heard.playback(text)):
+            return {"spoken": False, "heardText": self.heard_text}
         return {"spoken": True}
 
     async def _set_state(self, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -49,7 +49,7 @@ class Workspace:
         path = self.resolve(args.get("path"))
         if not path.is_file():
             raise ToolError(f"no such file: {args.get('path')}")
-        lines = path.read_text(encoding="utf-8", errors="replace").count("\n") + 1
+        lines = len(path.read_text(encoding="utf-8", errors="replace").splitlines())
         return {"opened": str(path.relative_to(self.root)), "line": args.get("line", 1), "lines": lines}
 
     async def read_file(self, args: dict[str, Any]) -> dict[str, Any]:

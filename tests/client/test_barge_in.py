@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from shared.protocol import ErrorCode, ErrorPayload, ToolResult
 from voiceide_client import ConductorClient, HeldSpeaker, ToolRouter
@@ -29,15 +30,17 @@ async def test_barge_in_sends_interruption_and_stops_tts_speak() -> None:
     assert not speaker.is_playing
     assert speaker.interrupted == [reply] and speaker.spoken == []
     speech = result.calls("tts.speak")[0]
-    assert speech.error == "interrupted" and speech.result is None
+    assert speech.error is None and speech.value == {"spoken": False, "heardText": ""}  # cut before a word
     assert result.completed and result.states == ["thinking", "idle"]
 
     wire = [e.payload for _, e in session.received if isinstance(e.payload, ErrorPayload | ToolResult)]
     interruption = next(i for i, p in enumerate(wire) if isinstance(p, ErrorPayload))
     speak_result = next(i for i, p in enumerate(wire) if getattr(p, "call_id", None) == speech.call_id)
-    assert wire[interruption] == ErrorPayload(code=ErrorCode.AUDIO_OUTPUT_INTERRUPTED, message="user spoke")
+    assert wire[interruption] == ErrorPayload(
+        code=ErrorCode.AUDIO_OUTPUT_INTERRUPTED, message="user spoke", heard_text=""
+    )
     assert interruption < speak_result
-    assert wire[speak_result] == ToolResult(call_id=speech.call_id, result=None, error="interrupted")
+    assert json.loads(wire[speak_result].result or "") == {"spoken": False, "heardText": ""}
 
 
 @async_test

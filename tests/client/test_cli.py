@@ -59,7 +59,7 @@ async def test_script_mode_prints_the_conversation(tmp_path: Path) -> None:
         "[state] idle",
     ]
     assert '→ tool editor.openFile {"path": "README.md"}' in lines
-    assert '← result editor.openFile {"opened":"README.md","line":1,"lines":2}' in lines
+    assert '← result editor.openFile {"opened":"README.md","line":1,"lines":1}' in lines
     assert lines[-2:] == ["🔊 You said open the readme.", "[state] idle"]
 
 

@@ -13,10 +13,10 @@ import pytest
 from rich.console import Console
 
 from shared.protocol import (
+    EXECUTING_STATE,
     SENTENCE_SPEECH,
-    AssistantSpeechFinal,
+    SPEAKING_STATE,
     AssistantSpeechPartial,
-    AssistantUIPatch,
     ErrorCode,
     ErrorPayload,
     Event,
@@ -25,8 +25,8 @@ from shared.protocol import (
 )
 from voiceide_client import ConductorClient, PrintSpeaker, Speaker, ToolRouter, cli
 from voiceide_client.cli import RendererLines
+from voiceide_client.client import DEFAULT_CAPABILITIES
 from voiceide_client.live_render import LiveTranscriptRenderer
-from voiceide_client.render import TranscriptRenderer, patch_lines
 
 from .fake_conductor import (
     Changes,
@@ -96,8 +96,8 @@ async def test_sentence_speech_is_announced_in_every_session_start_by_default() 
 
     for connection in fake.connections:
         frame = json.loads(connection.frames[0])
-        assert frame["kind"]["sessionStart"]["capabilities"] == [SENTENCE_SPEECH]
-    assert client.capabilities == (SENTENCE_SPEECH,)
+        assert frame["kind"]["sessionStart"]["capabilities"] == [SENTENCE_SPEECH, SPEAKING_STATE, EXECUTING_STATE]
+    assert client.capabilities == DEFAULT_CAPABILITIES
 
 
 @async_test
@@ -131,7 +131,10 @@ async def test_the_cli_announces_sentence_speech_unless_told_not_to(
             assert code == cli.EXIT_OK, out.getvalue()
             session = fake.sessions[list(fake.sessions)[-1]]
             announced[" ".join(flags)] = session.capabilities
-    assert announced == {"": (SENTENCE_SPEECH,), "--no-sentence-speech": ()}
+    assert announced == {
+        "": (SENTENCE_SPEECH, SPEAKING_STATE, EXECUTING_STATE),
+        "--no-sentence-speech": (SPEAKING_STATE, EXECUTING_STATE),
+    }
 
 
 # ---- playback in order -----------------------------------------------------------------------
@@ -195,13 +198,17 @@ async def test_a_barge_in_cuts_the_sentence_playing_and_drops_the_queued_ones() 
     assert speaker.started == [SENTENCES[0], "Sure.", "Here it is."]
     assert speaker.interrupted == SENTENCES[:1]
     assert sorted(speaker.dropped) == sorted([*SENTENCES[1:], "And one more thing."])  # never started
-    assert late == ToolResult(call_id=late.call_id, result=None, error="interrupted")
-    assert [r.error for r in outcomes[0]] == ["interrupted"] * 3 and all(r.result is None for r in outcomes[0])
+    # Nothing of the answer was heard: the first sentence was cut before its first word ended.
+    not_heard = {"spoken": False, "heardText": ""}
+    assert late.error is None and json.loads(late.result or "") == not_heard
+    assert [json.loads(r.result or "") for r in outcomes[0]] == [not_heard] * 3
     assert interrupted.completed and interrupted.states == ["thinking", "idle"]
 
     # The conductor hears the interruption before any speak result of the interrupted turn.
     wire = [e.payload for _, e in session.received if isinstance(e.payload, ErrorPayload | ToolResult)]
-    interruption = wire.index(ErrorPayload(code=ErrorCode.AUDIO_OUTPUT_INTERRUPTED, message="user spoke"))
+    interruption = wire.index(
+        ErrorPayload(code=ErrorCode.AUDIO_OUTPUT_INTERRUPTED, message="user spoke", heard_text="")
+    )
     first_turn_speaks = {r.call_id for r in outcomes[0]}
     assert all(
         index > interruption
@@ -283,35 +290,3 @@ async def test_the_live_display_shows_unnumbered_partials_and_each_answer_once()
     assert [line for line in lines if line.startswith("assistant:")] == [f"assistant: {ANSWER}"]
     assert [line for line in lines if line.startswith("🔊")] == [f"🔊 {sentence}" for sentence in SENTENCES]
     assert lines[-1] == "[state] idle"
-
-
-CARD_PATCH = json.dumps(
-    [
-        {
-            "op": "add",
-            "path": "/cards/-",
-            "value": {"type": "code", "title": "Swift code", "language": "swift", "body": "guard let x\nelse { }"},
-        }
-    ]
-)
-
-
-def test_a_card_is_printed_once_with_its_body_and_the_final_keeps_its_placeholder() -> None:
-    out = io.StringIO()
-    renderer = TranscriptRenderer(out)
-    renderer.received(make_event(AssistantUIPatch(patch=CARD_PATCH)))
-    renderer.received(make_event(AssistantSpeechFinal(text="Use this:\n[code: Swift code]")))
-    assert out.getvalue().splitlines() == [
-        "[card] Swift code",
-        "    guard let x",
-        "    else { }",
-        "assistant: Use this:",
-        "[code: Swift code]",
-    ]
-
-
-def test_a_patch_that_adds_no_card_is_printed_as_it_is() -> None:
-    other = '[{"op":"replace","path":"/title","value":"Build"}]'
-    assert patch_lines(other) == ['[ui] {"op": "replace", "path": "/title", "value": "Build"}']
-    assert patch_lines("not json") == ["[ui] not json"]
-    assert patch_lines("[]") == ["[ui] []"]

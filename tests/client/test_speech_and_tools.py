@@ -129,15 +129,17 @@ async def test_router_registry_errors_and_state() -> None:
 
 
 @async_test
-async def test_interrupt_answers_the_speech_in_progress_with_interrupted() -> None:
+async def test_interrupt_answers_the_speech_in_progress_with_the_words_heard() -> None:
     speaker = HeldSpeaker()
     router = ToolRouter(speaker)
     speaking = asyncio.create_task(
-        router.execute(ToolCall(call_id="s", name="tts.speak", arguments=json.dumps({"text": "long"})))
+        router.execute(ToolCall(call_id="s", name="tts.speak", arguments=json.dumps({"text": "a  long story."})))
     )
     await asyncio.wait_for(speaker.started.wait(), 5)
+    speaker.say_words(2)
     router.interrupt()
-    assert await speaking == ToolResult(call_id="s", result=None, error="interrupted")
+    result = await speaking
+    assert result.error is None and json.loads(result.result or "") == {"spoken": False, "heardText": "a  long"}
 
 
 def test_renderer_without_a_terminal_prints_finals_only() -> None:

@@ -30,7 +30,7 @@ def test_open_and_read_files(workspace: Workspace) -> None:
     assert run(workspace.open_file({"path": "Sources/main.swift", "line": 2})) == {
         "opened": "Sources/main.swift",
         "line": 2,
-        "lines": 4,
+        "lines": 3,  # three lines, the last one ended by its newline
     }
     assert run(workspace.read_file({"path": "README.md"})) == {
         "path": "README.md",

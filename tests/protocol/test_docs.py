@@ -3,16 +3,19 @@ lead somewhere inside the repository, and nothing points outside it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
 import unicodedata
 from pathlib import Path
 
+import jsonpatch
 import jsonschema
 import pytest
 
 from shared.core.conductor import KNOWN_CAPABILITIES
+from shared.core.speakable import Card
 from shared.protocol import KINDS, SENTENCE_SPEECH, ErrorCode, Event, json_schema, parse_event
 from shared.schema_export import DEFAULT_PATH
 from voiceide_client.client import gateway_frame
@@ -119,6 +122,37 @@ def test_the_protocol_document_names_every_capability_the_conductor_knows() -> N
     text = PROTOCOL_DOC.read_text(encoding="utf-8")
     for capability in KNOWN_CAPABILITIES:
         assert f"`{capability}`" in text, capability
+    starts = [json.loads(frame)["kind"].get("sessionStart") for frame in FRAMES if "kind" in json.loads(frame)]
+    announced = {name for start in starts if start for name in start.get("capabilities", ())}
+    assert announced >= KNOWN_CAPABILITIES, "a sessionStart example announces each capability"
+
+
+def _payloads(kind: str) -> list[dict]:
+    events = [json.loads(frame) for frame in FRAMES if "kind" in json.loads(frame)]
+    return [event["kind"][kind] for event in events if kind in event["kind"]]
+
+
+def test_the_card_example_applies_to_an_empty_ui_model_and_has_the_documented_fields() -> None:
+    text = PROTOCOL_DOC.read_text(encoding="utf-8")
+    assert '`{"cards": []}`' in text
+    documented = set(re.findall(r"^  \| `(\w+)` \|", text, re.MULTILINE))
+    assert documented >= {field.name for field in dataclasses.fields(Card)}  # the conductor's card, field by field
+    patches = [payload["patch"] for payload in _payloads("assistantUIPatch")]
+    assert patches
+    for patch in patches:
+        model = jsonpatch.apply_patch({"cards": []}, json.loads(patch))
+        (card,) = model["cards"]
+        assert set(card) <= documented and {"type", "title", "body"} <= set(card)
+        assert card["type"] in ("code", "diff", "list")
+
+
+def test_the_heard_text_and_handoff_examples_are_the_documented_shapes() -> None:
+    barge_ins = [error for error in _payloads("error") if error["code"] == ErrorCode.AUDIO_OUTPUT_INTERRUPTED]
+    assert any(isinstance(error.get("heardText"), str) for error in barge_ins)
+    results = [json.loads(result["result"]) for result in _payloads("toolResult") if result.get("result")]
+    assert any(result.get("spoken") is False and isinstance(result.get("heardText"), str) for result in results)
+    handoffs = [start["handoff"] for start in _payloads("sessionStart") if "handoff" in start]
+    assert handoffs and all({turn["role"] for turn in h["recentTurns"]} <= {"user", "assistant"} for h in handoffs)
 
 
 def test_the_schema_the_document_links_is_the_one_the_models_export() -> None:
