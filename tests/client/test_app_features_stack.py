@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from conductor_local.stack import LocalStack
 from voiceide_client import ConductorClient, ToolRouter
 
 from .fake_conductor import async_test
+from .stack_support import session_started
 from .word_speaker import WordSpeaker
 
 pytestmark = pytest.mark.e2e
@@ -42,24 +43,6 @@ def model_requests(stack: LocalStack, last_user_text: str) -> list[dict[str, Any
     return found
 
 
-def event_processed(stack: LocalStack, session_id: str, event_id: str) -> bool:
-    """Whether the conductor has committed a client event (its id is recorded with its effects, as
-    the ``SESSION#<id>`` / ``EVENT#<event id>`` item of the store's table layout)."""
-    item = stack.dynamodb_client().get_item(
-        TableName=stack.table_name,
-        Key={"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": f"EVENT#{event_id}"}},
-        ConsistentRead=True,
-    )
-    return "Item" in item
-
-
-async def poll_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait until a blocking ``condition`` holds (checked in a worker thread)."""
-    async with asyncio.timeout(timeout):
-        while not await asyncio.to_thread(condition):
-            await asyncio.sleep(0.02)
-
-
 def texts(message: dict[str, Any]) -> list[str]:
     return [block["text"] for block in message["content"] if "text" in block]
 
@@ -67,6 +50,7 @@ def texts(message: dict[str, Any]) -> list[str]:
 @async_test
 async def test_a_code_answer_becomes_a_card_in_the_clients_ui_model(stack: LocalStack) -> None:
     async with ConductorClient(stack.ws_url, str(uuid.uuid4())) as client:
+        await session_started(stack, client)
         turn = await client.say(CODE_TRANSCRIPT, timeout=20)
 
     assert turn.completed and turn.errors == []
@@ -86,6 +70,7 @@ async def test_the_states_of_a_tool_turn_for_a_client_that_announces_them(stack:
 
     tools = ToolRouter(handlers={"editor.openFile": open_file})
     async with ConductorClient(stack.ws_url, str(uuid.uuid4()), tools) as client:
+        await session_started(stack, client)  # its capabilities apply from the first turn on
         turn = await client.say('call editor.openFile {"path": "main.swift"}', timeout=20)
 
     assert turn.completed and turn.errors == []
@@ -100,6 +85,7 @@ async def test_a_barge_in_after_three_spoken_words_leaves_exactly_those_words_in
     transcript = "Build the app. Then run the tests. Tell me what failed."
     follow_up = f"what did you hear {uuid.uuid4().hex[:8]}"
     async with ConductorClient(stack.ws_url, str(uuid.uuid4()), ToolRouter(speaker)) as client:
+        await session_started(stack, client)
         turn = asyncio.create_task(client.say(transcript, timeout=20))
         speaker.allow(3)
         await speaker.wait_words(3)
@@ -129,10 +115,7 @@ async def test_a_handoff_seeds_the_first_request_of_a_new_session(stack: LocalSt
     }
     first = f"go on {marker}"
     async with ConductorClient(stack.ws_url, str(uuid.uuid4()), handoff=handoff) as client:
-        # The conductor may take a connection's events in any order: a transcript that overtook the
-        # sessionStart would start the conversation, and the handoff would then be ignored.
-        start = client.sent[0]
-        await poll_until(lambda: event_processed(stack, client.session_id, str(start.id)))
+        await session_started(stack, client)  # else the transcript may start the conversation first
         turn = await client.say(first, timeout=20)
 
     assert turn.completed and turn.errors == []

@@ -16,6 +16,7 @@ from voiceide_client import ConductorClient, PrintSpeaker, SilentSpeaker, ToolRo
 from voiceide_client.cli import RendererLines
 
 from .fake_conductor import async_test
+from .stack_support import session_started
 
 pytestmark = pytest.mark.e2e
 
@@ -55,6 +56,7 @@ async def _turn(stack: LocalStack, capabilities: tuple[str, ...]) -> tuple[TurnR
         stack.ws_url, str(uuid.uuid4()), ToolRouter(speaker), renderer=wire, capabilities=capabilities
     )
     async with client:
+        await session_started(stack, client)  # its capabilities apply from the first turn on
         turn = await client.say(TRANSCRIPT, timeout=20)
     return turn, speaker, wire
 
@@ -122,6 +124,7 @@ async def test_code_in_an_answer_is_printed_once_on_its_card_and_never_spoken(st
         stack.ws_url, str(uuid.uuid4()), ToolRouter(PrintSpeaker(RendererLines(renderer))), renderer=renderer
     )
     async with client:
+        await session_started(stack, client)
         turn = await client.say(CODE_TRANSCRIPT, timeout=20)
 
     assert turn.completed and turn.errors == []

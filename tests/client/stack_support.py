@@ -1,0 +1,30 @@
+"""Helpers for the client's tests against the whole local stack."""
+
+from __future__ import annotations
+
+import asyncio
+
+from conductor_local.stack import LocalStack
+from shared.protocol import SessionStart
+from voiceide_client import ConductorClient
+
+
+def event_processed(stack: LocalStack, session_id: str, event_id: str) -> bool:
+    """Whether the conductor has committed a client event (its id is recorded with its effects, as
+    the ``SESSION#<id>`` / ``EVENT#<event id>`` item of the store's table layout)."""
+    item = stack.dynamodb_client().get_item(
+        TableName=stack.table_name,
+        Key={"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": f"EVENT#{event_id}"}},
+        ConsistentRead=True,
+    )
+    return "Item" in item
+
+
+async def session_started(stack: LocalStack, client: ConductorClient, timeout: float = 5.0) -> None:
+    """Wait until the conductor has taken the client's latest ``sessionStart`` (its capabilities,
+    its handoff). It may take a connection's events in any order: a transcript sent at once could
+    overtake it and start the turn without them."""
+    start = next(event for event in reversed(client.sent) if isinstance(event.payload, SessionStart))
+    async with asyncio.timeout(timeout):
+        while not await asyncio.to_thread(event_processed, stack, client.session_id, str(start.id)):
+            await asyncio.sleep(0.02)
