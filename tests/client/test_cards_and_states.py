@@ -22,6 +22,7 @@ from voiceide_client import ConductorClient, PatchError, ToolRouter, TranscriptR
 from voiceide_client.live_render import LiveTranscriptRenderer
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak
+from .terminal import Screen
 
 SWIFT = {"type": "code", "title": "Swift code", "language": "swift", "body": "guard let x\nelse { }"}
 DIFF = {"type": "diff", "title": "Diff of main.swift", "file": "Sources/main.swift", "body": "-a\n+b"}
@@ -227,3 +228,32 @@ async def test_the_cli_shows_cards_and_states_in_its_plain_lines(
         "🔊 I've put the Swift code on screen.",
         "[state] idle",
     ]
+
+
+@async_test
+async def test_the_live_display_shows_the_states_and_draws_the_cards() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=60, color_system=None, markup=False, emoji=False)
+    renderer = LiveTranscriptRenderer(console)
+    announced: list[str] = []
+
+    async def turn(session: FakeSession, text: str) -> None:
+        await session.send(AssistantUIPatch(patch=add_card(SWIFT)))
+        await states_turn(announced)(session, text)
+
+    async with (
+        FakeConductor(turn) as fake,
+        ConductorClient(
+            fake.url, tools=ToolRouter(handlers={"editor.openFile": _open_file}), renderer=renderer
+        ) as client,
+    ):
+        await client.say("open main.swift")
+    renderer.close()
+
+    screen = Screen(60)
+    screen.feed(out.getvalue())
+    lines = [line.rstrip() for line in screen.lines]
+    assert lines[1].startswith("╭─ Swift code ─") and "│ guard let x" in lines[2]
+    states = [line for line in lines if line.startswith("[state]")]
+    assert states[:3] == ["[state] thinking", "[state] speaking", "[state] executing a tool"]
+    assert states[-1] == "[state] idle"
