@@ -19,7 +19,8 @@ Per scenario: p50/p99 of the time to the first ``assistantSpeechPartial`` and of
 overhead before it (that time minus the time the model spent before its first text, measured at
 the local Bedrock endpoint), the time to the first ``tts.speak``; per turn the DynamoDB requests
 by operation, the BLOCKING ones before the first partial (the longest chain of one-after-another
-DynamoDB requests that completed between the transcript and the post of the first partial), WRU
+DynamoDB requests that completed between the transcript and the post of the first partial, except
+those that ran in the shadow of the model, between its request and its first text), WRU
 and RRU (``benchmarks.capacity``), and the posts and bytes posted to the connection.
 
 Then: the cost of 1,000 turns at list prices (``benchmarks.costs``), the handlers' cold import time
@@ -207,6 +208,19 @@ def longest_chain(requests: list[DynamoRequest]) -> int:
     return chain
 
 
+def blocking_chain(requests: list[DynamoRequest], streams: list[ModelStream], partial_at: float) -> int:
+    """The DynamoDB round trips the first partial waited for: the longest chain of one-after-another
+    requests that ended before it, leaving out those that ran while the model was working on the
+    stream that spoke (between its request and its first text: they cost the user nothing)."""
+    before = [r for r in requests if r.ended <= partial_at]
+    speaking = [s for s in streams if s.requested <= partial_at and s.first_text is not None]
+    if not speaking:
+        return longest_chain(before)
+    stream = speaking[-1]
+    assert stream.first_text is not None
+    return longest_chain([r for r in before if r.ended <= stream.requested or r.ended >= stream.first_text])
+
+
 def model_wait_ms(streams: list[ModelStream], until: float) -> float:
     """How long the model worked before its first text (up to ``until``): every stream's time from
     request to its first text, or to its end when it had none (a tool use)."""
@@ -276,7 +290,7 @@ async def measured_turn(bench: Bench, timed: TimedClient, text: str) -> TurnFigu
         first_speak_ms=None if first_speak is None else (first_speak - sent) * 1000,
         turn_s=ended - sent,
         dynamo=dynamo,
-        blocking=None if partial_post is None else longest_chain([r for r in dynamo if r.ended <= partial_post]),
+        blocking=None if partial_post is None else blocking_chain(dynamo, streams, partial_post),
         posts=posts,
         streams=streams,
         lambda_calls=bench.lambdas.since(marks[3]),

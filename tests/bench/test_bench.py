@@ -9,8 +9,16 @@ import pytest
 
 from benchmarks.capacity import item_size, read_units, write_units
 from benchmarks.costs import PRICES, TurnUsage, cost_per_1000, stages, websocket_messages
-from benchmarks.meters import DynamoRequest
-from benchmarks.turn_latency import PLAIN, RAMBLE, Scenario, bench_stack, longest_chain, run_scenario
+from benchmarks.meters import DynamoRequest, ModelStream
+from benchmarks.turn_latency import (
+    PLAIN,
+    RAMBLE,
+    Scenario,
+    bench_stack,
+    blocking_chain,
+    longest_chain,
+    run_scenario,
+)
 from conductor_local.offline_brain import ModelPace
 
 
@@ -43,6 +51,16 @@ def test_the_blocking_chain_counts_requests_one_after_another() -> None:
     assert longest_chain([]) == 0
     assert longest_chain([request(0, 1), request(0.5, 1.5), request(2, 3)]) == 2  # two overlap
     assert longest_chain([request(0, 1), request(1, 2), request(2, 3)]) == 3
+
+
+def test_requests_in_the_models_shadow_are_not_blocking() -> None:
+    def request(start: float, end: float) -> DynamoRequest:
+        return DynamoRequest("GetItem", start, end)
+
+    stream = ModelStream(requested=2.0, first_text=6.0)
+    state, commit, claim, late_check = request(0, 1), request(1, 2), request(2.1, 3), request(6, 6.5)
+    assert blocking_chain([state, commit, claim, late_check], [stream], partial_at=7.0) == 3  # not the claim
+    assert blocking_chain([state, commit, claim], [], partial_at=7.0) == 3  # no model: all of them
 
 
 def test_websocket_messages_are_metered_in_32_kb_increments() -> None:
