@@ -199,8 +199,14 @@ class ToolResult(_Payload):
 class ErrorPayload(_Payload):
     code: StrictStr = Field(min_length=1, max_length=128)
     message: StrictStr = ""
-    # Extension, on the app's ``audio.output.interrupted``: the words the user actually heard.
-    heard_text: StrictStr | None = Field(default=None, alias="heardText", max_length=MAX_HEARD_TEXT)
+    # Extension, on the app's ``audio.output.interrupted``: the words the user actually heard
+    # (a longer report is cut, never a reason to lose the barge-in).
+    heard_text: StrictStr | None = Field(default=None, alias="heardText")
+
+    @field_validator("heard_text")
+    @classmethod
+    def _cap_heard_text(cls, value: str | None) -> str | None:
+        return value[:MAX_HEARD_TEXT] if value is not None else None
 
 
 Payload = (
