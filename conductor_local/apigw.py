@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
-import http
 import json
 import logging
 import secrets
@@ -39,14 +37,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError
-from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
-from websockets.protocol import Event, State
+from websockets.protocol import State
 
 from conductor_local import management
 from conductor_local.apigw_authorizer import (
@@ -56,6 +52,7 @@ from conductor_local.apigw_authorizer import (
     identity_value,
     policy_allows,
 )
+from conductor_local.apigw_connection import GatewayConnection
 from conductor_local.apigw_events import (
     Invocation,
     authorizer_event,
@@ -65,6 +62,7 @@ from conductor_local.apigw_events import (
     message_event,
     request_context,
 )
+from conductor_local.apigw_frames import gateway_message, handshake_refusal, split_frames, summarize
 from conductor_local.lambda_context import LocalLambdaContext
 
 __all__ = [
@@ -105,11 +103,6 @@ AUTHORIZER_ROUTE = "$connect authorizer"
 TIMED_OUT = "Endpoint request timed out"
 INTERNAL_ERROR = "Internal server error"
 
-_DEFAULT_DISCONNECT_REASONS = {
-    1005: "Client-side close frame status not set",
-    1006: "Connection closed abnormally",
-}
-
 
 @dataclass(frozen=True)
 class RouteHandlers:
@@ -130,185 +123,13 @@ def default_context_factory(route_key: str) -> LocalLambdaContext:
     return LocalLambdaContext(function_name=f"voiceide-conductor-{function}")
 
 
-def summarize(frame: str | bytes, limit: int = 120) -> str:
-    """One readable line for a protocol event, e.g. ``toolCall tts.speak {"text":"Hi"}``."""
-    if isinstance(frame, bytes):
-        return f"<{len(frame)} bytes binary>"
-    try:
-        ((kind, payload),) = json.loads(frame)["kind"].items()
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return _clip(json.dumps(frame, ensure_ascii=False), limit)
-    if not isinstance(payload, dict):
-        return _clip(kind, limit)
-    if set(payload) == {"text"}:
-        detail = json.dumps(payload["text"], ensure_ascii=False)
-    elif kind == "toolCall":
-        detail = f"{payload.get('name')} {payload.get('arguments')} ({payload.get('callId')})"
-    else:
-        detail = " ".join(f"{key}={value}" for key, value in payload.items() if value is not None)
-    return _clip(f"{kind} {detail}", limit)
-
-
 def _resolve(future: asyncio.Future[Invocation], result: Invocation) -> None:
     if not future.done():
         future.set_result(result)
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _iso_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def split_frames(payload: str | bytes, max_frame_bytes: int) -> list[str] | list[bytes]:
-    """``payload`` cut into fragments of at most ``max_frame_bytes`` bytes each, as API Gateway
-    sends a long message; text is cut between characters, so every fragment is valid UTF-8."""
-    if isinstance(payload, bytes):
-        return [payload[i : i + max_frame_bytes] for i in range(0, len(payload), max_frame_bytes)] or [b""]
-    data = payload.encode("utf-8")
-    fragments: list[str] = []
-    start = 0
-    while len(data) - start > max_frame_bytes:
-        end = start + max_frame_bytes
-        while data[end] & 0xC0 == 0x80:  # never cut inside a character
-            end -= 1
-        fragments.append(data[start:end].decode("utf-8"))
-        start = end
-    fragments.append(data[start:].decode("utf-8"))
-    return fragments
-
-
-def gateway_message(message: str, connection_id: str, request_id: str) -> str:
-    """The frame API Gateway itself sends a client when a route's integration fails, spelled as it does."""
-    ids = f'"connectionId":{json.dumps(connection_id)}, "requestId":{json.dumps(request_id)}'
-    return f'{{"message": {json.dumps(message)}, {ids}}}'
-
-
-def handshake_refusal(status: int, message: str) -> Response:
-    """An HTTP answer to a refused WebSocket handshake, with API Gateway's ``{"message": ...}`` body."""
-    body = json.dumps({"message": message}, separators=(",", ":")).encode()
-    headers = Headers(
-        [
-            ("Date", email.utils.formatdate(usegmt=True)),
-            ("Connection", "close"),
-            ("Content-Length", str(len(body))),
-            ("Content-Type", "application/json"),
-            ("x-amzn-RequestId", aws_id()),
-        ]
-    )
-    try:
-        phrase = http.HTTPStatus(status).phrase
-    except ValueError:
-        phrase = ""
-    return Response(status, phrase, headers, body)
-
-
-class _GatewayConnection(ServerConnection):
-    """One TCP connection to the gateway: a WebSocket, or a single management API request."""
-
-    def __init__(self, *args: Any, gateway: LocalApiGateway, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.gateway = gateway
-        self.route: Literal["websocket", "management"] | None = None
-        self._head = bytearray()
-        self._reader: management.RequestReader | None = None
-        self._reply_task: asyncio.Task[None] | None = None
-        self._close_task: asyncio.Task[None] | None = None
-        self._refused = False
-        # Set once the handshake reaches $connect (the authorizer's context once it allowed it).
-        self.connection_id = ""
-        self.connected_at = 0.0
-        self.last_active_at = 0.0
-        self.source_ip = ""
-        self.user_agent: str | None = None
-        self.authorizer: dict[str, Any] | None = None
-
-    def data_received(self, data: bytes) -> None:
-        if self.route == "websocket":
-            super().data_received(data)
-        elif self.route == "management":
-            self._read_management(data)
-        else:
-            self._head += data
-            line_end = self._head.find(b"\r\n")
-            if line_end < 0 and len(self._head) < management.MAX_HEAD_BYTES:
-                return
-            head, self._head = bytes(self._head), bytearray()
-            if management.is_management_request_line(head[: max(line_end, 0)]):
-                self.route = "management"
-                self._reader = management.RequestReader()
-                self._read_management(head)
-            else:
-                self.route = "websocket"
-                super().data_received(head)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        self.gateway._tcp.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.gateway._tcp.discard(self)
-
-    def eof_received(self) -> bool | None:
-        if self.route == "management":
-            return True  # keep the transport open to send the reply
-        return super().eof_received()
-
-    def _read_management(self, data: bytes) -> None:
-        if self._reader is None:
-            return  # one request per connection; the reply closes it
-        try:
-            request = self._reader.feed(data)
-        except management.BadRequest as exc:
-            self._reader = None
-            self._reply(management.error_response(400, "BadRequestException", str(exc)))
-            return
-        if request is not None:
-            self._reader = None
-            self._reply_task = self.loop.create_task(self._answer(request))
-
-    async def _answer(self, request: management.ManagementRequest) -> None:
-        self._reply(await self.gateway._management_reply(request))
-
-    def _reply(self, data: bytes) -> None:
-        if not self.transport.is_closing():
-            self.transport.write(data)
-            self.transport.close()
-
-    def close_in_background(self, code: int = 1000) -> None:
-        self._close_task = self.loop.create_task(self.close(code))
-
-    def process_event(self, event: Event) -> None:
-        """Frames as API Gateway takes them: a binary frame closes the connection with 1003
-        (text only), and nothing after it is read. Frame and message sizes are bounded by the
-        protocol's ``max_size`` (see ``LocalApiGateway._serve``)."""
-        if isinstance(event, Frame):
-            if self._refused:
-                return
-            if event.opcode is Opcode.BINARY:
-                self._refused = True
-                self.gateway._log(f"x conn {self.connection_id} binary frame refused")
-                self._close_task = self.loop.create_task(
-                    self._fail(CloseCode.UNSUPPORTED_DATA, "Binary frames are not supported")
-                )
-                return
-        super().process_event(event)
-
-    async def _fail(self, code: CloseCode, reason: str) -> None:
-        with contextlib.suppress(ConnectionClosed):
-            async with self.send_context():
-                self.protocol.fail(code, reason)
-
-    def close_status(self) -> tuple[int, str]:
-        """The close code and reason of a closed connection: the peer's, or else the one this end
-        sent when it failed the connection (1003, 1009), or 1006 when none was exchanged."""
-        close = self.protocol.close_rcvd or self.protocol.close_sent
-        if close is None:
-            return 1006, _DEFAULT_DISCONNECT_REASONS[1006]
-        return close.code, close.reason or _DEFAULT_DISCONNECT_REASONS.get(close.code, "")
 
 
 class LocalApiGateway:
@@ -363,8 +184,8 @@ class LocalApiGateway:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: Server | None = None
-        self._open: dict[str, _GatewayConnection] = {}
-        self._tcp: set[_GatewayConnection] = set()
+        self._open: dict[str, GatewayConnection] = {}
+        self._tcp: set[GatewayConnection] = set()
         self._integrations: set[asyncio.Task[None]] = set()
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -433,7 +254,7 @@ class LocalApiGateway:
         self._server = await serve(
             self._session,
             sock=sock,
-            create_connection=partial(_GatewayConnection, gateway=self),  # type: ignore[arg-type]
+            create_connection=partial(GatewayConnection, gateway=self),  # type: ignore[arg-type]
             process_response=self._connect,
             compression=None,
             ping_interval=None,
@@ -474,7 +295,7 @@ class LocalApiGateway:
         """``process_response`` hook: a valid handshake is accepted only if ``$connect`` says so."""
         if response.status_code != 101:
             return None
-        assert isinstance(ws, _GatewayConnection)
+        assert isinstance(ws, GatewayConnection)
         ws.connection_id = aws_id()
         ws.connected_at = ws.last_active_at = time.time()
         ws.source_ip = str(ws.remote_address[0])
@@ -499,7 +320,7 @@ class LocalApiGateway:
         except ValueError:  # not a registered HTTP status
             return ws.respond(500, "Internal server error\n")
 
-    async def _authorize(self, ws: _GatewayConnection, request: Request, context: dict[str, Any]) -> Response | None:
+    async def _authorize(self, ws: GatewayConnection, request: Request, context: dict[str, Any]) -> Response | None:
         """Run the ``$connect`` authorizer; None if it allows the connection, else the refusal."""
         assert self.handlers.authorizer is not None
         missing = [source for source in self.authorizer_identity_source if not identity_value(request, source)]
@@ -520,7 +341,7 @@ class LocalApiGateway:
 
     async def _session(self, ws: ServerConnection) -> None:
         """Runs while a WebSocket is open: each frame is a ``$default`` invocation."""
-        assert isinstance(ws, _GatewayConnection)
+        assert isinstance(ws, GatewayConnection)
         self._open[ws.connection_id] = ws
         try:
             async for message in ws:
@@ -533,7 +354,7 @@ class LocalApiGateway:
             self._open.pop(ws.connection_id, None)
             await self._disconnect(ws)
 
-    def _on_frame(self, ws: _GatewayConnection, message: str) -> None:
+    def _on_frame(self, ws: GatewayConnection, message: str) -> None:
         ws.last_active_at = time.time()
         if self._on_log is not None:
             self._log(f"→ conn {ws.connection_id} {summarize(message)}")
@@ -541,7 +362,7 @@ class LocalApiGateway:
         self._integrations.add(task)
         task.add_done_callback(self._integrations.discard)
 
-    async def _default_route(self, ws: _GatewayConnection, event: dict[str, Any]) -> None:
+    async def _default_route(self, ws: GatewayConnection, event: dict[str, Any]) -> None:
         """One ``$default`` integration. Past the integration timeout, or when the handler fails
         (raises, or answers 5xx), the client hears it from API Gateway itself; a late handler
         runs on, as a Lambda does."""
@@ -559,7 +380,7 @@ class LocalApiGateway:
             await ws.send(frame)
             self._log(f"← conn {ws.connection_id} {message}")
 
-    async def _disconnect(self, ws: _GatewayConnection) -> None:
+    async def _disconnect(self, ws: GatewayConnection) -> None:
         await ws.wait_closed()
         code, reason = ws.close_status()
         self._log(f"- conn {ws.connection_id} $disconnect {code} {reason}".rstrip())

@@ -1,0 +1,129 @@
+"""One TCP connection to the local API Gateway: a WebSocket (frames in, close status out), or a
+single management API request on the same port, answered as API Gateway's management API does."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any, Literal
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode, Frame, Opcode
+from websockets.protocol import Event
+
+from conductor_local import management
+
+if TYPE_CHECKING:
+    from conductor_local.apigw import LocalApiGateway
+
+_DEFAULT_DISCONNECT_REASONS = {
+    1005: "Client-side close frame status not set",
+    1006: "Connection closed abnormally",
+}
+
+
+class GatewayConnection(ServerConnection):
+    """One TCP connection to the gateway: a WebSocket, or a single management API request."""
+
+    def __init__(self, *args: Any, gateway: LocalApiGateway, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gateway = gateway
+        self.route: Literal["websocket", "management"] | None = None
+        self._head = bytearray()
+        self._reader: management.RequestReader | None = None
+        self._reply_task: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Task[None] | None = None
+        self._refused = False
+        # Set once the handshake reaches $connect (the authorizer's context once it allowed it).
+        self.connection_id = ""
+        self.connected_at = 0.0
+        self.last_active_at = 0.0
+        self.source_ip = ""
+        self.user_agent: str | None = None
+        self.authorizer: dict[str, Any] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.route == "websocket":
+            super().data_received(data)
+        elif self.route == "management":
+            self._read_management(data)
+        else:
+            self._head += data
+            line_end = self._head.find(b"\r\n")
+            if line_end < 0 and len(self._head) < management.MAX_HEAD_BYTES:
+                return
+            head, self._head = bytes(self._head), bytearray()
+            if management.is_management_request_line(head[: max(line_end, 0)]):
+                self.route = "management"
+                self._reader = management.RequestReader()
+                self._read_management(head)
+            else:
+                self.route = "websocket"
+                super().data_received(head)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.gateway._tcp.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.gateway._tcp.discard(self)
+
+    def eof_received(self) -> bool | None:
+        if self.route == "management":
+            return True  # keep the transport open to send the reply
+        return super().eof_received()
+
+    def _read_management(self, data: bytes) -> None:
+        if self._reader is None:
+            return  # one request per connection; the reply closes it
+        try:
+            request = self._reader.feed(data)
+        except management.BadRequest as exc:
+            self._reader = None
+            self._reply(management.error_response(400, "BadRequestException", str(exc)))
+            return
+        if request is not None:
+            self._reader = None
+            self._reply_task = self.loop.create_task(self._answer(request))
+
+    async def _answer(self, request: management.ManagementRequest) -> None:
+        self._reply(await self.gateway._management_reply(request))
+
+    def _reply(self, data: bytes) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(data)
+            self.transport.close()
+
+    def close_in_background(self, code: int = 1000) -> None:
+        self._close_task = self.loop.create_task(self.close(code))
+
+    def process_event(self, event: Event) -> None:
+        """Frames as API Gateway takes them: a binary frame closes the connection with 1003
+        (text only), and nothing after it is read. Frame and message sizes are bounded by the
+        protocol's ``max_size`` (see ``LocalApiGateway._serve``)."""
+        if isinstance(event, Frame):
+            if self._refused:
+                return
+            if event.opcode is Opcode.BINARY:
+                self._refused = True
+                self.gateway._log(f"x conn {self.connection_id} binary frame refused")
+                self._close_task = self.loop.create_task(
+                    self._fail(CloseCode.UNSUPPORTED_DATA, "Binary frames are not supported")
+                )
+                return
+        super().process_event(event)
+
+    async def _fail(self, code: CloseCode, reason: str) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            async with self.send_context():
+                self.protocol.fail(code, reason)
+
+    def close_status(self) -> tuple[int, str]:
+        """The close code and reason of a closed connection: the peer's, or else the one this end
+        sent when it failed the connection (1003, 1009), or 1006 when none was exchanged."""
+        close = self.protocol.close_rcvd or self.protocol.close_sent
+        if close is None:
+            return 1006, _DEFAULT_DISCONNECT_REASONS[1006]
+        return close.code, close.reason or _DEFAULT_DISCONNECT_REASONS.get(close.code, "")
