@@ -13,8 +13,7 @@ source mapping that feeds it to ``lambdas.tool_deadline.handler``.
 The poller short-polls (``WaitTimeSeconds=0``) every ``interval_s``: the local moto server runs
 one request at a time (DynamoDB's atomicity), so a long poll would hold up every table request.
 
-``LocalDeadlineQueue`` puts it all on a running ``LocalStack``; ``env()`` gives the variables the
-handlers need (``AWS_ENDPOINT_URL_SQS``, ``CONDUCTOR_DEADLINE_QUEUE_URL``).
+``LocalStack`` wires all of it when it starts (``AWS_ENDPOINT_URL_SQS``, ``CONDUCTOR_DEADLINE_QUEUE_URL``).
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ import hashlib
 import importlib
 import json
 import logging
-import os
-import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +31,7 @@ from botocore.config import Config
 from conductor_local.lambda_server import LocalFunction
 
 if TYPE_CHECKING:
-    from conductor_local.stack import LocalStack
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -198,64 +195,3 @@ def start_poller(
     )
     sqs = sqs_client(sqs_endpoint, region)
     return DeadlineQueuePoller(sqs, queue_url, lambda_client, region=region, interval_s=interval_s).start()
-
-
-class LocalDeadlineQueue:
-    """The deadline queue, the tool-deadline function and the poller on a running ``LocalStack``.
-
-    ``attach()`` registers the function with the stack's Lambda server, creates the queue on its
-    moto server, points the handlers at it (environment, restored by ``detach()``) and starts the
-    poller. The stack's own ``stop()`` does not know of it: ``detach()`` first.
-    """
-
-    def __init__(self, stack: LocalStack, *, queue_name: str = QUEUE_NAME, interval_s: float = 0.2) -> None:
-        self.stack = stack
-        self.queue_name = queue_name
-        self.interval_s = interval_s
-        self.queue_url = ""
-        self.poller: DeadlineQueuePoller | None = None
-        self._saved_env: dict[str, str | None] = {}
-
-    def env(self) -> dict[str, str]:
-        return {"AWS_ENDPOINT_URL_SQS": self.stack.dynamodb_endpoint, "CONDUCTOR_DEADLINE_QUEUE_URL": self.queue_url}
-
-    def attach(self) -> LocalDeadlineQueue:
-        stack = self.stack
-        if stack.lambda_server is None:
-            raise RuntimeError("the stack is not started")
-        if getattr(stack, "deadline_poller", None) is not None:
-            return self  # the stack runs its own deadline queue
-        stack.lambda_server.functions.update(deadline_functions())
-        self.queue_url = create_deadline_queue(sqs_client(stack.dynamodb_endpoint, stack.region), self.queue_name)
-        for name, value in self.env().items():
-            self._saved_env.setdefault(name, os.environ.get(name))
-            os.environ[name] = value
-        _reset_handler_clients()
-        self.poller = start_poller(
-            stack.dynamodb_endpoint, self.queue_url, stack.lambda_server.url, stack.region, interval_s=self.interval_s
-        )
-        return self
-
-    def detach(self) -> None:
-        if self.poller is not None:
-            self.poller.stop()
-            self.poller = None
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self._saved_env.clear()
-        _reset_handler_clients()
-
-    def __enter__(self) -> LocalDeadlineQueue:
-        return self.attach()
-
-    def __exit__(self, *exc: object) -> None:
-        self.detach()
-
-
-def _reset_handler_clients() -> None:
-    runtime = sys.modules.get("lambdas.runtime")
-    if runtime is not None:
-        runtime.reset()

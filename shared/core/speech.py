@@ -58,6 +58,9 @@ class SegmentText:
 
     def __init__(self, pacing: Pacing) -> None:
         self.pacing = pacing
+        self._start()
+
+    def _start(self) -> None:
         self.shown = 0  # characters of ``text`` in the last partial posted
         self.spoken = 0  # characters of ``text`` already sent to tts.speak
         self._pieces: list[str] = []
@@ -147,4 +150,4 @@ class SegmentText:
 
     def next_segment(self) -> None:
         """The segment was finalized (a tool call follows): the next text starts a new one."""
-        self.__init__(self.pacing)  # type: ignore[misc]
+        self._start()

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 import pytest
 from websockets.asyncio.client import connect
 
-from conductor_local.deadline_queue import LocalDeadlineQueue
 from conductor_local.stack import LocalStack
 from shared.protocol import (
     AssistantSpeechFinal,
@@ -27,7 +26,7 @@ DEADLINE_S = 2
 @pytest.fixture(scope="module")
 def deadline_stack() -> Iterator[LocalStack]:
     env = {**STACK_ENV, "CONDUCTOR_TOOL_DEADLINE_S": str(DEADLINE_S)}
-    with LocalStack(port=0, quiet=True, env=env) as local, LocalDeadlineQueue(local, interval_s=0.1):
+    with LocalStack(port=0, quiet=True, env=env) as local:  # the stack runs the deadline queue and its poller
         yield local
 
 
