@@ -27,17 +27,22 @@ class DynamoRequest:
 
 
 class DynamoMeter:
-    """Wraps the stack's serialized moto server: every request's operation, start and end, and its
-    WRU/RRU (writes from the item sizes before and after, looked up in moto; reads from the items
+    """Wraps the stack's moto server: every request's operation, start and end, and its WRU/RRU
+    (writes from the item sizes before and after, looked up in moto; reads from the items
     answered). The outer layer times the request, the inner one (under the server's lock) sizes it;
-    ``sizing=False`` leaves the units out (and the work of finding them, for load runs)."""
+    ``sizing=False`` leaves the units out (and the work of finding them, for load runs).
 
-    def __init__(self, stack: Any, *, sizing: bool = True) -> None:
+    ``client`` (the conductor's own DynamoDB client): its ROUND TRIPS too, from each call to its
+    answer as the calling code waits for it. Requests a handler issues together overlap there even
+    when this one-process stack gets to the second only after the first (one Python thread runs
+    at a time): deployed, each is a network round trip and they overlap."""
+
+    def __init__(self, stack: Any, *, sizing: bool = True, client: Any = None) -> None:
         from moto.core.models import DEFAULT_ACCOUNT_ID
         from moto.dynamodb.models import dynamodb_backends
 
         server = stack._moto._server
-        serialized = server.app  # conductor_local.dynamodb_server._OneRequestAtATime
+        serialized = server.app  # conductor_local.dynamodb_server.ReadsTogetherWritesAlone
         self._backend = lambda: dynamodb_backends[DEFAULT_ACCOUNT_ID][stack.region]
         self.requests: list[DynamoRequest] = []
         self._units = threading.local()
@@ -46,6 +51,22 @@ class DynamoMeter:
         if sizing:
             serialized._app = lambda environ, start_response: self._sized(inner, environ, start_response)
         server.app = lambda environ, start_response: self._timed(serialized, environ, start_response)
+        self.round_trips: list[DynamoRequest] = []
+        if client is not None:
+            client.meta.events.register("before-call.dynamodb", self._issued, unique_id="bench-round-trip-issued")
+            for answered in ("after-call.dynamodb", "after-call-error.dynamodb"):
+                client.meta.events.register(answered, self._answered, unique_id=f"bench-{answered}")
+
+    def _issued(self, context: dict[str, Any], model: Any = None, **_: Any) -> None:
+        context["bench_issued"] = (getattr(model, "name", "?"), time.perf_counter())
+
+    def _answered(self, context: dict[str, Any], **_: Any) -> None:
+        issued = context.pop("bench_issued", None)
+        if issued is None:
+            return
+        operation, at = issued
+        with self._lock:
+            self.round_trips.append(DynamoRequest(operation, at, time.perf_counter()))
 
     def _timed(self, app: Callable[..., Iterable[bytes]], environ: dict[str, Any], start: Callable[..., Any]) -> Any:
         began = time.perf_counter()
@@ -131,9 +152,17 @@ class DynamoMeter:
         with self._lock:
             return list(self.requests[mark:])
 
+    def round_trips_since(self, mark: int) -> list[DynamoRequest]:
+        with self._lock:
+            return list(self.round_trips[mark:])
+
     def mark(self) -> int:
         with self._lock:
             return len(self.requests)
+
+    def round_trip_mark(self) -> int:
+        with self._lock:
+            return len(self.round_trips)
 
 
 def _key_of(item: dict[str, Any]) -> dict[str, Any]:
@@ -201,11 +230,13 @@ class ModelStream:
 
 class ModelMeter:
     """Times every stream of the local Bedrock endpoint (request, first delta, end) and keeps its
-    usage figures, by wrapping the method of the endpoint's request handler that sends a script."""
+    usage figures, by wrapping the method of the endpoint's request handler that sends a script.
+    ``watch_sends(client)``: also when the conductor's Bedrock client sends each ConverseStream."""
 
     def __init__(self) -> None:
         from conductor_local.bedrock_server import _Handler
 
+        self.sends: list[float] = []
         self.streams: list[ModelStream] = []
         self.prefix_of: Callable[[], int] | None = None
         """Called in the handler thread as a stream starts: its ``prefix_tokens``."""
@@ -221,6 +252,17 @@ class ModelMeter:
 
     def close(self) -> None:
         self._restore()
+
+    def watch_sends(self, client: Any) -> None:
+        def sent(**_: Any) -> None:
+            with self._lock:
+                self.sends.append(time.perf_counter())
+
+        client.meta.events.register("before-send.bedrock-runtime.ConverseStream", sent, unique_id="bench-model-send")
+
+    def sends_since(self, since: float) -> list[float]:
+        with self._lock:
+            return [at for at in self.sends if at >= since]
 
     def _observe(self, steps: Iterable[Any]) -> Iterator[Any]:
         stream = ModelStream(time.perf_counter(), prefix_tokens=self.prefix_of() if self.prefix_of else 0)

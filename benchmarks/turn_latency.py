@@ -19,8 +19,9 @@ Per scenario: p50/p99 of the time to the first ``assistantSpeechPartial`` and of
 overhead before it (that time minus the time the model spent before its first text, measured at
 the local Bedrock endpoint), the time to the first ``tts.speak``; per turn the DynamoDB requests
 by operation, the BLOCKING ones before the first partial (the longest chain of one-after-another
-DynamoDB requests that completed between the transcript and the post of the first partial, except
-those that ran in the shadow of the model, between its request and its first text), WRU
+DynamoDB round trips, as the conductor's client issued and got them, that completed between the
+transcript and the post of the first partial, except those that ended in the shadow of the
+model, after its request went out and before its first text), WRU
 and RRU (``benchmarks.capacity``), and the posts and bytes posted to the connection.
 
 Then: the cost of 1,000 turns at list prices (``benchmarks.costs``), the handlers' cold import time
@@ -158,8 +159,14 @@ class Bench:
     model: ModelMeter
     lambdas: LambdaMeter
 
-    def marks(self) -> tuple[int, int, int, int]:
-        return self.dynamo.mark(), self.posts.mark(), self.model.mark(), self.lambdas.mark()
+    def marks(self) -> tuple[int, int, int, int, int]:
+        return (
+            self.dynamo.mark(),
+            self.posts.mark(),
+            self.model.mark(),
+            self.lambdas.mark(),
+            self.dynamo.round_trip_mark(),
+        )
 
 
 @contextlib.contextmanager
@@ -169,11 +176,15 @@ def bench_stack(pace: ModelPace | None, naive: bool, *, sizing: bool = True) -> 
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # the handlers print from threads
         with LocalStack(port=0, quiet=True, env=env, model_pace=pace) as stack:
             assert stack.gateway is not None
+            from lambdas import runtime  # the handlers' own clients, as the stack built them
+
             model = ModelMeter()
             model.prefix_of = PrefixMeter(stack).take
+            model.watch_sends(runtime.turn_runner().brain._client)
             lambdas = LambdaMeter(stack.gateway)
+            dynamo = DynamoMeter(stack, sizing=sizing, client=runtime.store()._client)
             try:
-                yield Bench(stack, DynamoMeter(stack, sizing=sizing), PostMeter(stack.gateway), model, lambdas)
+                yield Bench(stack, dynamo, PostMeter(stack.gateway), model, lambdas)
             finally:
                 lambdas.close()
                 model.close()
@@ -208,17 +219,21 @@ def longest_chain(requests: list[DynamoRequest]) -> int:
     return chain
 
 
-def blocking_chain(requests: list[DynamoRequest], streams: list[ModelStream], partial_at: float) -> int:
+def blocking_chain(
+    round_trips: list[DynamoRequest], streams: list[ModelStream], sends: list[float], partial_at: float
+) -> int:
     """The DynamoDB round trips the first partial waited for: the longest chain of one-after-another
-    requests that ended before it, leaving out those that ran while the model was working on the
-    stream that spoke (between its request and its first text: they cost the user nothing)."""
-    before = [r for r in requests if r.ended <= partial_at]
+    round trips (as the conductor's client issued and got them) that ended before it, leaving out
+    those that ended while the model was working on the stream that spoke (after its request went
+    out, before its first text: they cost the user nothing)."""
+    before = [r for r in round_trips if r.ended <= partial_at]
     speaking = [s for s in streams if s.requested <= partial_at and s.first_text is not None]
     if not speaking:
         return longest_chain(before)
     stream = speaking[-1]
     assert stream.first_text is not None
-    return longest_chain([r for r in before if r.ended <= stream.requested or r.ended >= stream.first_text])
+    sent = max((at for at in sends if at <= stream.requested), default=stream.requested)
+    return longest_chain([r for r in before if r.ended <= sent or r.ended >= stream.first_text])
 
 
 def model_wait_ms(streams: list[ModelStream], until: float) -> float:
@@ -268,6 +283,7 @@ async def measured_turn(bench: Bench, timed: TimedClient, text: str) -> TurnFigu
     await asyncio.to_thread(bench.stack.lambda_server.wait_idle, 10.0)
     await asyncio.sleep(0.02)
     dynamo = [r for r in bench.dynamo.since(marks[0]) if r.started >= sent]
+    round_trips = [r for r in bench.dynamo.round_trips_since(marks[4]) if r.started >= sent]
     posts = bench.posts.since(marks[1])
     streams = bench.model.since(marks[2])
     arrivals = timed.arrivals[arrived_at:]
@@ -290,7 +306,9 @@ async def measured_turn(bench: Bench, timed: TimedClient, text: str) -> TurnFigu
         first_speak_ms=None if first_speak is None else (first_speak - sent) * 1000,
         turn_s=ended - sent,
         dynamo=dynamo,
-        blocking=None if partial_post is None else blocking_chain(dynamo, streams, partial_post),
+        blocking=None
+        if partial_post is None
+        else blocking_chain(round_trips, streams, bench.model.sends_since(sent), partial_post),
         posts=posts,
         streams=streams,
         lambda_calls=bench.lambdas.since(marks[3]),

@@ -11,7 +11,7 @@ source mapping that feeds it to ``lambdas.tool_deadline.handler``.
   come back after the visibility timeout, as Lambda does.
 
 The poller short-polls (``WaitTimeSeconds=0``) every ``interval_s``: the local moto server runs
-one request at a time (DynamoDB's atomicity), so a long poll would hold up every table request.
+each write alone (DynamoDB's atomicity), so a long poll would hold up every table request.
 
 ``LocalStack`` wires all of it when it starts (``AWS_ENDPOINT_URL_SQS``, ``CONDUCTOR_DEADLINE_QUEUE_URL``).
 """

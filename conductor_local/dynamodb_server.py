@@ -1,10 +1,15 @@
-"""DynamoDB for the local stack: moto's server, answering one request at a time.
+"""DynamoDB for the local stack: moto's server, reads served together, each write alone.
 
-moto is not safe under concurrent requests: a ``TransactWriteItems`` that fails restores a
+moto is not safe under concurrent writes: a ``TransactWriteItems`` that fails restores a
 snapshot of the whole table taken when it started, erasing writes other requests committed
 meanwhile. DynamoDB itself never does that, and the conductor's concurrent invocations rely
-on it, so requests are serialized here (connections are still accepted concurrently).
-moto also keeps every model object it ever built; that is dropped after each request.
+on it, so every write runs alone here (no read or other write beside it). Reads (GetItem,
+BatchGetItem, Query, Scan, Describe*) change nothing, so they run together, as DynamoDB serves
+them: the two reads ``$default`` makes in parallel overlap here too. moto's GetItem adds an
+empty partition to the table for a key it does not hold (``reads_change_nothing`` answers the
+same without it), and a Query's partition is passed per thread, so concurrent reads never see a
+table change under them. moto also keeps every model object it ever built; that is dropped after
+each request.
 
 moto's ``TransactWriteItems`` takes its rollback snapshot once per action, a deep copy of the whole
 table each time (all identical, only the last kept): with the conductor committing most decisions
@@ -13,7 +18,7 @@ to a crawl). Here the snapshot copies only the items the transaction names, once
 (``snapshot_touched_items_only``); a rollback restores the same state as before. Likewise a Query
 of the table reads only its partition instead of sorting the whole table first
 (``query_one_partition``), and moto's request routing lists its package directory once, not per
-request. ``faster_moto`` applies all three when the server starts; the answers are unchanged.
+request. ``faster_moto`` applies these when the server starts; the answers are unchanged.
 """
 
 from __future__ import annotations
@@ -37,17 +42,51 @@ from werkzeug.serving import make_server
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-class _OneRequestAtATime:
+READ_OPERATIONS = frozenset(
+    {"GetItem", "BatchGetItem", "Query", "Scan", "DescribeTable", "DescribeTimeToLive", "ListTables"}
+)
+"""DynamoDB operations that change nothing: served together. Any other request runs alone."""
+
+
+class ReadsTogetherWritesAlone:
+    """A readers-writer lock for moto's WSGI app: reads share it, a write holds it alone, and a
+    waiting write goes before reads that arrive after it (a stream of reads never starves it)."""
+
     def __init__(self, app: WsgiApp) -> None:
         self._app = app
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._reading = 0
+        self._writing = False
+        self._writers_waiting = 0
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        with self._lock:
-            try:
-                return list(self._app(environ, start_response))
-            finally:
-                _forget_tracked_models()
+        operation = str(environ.get("HTTP_X_AMZ_TARGET", "")).rpartition(".")[2]
+        reads = operation in READ_OPERATIONS
+        self._enter(reads)
+        try:
+            return list(self._app(environ, start_response))
+        finally:
+            self._leave(reads)
+            _forget_tracked_models()
+
+    def _enter(self, reads: bool) -> None:
+        with self._changed:
+            if reads:
+                self._changed.wait_for(lambda: not self._writing and not self._writers_waiting)
+                self._reading += 1
+                return
+            self._writers_waiting += 1
+            self._changed.wait_for(lambda: not self._writing and not self._reading)
+            self._writers_waiting -= 1
+            self._writing = True
+
+    def _leave(self, reads: bool) -> None:
+        with self._changed:
+            if reads:
+                self._reading -= 1
+            else:
+                self._writing = False
+            self._changed.notify_all()
 
 
 def _forget_tracked_models() -> None:
@@ -115,7 +154,7 @@ _PATCHED = "_conductor_touched_items_snapshot"
 
 def snapshot_touched_items_only() -> None:
     """Patch moto (in this process) so a transaction's rollback snapshot copies only the items it
-    names; idempotent. Safe because the local server runs one request at a time; the module
+    names; idempotent. Safe because the local server runs each write alone; the module
     global is restored after each transaction."""
     if getattr(DynamoDBBackend.transact_write_items, _PATCHED, False):
         return
@@ -136,32 +175,62 @@ _QUERY_INDEX_NAME_AT = 7
 """Position of ``index_name`` among ``Table.query``'s arguments after ``self``."""
 
 
+_query_partition = threading.local()
+"""The partition the current thread's Query reads (a table and its items), if any."""
+
+
 def query_one_partition() -> None:
     """Patch moto (in this process) so a Query of the table itself reads only the queried partition.
 
     moto gathers the candidates of every base-table Query by sorting ALL the table's items and then
     keeping those of the partition (then sorts them by range key): a cost growing with the whole
     table per query. The candidates here are the partition's items, the same set (moto sorts them
-    by range key next, so their order does not matter); index queries run as before. Idempotent.
+    by range key next, so their order does not matter); index queries run as before. The partition
+    is per thread: queries of the same table run at once. Idempotent.
     """
     if getattr(Table.query, _PATCHED, False):
         return
     query = Table.query
+    all_items = Table.all_items
+
+    def partition_items(table: Table) -> list[Any]:
+        scoped = getattr(_query_partition, "scope", None)
+        if scoped is not None and scoped[0] is table:
+            return list(scoped[1].values())
+        return all_items(table)
 
     def partition_query(table: Table, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         at = _QUERY_INDEX_NAME_AT - 1
         index_name = kwargs.get("index_name", args[at] if len(args) > at else None)
         if index_name or hash_key is None or not table.has_range_key:
             return query(table, hash_key, *args, **kwargs)
-        partition = table.items.get(hash_key, {})  # .get: a defaultdict must not grow a partition
-        table.all_items = lambda: list(partition.values())  # type: ignore[method-assign]
+        # .get: a defaultdict must not grow a partition
+        _query_partition.scope = (table, table.items.get(hash_key, {}))
         try:
             return query(table, hash_key, *args, **kwargs)
         finally:
-            del table.all_items
+            _query_partition.scope = None
 
     setattr(partition_query, _PATCHED, True)
+    Table.all_items = partition_items  # type: ignore[method-assign]
     Table.query = partition_query  # type: ignore[method-assign]
+
+
+def reads_change_nothing() -> None:
+    """Patch moto (in this process) so GetItem of a key the table does not hold answers "no item"
+    without adding an empty partition for it (moto's items are a defaultdict): a read that
+    changed the table could break a Scan or index Query iterating it at the same time. Idempotent."""
+    if getattr(Table.get_item, _PATCHED, False):
+        return
+    get_item = Table.get_item
+
+    def pure_get_item(table: Table, hash_key: Any, range_key: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if range_key and hash_key not in table.items:
+            return None
+        return get_item(table, hash_key, range_key, *args, **kwargs)
+
+    setattr(pure_get_item, _PATCHED, True)
+    Table.get_item = pure_get_item  # type: ignore[method-assign]
 
 
 def list_moto_modules_once() -> None:
@@ -182,15 +251,16 @@ def faster_moto() -> None:
     """Every patch above (same answers, less work per request)."""
     snapshot_touched_items_only()
     query_one_partition()
+    reads_change_nothing()
     list_moto_modules_once()
 
 
-class SerializedMotoServer(ThreadedMotoServer):
-    """``ThreadedMotoServer`` whose requests run one at a time, as DynamoDB's atomicity needs."""
+class LocalMotoServer(ThreadedMotoServer):
+    """``ThreadedMotoServer`` whose writes run alone, as DynamoDB's atomicity needs, and reads together."""
 
     def _server_entry(self) -> None:
         faster_moto()
-        app = _OneRequestAtATime(DomainDispatcherApplication(create_backend_app))
+        app = ReadsTogetherWritesAlone(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
         self._server_ready_event.set()
         self._server.serve_forever()

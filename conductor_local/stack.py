@@ -243,10 +243,10 @@ class LocalStack:
     # ---- parts ----------------------------------------------------------------------------
 
     def _start_dynamodb(self) -> None:
-        from conductor_local.dynamodb_server import SerializedMotoServer
+        from conductor_local.dynamodb_server import LocalMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
-        self._moto = SerializedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._moto = LocalMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._moto.start()
         host, port = self._moto.get_host_and_port()
         self.dynamodb_endpoint = f"http://{host}:{port}"

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from botocore.config import Config
@@ -142,6 +143,10 @@ def bedrock_client_config(connect_timeout: float, read_timeout: float, max_attem
     )
 
 
+SERVICE_EVENT_NAME = "bedrock-runtime"
+"""How botocore names the Bedrock runtime in its events (the service id, hyphenized)."""
+
+
 class BedrockBrain:
     def __init__(
         self,
@@ -167,6 +172,15 @@ class BedrockBrain:
         if prompt_cache and not is_nova(model_id):
             self._tools = {"tools": [tool_spec, CACHE_POINT]}
         self._inference = {"maxTokens": max_tokens, "temperature": temperature}
+        self._sending = threading.local()  # the calling thread's ``on_sent`` (boto3 calls run in it)
+        client.meta.events.register(f"before-send.{SERVICE_EVENT_NAME}.ConverseStream", self._request_going_out)
+
+    def _request_going_out(self, **_: Any) -> None:
+        """botocore is about to send a ConverseStream request: tell the caller (once)."""
+        on_sent = getattr(self._sending, "on_sent", None)
+        if on_sent is not None:
+            self._sending.on_sent = None
+            on_sent()
 
     def request(self, messages: list[Message], *, summary: str | None = None) -> dict[str, Any]:
         """The ConverseStream parameters for this history window; ``summary`` (of the turns before
@@ -198,11 +212,18 @@ class BedrockBrain:
             return messages
         return [*messages[:-2], {**stable, "content": [*content, CACHE_POINT]}, messages[-1]]
 
-    def stream(self, messages: list[Message], *, summary: str | None = None) -> Iterator[StreamItem]:
+    def stream(
+        self, messages: list[Message], *, summary: str | None = None, on_sent: Callable[[], None] | None = None
+    ) -> Iterator[StreamItem]:
+        """The model's answer as stream items. ``on_sent`` is called as the request goes out, so
+        the caller can do its own work (a write) in the model's shadow, never ahead of it."""
+        self._sending.on_sent = on_sent
         try:
             response = self._client.converse_stream(**self.request(messages, summary=summary))
         except (ClientError, BotoCoreError) as error:
             raise _before_output(error) from error
+        finally:
+            self._sending.on_sent = None
         events = response["stream"]
         try:
             yield from _translate(events)

@@ -63,7 +63,7 @@ class Settings(BaseModel):
     # Coalesced partials: after the first, one per flush window (or at a sentence/clause end) adding at
     # least ``partial_growth`` of the text already shown; 0 and 0 give one partial per model delta.
     partial_flush_ms: int = Field(default=120, ge=0)
-    partial_growth: float = Field(default=0.25, ge=0, le=4)
+    partial_growth: float = Field(default=0.5, ge=0, le=4)
     # Sentence speech: after a segment's first tts.speak, the next ones at most this often.
     speak_interval_ms: int = Field(default=1000, ge=0)
     # Bedrock prompt caching: "auto" = on for models that support it.

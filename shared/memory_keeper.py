@@ -3,8 +3,9 @@
 A request fits a token budget (``shared.core.memory.fit_budget``): the newest turns verbatim,
 older big tool results elided, the turns before them folded into a rolling summary carried in
 the system prompt. The budget is counted in characters per token as Bedrock measured this
-conversation's earlier requests. Folding costs a model call, so it happens after the turn, off
-the hot path: never before the first partial.
+conversation's earlier requests: the ratio a request measured is kept by the commit that ends
+its message (``calibration``), so it costs no write of its own. Folding costs a model call, so it
+happens after the turn, off the hot path: never before the first partial.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from shared.core.state import SessionState
 from shared.core.wrapper import wrapper_tool_spec
 from shared.store import SessionStore
 
-# Recalibrate only when the measured ratio moved this much (each change is a write).
+# Recalibrate only when the measured ratio moved this much (a steady ratio keeps the state as it is).
 CALIBRATION_STEP = 0.1
 
 
@@ -71,36 +72,39 @@ class MemoryKeeper:
         chars = fixed + sum(map(message_chars, window.messages))
         return Fitted(window.messages, first_seq + window.start, chars)
 
-    def after_turn(
-        self, session_id: str, state: SessionState | None, fitted: Fitted | None, usage: dict[str, int]
-    ) -> None:
-        """Fold what left the window into the summary and keep the measured characters per token,
-        starting from the state the run last committed; whatever fails here, the conversation goes
-        on (the next turn tries again)."""
+    def calibration(self, state: SessionState, fitted: Fitted | None, usage: dict[str, int]) -> float | None:
+        """The characters per token the request of ``fitted`` measured (Bedrock's input tokens,
+        cached ones included), or None when it did not move enough to keep."""
+        if fitted is None:
+            return None
+        tokens = sum(usage.get(key, 0) for key in ("inputTokens", "cacheReadInputTokens", "cacheWriteInputTokens"))
+        ratio = calibrated(fitted.chars, tokens, state.chars_per_token)
+        if abs(ratio - state.chars_per_token) < CALIBRATION_STEP * state.chars_per_token:
+            return None
+        return ratio
+
+    def after_turn(self, session_id: str, state: SessionState | None, fitted: Fitted | None) -> None:
+        """Fold what left the window into the summary, starting from the state the run last
+        committed; whatever fails here, the conversation goes on (the next turn tries again)."""
         if fitted is None or state is None:
             return
         try:
-            self._remember(session_id, state, fitted, usage)
+            self._summarize(session_id, state, fitted)
         except Exception:
             self.log.exception("memory not updated", extra={"session_id": session_id})
             self.metrics.count("SummaryFailures")
 
-    def _remember(self, session_id: str, state: SessionState, fitted: Fitted, usage: dict[str, int]) -> None:
-        tokens = sum(usage.get(key, 0) for key in ("inputTokens", "cacheReadInputTokens", "cacheWriteInputTokens"))
-        ratio = calibrated(fitted.chars, tokens, state.chars_per_token)
-        if abs(ratio - state.chars_per_token) < CALIBRATION_STEP * state.chars_per_token:
-            ratio = state.chars_per_token
-        summary, until = None, fitted.fold_until
-        if until > state.summary_until:
-            dropped = self.store.messages_between(session_id, state.summary_until, until)
-            system, messages = summary_request(state.summary, dropped)
-            summary = self.summarizer.summarize(system, messages, model_id=self.settings.summary_model_id)
-            self.metrics.count("SummariesWritten")
-            self.log.info("conversation summarized", extra={"session_id": session_id, "until": until})
-        if summary is None and ratio == state.chars_per_token:
+    def _summarize(self, session_id: str, state: SessionState, fitted: Fitted) -> None:
+        until = fitted.fold_until
+        if until <= state.summary_until:
             return
+        dropped = self.store.messages_between(session_id, state.summary_until, until)
+        system, messages = summary_request(state.summary, dropped)
+        summary = self.summarizer.summarize(system, messages, model_id=self.settings.summary_model_id)
+        self.metrics.count("SummariesWritten")
+        self.log.info("conversation summarized", extra={"session_id": session_id, "until": until})
         self.committer.apply(
             session_id,
-            lambda fresh: conductor.remember_memory(fresh, chars_per_token=ratio, summary=summary, until=until),
+            lambda fresh: conductor.remember_memory(fresh, summary=summary, until=until),
             hint=state,
         )

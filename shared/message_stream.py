@@ -1,7 +1,8 @@
 """One model message, streamed to the app: coalesced partials, sentence speech, tool starts.
 
 Nothing is written per model delta. The runner's text of the current speech segment lives here;
-it is committed only when the stream is claimed (in the background, while the model starts),
+it is committed only when the stream is claimed (in the background, as soon as the model's
+request has gone out: the model request never waits for the claim),
 when completed sentences go to tts.speak (apps that announced ``sentenceSpeech``), when a tool
 use starts and when the message ends (by the caller). Before each coalesced partial that no
 commit has just checked, the session state is read once (consistent GetItem) to see whether the
@@ -76,6 +77,8 @@ class MessageStream:
         stream = state.turn.stream if state.turn is not None else None
         self._launched_at = stream.launched_at if stream is not None else 0.0
         self._claiming: Future[Committed | None] | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._model_requested = False
         self._checked = False  # a commit or read since the last partial confirmed the stream
         self._last_partial = ""
         self._checked_at = clock()
@@ -90,8 +93,9 @@ class MessageStream:
         Raises ``StreamSuperseded`` / ``StreamTaken`` when the stream is no longer this runner's.
         """
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="claim") as pool:
-            if not self._holds(self.state):
-                self._claiming = pool.submit(self._claim)
+            self._pool = pool
+            if self._model_requested:
+                self.model_requested()
             try:
                 for item in items:
                     if self.out_of_time():
@@ -106,15 +110,30 @@ class MessageStream:
                     elif isinstance(item, ToolUseStarted):
                         self._tool_started()
             finally:
-                self.claimed()  # never leave the claim running behind the caller's back
+                self._pool = None
+                self._claim_finished()  # never leave the claim running behind the caller's back
         return self.state
 
+    def model_requested(self) -> None:
+        """The model's request is going out: claim the stream now, in the model's shadow."""
+        self._model_requested = True
+        if self._pool is not None and self._claiming is None and not self._holds(self.state):
+            self._claiming = self._pool.submit(self._claim)
+
     def claimed(self) -> None:
-        """Wait for the background claim (raising what it raised)."""
-        if self._claiming is None:
-            return
-        claiming, self._claiming = self._claiming, None
-        committed = claiming.result()
+        """Make sure the stream is this runner's before anything is said: wait for the background
+        claim (raising what it raised), or claim now if none was started."""
+        if self._claiming is None and not self._holds(self.state):
+            self._took(self._claim())
+        self._claim_finished()
+
+    def _claim_finished(self) -> None:
+        """Wait for a claim that was started (raising what it raised)."""
+        if self._claiming is not None:
+            claiming, self._claiming = self._claiming, None
+            self._took(claiming.result())
+
+    def _took(self, committed: Committed | None) -> None:
         if committed is None:  # the session is gone
             raise conductor.StreamSuperseded(self.stream_id)
         self._checked = True

@@ -52,7 +52,9 @@ class DeadlineAlarms(Protocol):
 
 
 class Brain(Protocol):
-    def stream(self, messages: list[Message], *, summary: str | None = None) -> Any: ...
+    def stream(
+        self, messages: list[Message], *, summary: str | None = None, on_sent: Callable[[], None] | None = None
+    ) -> Any: ...
 
 
 class _ContextOverflow(Exception):
@@ -111,7 +113,7 @@ class TurnRunner:
         run = _Run(task, claim, remaining_ms, SegmentText(self._pacing()), TurnFigures(), task.history_window())
         self._run_model(run, state)
         if self.memory is not None:  # after the turn's events went out: off the hot path
-            self.memory.after_turn(task.session_id, run.state, run.fitted, run.figures.usage)
+            self.memory.after_turn(task.session_id, run.state, run.fitted)
         self._record(run.figures)
         return run.figures
 
@@ -264,6 +266,7 @@ class TurnRunner:
                 window_cap = max(2, len(messages) // 2)
             break
         text = run.segment.text
+        ratio = None if self.memory is None else self.memory.calibration(state, run.fitted, message.usage)
         committed = self.committer.apply(
             task.session_id,
             lambda fresh: conductor.stream_finished(
@@ -275,6 +278,7 @@ class TurnRunner:
                 claim=run.claim,
                 text=text,
                 now=time.time(),
+                chars_per_token=ratio,
             ),
             hint=state,
         )
@@ -311,7 +315,7 @@ class TurnRunner:
             out_of_time=lambda: run.remaining_ms() < self.settings.turn_reserve_ms,
         )
         requested = time.monotonic()
-        items = self.brain.stream(messages, summary=state.summary) if state.summary else self.brain.stream(messages)
+        items = self.brain.stream(messages, summary=state.summary, on_sent=streamer.model_requested)
         try:
             return streamer.run(items, message, requested)
         finally:

@@ -199,16 +199,11 @@ def next_tool_deadline(state: SessionState) -> float | None:
     return min(deadlines) if deadlines else None
 
 
-def remember_memory(
-    state: SessionState, *, chars_per_token: float | None = None, summary: str | None = None, until: int = 0
-) -> Outcome:
-    """What the runner learned about the conversation's memory: the characters per token Bedrock
-    measured, and a rolling summary now covering the history before seq ``until`` (kept only if
-    it covers more than the stored one)."""
+def remember_memory(state: SessionState, *, summary: str, until: int) -> Outcome:
+    """A rolling summary now covering the history before seq ``until`` (kept only if it covers
+    more than the stored one)."""
     decision = Decision(state)
-    if chars_per_token is not None:
-        decision.state.chars_per_token = chars_per_token
-    if summary is not None and summary.strip() and until > decision.state.summary_until:
+    if summary.strip() and until > decision.state.summary_until:
         # The state item is rewritten by every commit and limited to 400 KB: however long the
         # model's summary, the stored one stays short.
         decision.state.summary, decision.state.summary_until = summary.strip()[:MAX_SUMMARY_CHARS], until

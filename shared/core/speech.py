@@ -43,7 +43,7 @@ EAGER_CHARS = 2000
 @dataclass(frozen=True)
 class Pacing:
     flush_ms: int = 120
-    growth: float = 0.25
+    growth: float = 0.5
     # After a segment's first tts.speak, completed sentences go out together at most this often:
     # the app is still playing what it got, and each speak is a commit.
     speak_interval_ms: int = 1000

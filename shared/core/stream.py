@@ -137,11 +137,13 @@ def stream_finished(
     claim: RunnerClaim | None = None,
     text: str | None = None,
     now: float = 0.0,
+    chars_per_token: float | None = None,
 ) -> Outcome:
     """The model's message is complete: speak it, forward its tool calls, or end the turn.
 
     ``window_cap``: the runner had to send fewer messages than the window to fit the model's
     context; later requests start from that. ``text``: the current segment's text.
+    ``chars_per_token``: what the message's request measured, kept for the next budgets.
     """
     decision = Decision(state)
     turn, stream = _current_stream(decision, stream_id, claim)
@@ -149,6 +151,8 @@ def stream_finished(
     turn.stream = None
     if window_cap is not None:
         decision.state.window_cap = window_cap
+    if chars_per_token is not None:
+        decision.state.chars_per_token = chars_per_token
     if message.stop_reason not in NORMAL_STOPS:
         _finish_abnormal(decision, turn, stream, message)
         return decision.outcome()

@@ -20,7 +20,7 @@ import boto3
 import pytest
 
 from conductor_local.cognito import LocalUserPool, add_user, create_user_pool
-from conductor_local.dynamodb_server import SerializedMotoServer
+from conductor_local.dynamodb_server import LocalMotoServer
 from shared.protocol import ErrorCode
 from voiceide_client import ConductorClient, cli, scaled_backoff
 from voiceide_client.sign_in import CognitoSignIn, SignInError, token_expiry
@@ -33,7 +33,7 @@ REGION = "us-east-1"
 
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
-    server = SerializedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = LocalMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
         yield server.url

@@ -5,9 +5,12 @@ single writes and, when one condition fails, puts back a copy of the whole table
 transaction began, so a write another request committed in between would be erased. The
 conductor's handlers commit concurrently all the time (a lost version race IS a failed
 transaction): with requests served concurrently, the same transcript delivered twice started
-no turn at all in 4 of 40 tries and turns stalled at random. The stack serves DynamoDB requests
-one at a time (``conductor_local/dynamodb_server.py``); the first test holds a failing
+no turn at all in 4 of 40 tries and turns stalled at random. The stack serves each DynamoDB
+write alone (``conductor_local/dynamodb_server.py``); the first test holds a failing
 transaction inside moto and checks that another commit neither overtakes it nor is erased.
+Reads change nothing and are served together, as DynamoDB serves them (``$default`` reads the
+state and the recent history in parallel): a held read does not hold up another read, but does
+hold up a write, and a read of a key the table does not hold leaves the table as it was.
 
 Also: moto deep-copies the whole table once per action of every TransactWriteItems (its rollback
 snapshot), and its ``BaseModel`` keeps a reference to every instance it ever built (for its
@@ -39,7 +42,7 @@ from tests.e2e.conftest import WAIT_S, session_store
 pytestmark = pytest.mark.e2e
 
 OVERTAKE_WAIT_S = 0.5
-"""How long the second commit gets to overtake a held one; served one at a time, it never does."""
+"""How long the second request gets to overtake a held one: a write never overtakes."""
 
 
 def test_a_commit_survives_a_concurrent_commit_that_loses_its_version_race(
@@ -95,7 +98,7 @@ def test_a_commit_survives_a_concurrent_commit_that_loses_its_version_race(
     kept = store.load(winner_id)
     assert kept is not None, "a committed session state was erased by another request's rollback"
     assert kept.version == 1
-    assert not overtook, "DynamoDB requests are not served one at a time"
+    assert not overtook, "a DynamoDB write ran beside another write"
 
 
 def live_moto_items() -> int:
@@ -164,3 +167,104 @@ def test_a_transaction_copies_only_the_items_it_names_and_a_failed_one_changes_n
     assert client.get_item(TableName=table, Key=kept)["Item"]["n"] == {"N": "1"}
     client.transact_write_items(TransactItems=actions[:2])
     assert client.get_item(TableName=table, Key=kept, ConsistentRead=True)["Item"]["n"] == {"N": "2"}
+
+
+def _held_get_item(monkeypatch: pytest.MonkeyPatch, held_pk: str) -> tuple[threading.Event, threading.Event]:
+    """Hold moto's GetItem of ``held_pk`` inside the server until ``resume`` is set."""
+    inside, resume = threading.Event(), threading.Event()
+    get_item = DynamoDBBackend.get_item
+
+    def held(backend: DynamoDBBackend, table_name: str, keys: dict[str, Any], *args: Any) -> Any:
+        if keys.get("pk") == {"S": held_pk} and not inside.is_set():
+            inside.set()
+            resume.wait(WAIT_S)
+        return get_item(backend, table_name, keys, *args)
+
+    monkeypatch.setattr(DynamoDBBackend, "get_item", held)
+    return inside, resume
+
+
+def _overtakes(stack: LocalStack, held_pk: str, monkeypatch: pytest.MonkeyPatch, other: Any) -> bool:
+    """Whether ``other`` (a request) completes while a GetItem of ``held_pk`` is held in the server."""
+    inside, resume = _held_get_item(monkeypatch, held_pk)
+    client = stack.dynamodb_client()
+    held = threading.Thread(
+        target=lambda: client.get_item(
+            TableName=stack.table_name, Key={"pk": {"S": held_pk}, "sk": {"S": "A"}}, ConsistentRead=True
+        )
+    )
+    held.start()
+    second = threading.Thread(target=other)
+    try:
+        assert inside.wait(WAIT_S), "the held read never reached moto"
+        second.start()
+        second.join(OVERTAKE_WAIT_S)
+        return not second.is_alive()
+    finally:
+        resume.set()
+        held.join(WAIT_S)
+        if second.ident is not None:
+            second.join(WAIT_S)
+
+
+def test_reads_run_together_and_a_write_waits_for_them(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = stack.table_name
+    client = stack.dynamodb_client()
+    for name in ("held", "other"):
+        client.put_item(TableName=table, Item={"pk": {"S": f"READS#{name}"}, "sk": {"S": "A"}, "n": {"N": "1"}})
+
+    def query_other() -> None:
+        answer = client.query(
+            TableName=table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": "READS#other"}},
+        )
+        assert [item["pk"]["S"] for item in answer["Items"]] == ["READS#other"]
+
+    assert _overtakes(stack, "READS#held", monkeypatch, query_other), "a read waited for another read"
+    monkeypatch.undo()
+
+    def write_other() -> None:
+        client.put_item(TableName=table, Item={"pk": {"S": "READS#other"}, "sk": {"S": "A"}, "n": {"N": "2"}})
+
+    assert not _overtakes(stack, "READS#held", monkeypatch, write_other), "a write ran beside a read"
+    stored = client.get_item(TableName=table, Key={"pk": {"S": "READS#other"}, "sk": {"S": "A"}})
+    assert stored["Item"]["n"] == {"N": "2"}, "the write that waited was lost"
+
+
+def test_a_read_of_a_missing_key_leaves_the_table_as_it_was(stack: LocalStack) -> None:
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    client = stack.dynamodb_client()
+    missing = f"READS#missing-{uuid.uuid4()}"
+    answer = client.get_item(TableName=stack.table_name, Key={"pk": {"S": missing}, "sk": {"S": "A"}})
+    assert "Item" not in answer
+    moto_table = dynamodb_backends[DEFAULT_ACCOUNT_ID][stack.region].get_table(stack.table_name)
+    assert all(key.value != missing for key in moto_table.items), "a read added a partition to the table"
+
+
+def test_concurrent_queries_of_one_table_each_read_their_own_partition(stack: LocalStack) -> None:
+    client = stack.dynamodb_client()
+    table = stack.table_name
+    partitions = [f"READS#q{number}-{uuid.uuid4()}" for number in range(6)]
+    for pk in partitions:
+        for sk in ("A", "B", "C"):
+            client.put_item(TableName=table, Item={"pk": {"S": pk}, "sk": {"S": sk}})
+    wrong: list[str] = []
+
+    def query(pk: str) -> None:
+        own = stack.dynamodb_client()
+        for _ in range(20):
+            items = own.query(
+                TableName=table, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": pk}}
+            )["Items"]
+            if [(i["pk"]["S"], i["sk"]["S"]) for i in items] != [(pk, "A"), (pk, "B"), (pk, "C")]:
+                wrong.append(pk)
+
+    threads = [threading.Thread(target=query, args=(pk,)) for pk in partitions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_S)
+    assert not wrong, f"queries answered another partition's items: {wrong[:3]}"

@@ -22,7 +22,7 @@ import boto3
 import pytest
 
 from conductor_local.bedrock_server import LocalBedrockServer, ScriptedResponder
-from conductor_local.dynamodb_server import SerializedMotoServer
+from conductor_local.dynamodb_server import LocalMotoServer
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.lambda_server import LocalLambdaServer
 from conductor_local.offline_recall import answering_summaries
@@ -51,7 +51,7 @@ class _SwitchableResponder:
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
     port = free_port()
-    server = SerializedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = LocalMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     url = f"http://127.0.0.1:{port}"
     client = boto3.client(

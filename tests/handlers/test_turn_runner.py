@@ -196,7 +196,8 @@ class BreakingBrain:
         self.brain = brain
         self.after = after
 
-    def stream(self, messages: list[dict[str, Any]]) -> Iterator[Any]:
+    def stream(self, messages: list[dict[str, Any]], **_: Any) -> Iterator[Any]:
+        """(Never says when its request goes out: the runner claims before it speaks.)"""
         if self.after == 0:
             raise TypeError("the adapter broke before asking the model")
         items = self.brain.stream(messages)
@@ -474,3 +475,39 @@ def test_a_paced_answer_gets_coalesced_partials_and_no_write_per_delta(
     writes = [call for call in log if call in ("PutItem", "TransactWriteItems", "UpdateItem")]
     assert len(writes) == 3, log  # the transcript's commit, the claim, the message's end
     assert log.count("GetItem") <= len(partials), log  # at most one check per partial
+
+
+def test_the_measured_characters_per_token_ride_on_the_commit_that_ends_the_message(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    before = runtime.store().load(conn.session_id)
+    assert before is not None and before.chars_per_token == 4.0
+    # Bedrock counts far more tokens than 4 characters each: the conversation is dense
+    conductor.script.push(message(ANSWER, input_tokens=5000))
+    log: list[str] = []
+    with dynamodb_calls(log):
+        assert turn.handler(task, turn_context()) == {"ran": True}
+    writes = [call for call in log if call in ("PutItem", "TransactWriteItems", "UpdateItem")]
+    assert writes == ["PutItem", "TransactWriteItems"], log  # the claim and the message's end: nothing after
+    after = runtime.store().load(conn.session_id)
+    assert after is not None and after.chars_per_token < 4.0
+    assert after.turn is not None and after.turn.stream is None  # stored by the commit that ended the message
+
+
+def test_the_model_request_goes_out_before_the_claiming_write(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor)
+    conductor.script.push(message(ANSWER))
+    log: list[str] = []
+    events = runtime.turn_runner().brain._client.meta.events
+    unique_id = "test-model-request-first"
+
+    def model_request_sent(**_: Any) -> None:
+        log.append("ConverseStream")
+
+    events.register_first("before-send.bedrock-runtime.ConverseStream", model_request_sent, unique_id=unique_id)
+    try:
+        with dynamodb_calls(log):
+            assert turn.handler(task, turn_context()) == {"ran": True}
+    finally:
+        events.unregister("before-send.bedrock-runtime.ConverseStream", unique_id=unique_id)
+    assert before_first_partial(log) == ["ConverseStream", "PutItem"], log  # the claim, in the model's shadow
+    assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]

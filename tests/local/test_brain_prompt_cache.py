@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import boto3
 import pytest
 
 from conductor_local.bedrock_server import ScriptedResponder, cache_point_problem, message, tool_call
@@ -24,9 +25,16 @@ CLAUDE = "us.anthropic.claude-haiku-5-5"
 NOVA = "us.amazon.nova-pro-v1:0"
 
 
+def offline_client() -> Any:
+    """A real Bedrock runtime client that is never called (only the request is looked at)."""
+    return boto3.client(
+        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="unused", aws_secret_access_key="unused"
+    )
+
+
 def make_brain(client: Any, model_id: str = CLAUDE, *, prompt_cache: bool = True, **options: Any) -> BedrockBrain:
     return BedrockBrain(
-        client,
+        client if client is not None else offline_client(),
         model_id=model_id,
         system_prompt=DEFAULT_SYSTEM_PROMPT,
         tool_spec=wrapper_tool_spec(default_catalog()),
