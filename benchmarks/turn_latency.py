@@ -39,14 +39,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import inspect
 import math
 import os
 import statistics
 import sys
 import threading
 import time
-import uuid
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -58,17 +56,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cold_import import cold_imports
 from benchmarks.costs import TurnUsage, cost_per_1000, stages
+from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
 from benchmarks.meters import DynamoMeter, DynamoRequest, ModelMeter, ModelStream, Post, PostMeter
 from conductor_local.bedrock_validation import estimate_input_tokens
 from conductor_local.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
-from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, Event, ToolCall
-from voiceide_client import ConductorClient, TurnTimeout, scaled_backoff
+from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ToolCall
+from voiceide_client import TurnTimeout
 
-PLAIN = "please open the main file"
 RAMBLE = "ramble 100"
 TOOL = 'call editor.openFile {"path": "Sources/App/main.swift"}'
-TURN_TIMEOUT_S = 60.0
 PACE_ENV = "CONDUCTOR_LOCAL_MODEL_PACE"
 STACK_ENV = {
     "CONDUCTOR_TURN_RESERVE_MS": "1000",  # the local message Lambda has 600 s; keep the check out of the way
@@ -170,8 +167,8 @@ class Bench:
 
 
 @contextlib.contextmanager
-def bench_stack(pace: ModelPace | None, naive: bool, *, sizing: bool = True) -> Iterator[Bench]:
-    """A fresh stack with its meters; ``sizing=False`` leaves out the DynamoDB capacity units."""
+def bench_stack(pace: ModelPace | None, naive: bool) -> Iterator[Bench]:
+    """A fresh stack with its meters."""
     env = STACK_ENV | (NAIVE_ENV if naive else {})
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # the handlers print from threads
         with LocalStack(port=0, quiet=True, env=env, model_pace=pace) as stack:
@@ -182,7 +179,7 @@ def bench_stack(pace: ModelPace | None, naive: bool, *, sizing: bool = True) -> 
             model.prefix_of = PrefixMeter(stack).take
             model.watch_sends(runtime.turn_runner().brain._client)
             lambdas = LambdaMeter(stack.gateway)
-            dynamo = DynamoMeter(stack, sizing=sizing, client=runtime.store()._client)
+            dynamo = DynamoMeter(stack, client=runtime.store()._client)
             try:
                 yield Bench(stack, dynamo, PostMeter(stack.gateway), model, lambdas)
             finally:
@@ -246,27 +243,6 @@ def model_wait_ms(streams: list[ModelStream], until: float) -> float:
         stop = stream.first_text or stream.ended or until
         total += max(0.0, min(stop, until) - stream.requested)
     return total * 1000
-
-
-class TimedClient:
-    """A client stub that timestamps every received event."""
-
-    def __init__(self, url: str, tools: dict[str, Any] | None = None) -> None:
-        self.arrivals: list[tuple[float, Event]] = []
-        options: dict[str, Any] = {}
-        if "capabilities" in inspect.signature(ConductorClient).parameters:
-            options["capabilities"] = ("sentenceSpeech",)
-        self.client = ConductorClient(
-            url,
-            session_id=str(uuid.uuid4()),
-            tools=tools,
-            backoff=scaled_backoff(0.01),
-            on_event=self._on_event,
-            **options,
-        )
-
-    def _on_event(self, event: Event) -> None:
-        self.arrivals.append((time.perf_counter(), event))
 
 
 async def measured_turn(bench: Bench, timed: TimedClient, text: str) -> TurnFigures:
@@ -390,53 +366,6 @@ async def run_scenario(bench: Bench, scenario: Scenario) -> Result:
     return result
 
 
-async def run_concurrent(bench: Bench, sessions: int, turns: int) -> tuple[Result, float]:
-    """``sessions`` sessions taking ``turns`` plain turns each, all at once; (result, seconds)."""
-    result = Result()
-    warm = TimedClient(bench.stack.ws_url)
-    async with warm.client:
-        await warm.client.say(PLAIN, timeout=TURN_TIMEOUT_S)
-    clients = [TimedClient(bench.stack.ws_url) for _ in range(sessions)]
-    await asyncio.gather(*(timed.client.connect(retries=3) for timed in clients))
-    expected = f"You said: {PLAIN}"
-
-    async def run(timed: TimedClient) -> None:
-        for _ in range(turns):
-            sent = time.perf_counter()
-            start = len(timed.arrivals)
-            completed = True
-            try:
-                await timed.client.say(PLAIN, timeout=TURN_TIMEOUT_S)
-            except TurnTimeout:
-                completed = False
-            arrivals = timed.arrivals[start:]
-            first = next((at for at, e in arrivals if isinstance(e.payload, AssistantSpeechPartial)), None)
-            finals = [e.payload.text for _, e in arrivals if isinstance(e.payload, AssistantSpeechFinal)]
-            result.turns.append(
-                TurnFigures(
-                    completed=completed,
-                    final_complete=bool(finals) and finals[-1] == expected,
-                    first_partial_ms=None if first is None else (first - sent) * 1000,
-                    overhead_ms=None,
-                    first_speak_ms=None,
-                    turn_s=time.perf_counter() - sent,
-                    dynamo=[],
-                    blocking=None,
-                    posts=[],
-                    streams=[],
-                    lambda_calls=[],
-                    client_frames=0,
-                )
-            )
-
-    began = time.perf_counter()
-    try:
-        await asyncio.gather(*(run(timed) for timed in clients))
-    finally:
-        await asyncio.gather(*(timed.client.close() for timed in clients))
-    return result, time.perf_counter() - began
-
-
 # ---- report --------------------------------------------------------------------------------------
 
 Row = tuple[str, Callable[[Result], float | None], str]
@@ -547,6 +476,25 @@ def scenarios_for(turns: int) -> list[Scenario]:
     ]
 
 
+def report_load(pace: ModelPace, sessions: int, turns: int, out: TextIO) -> None:
+    """The sessions at once: the apps in a process of their own, the stack's DynamoDB in another
+    (DynamoDB is a service of its own; no meters look into it here)."""
+    with (
+        open(os.devnull, "w") as quiet,
+        contextlib.redirect_stdout(quiet),
+        LocalStack(port=0, quiet=True, env=STACK_ENV, model_pace=pace, dynamodb_process=True) as stack,
+    ):
+        load, seconds = sessions_in_own_process(stack.ws_url, sessions, turns)
+    lost = sum(not t.completed or not t.final_complete for t in load)
+    done = sum(t.completed for t in load)
+    firsts = [t.first_partial_ms for t in load if t.first_partial_ms is not None]
+    p50, p99 = (percentile(firsts, 50), percentile(firsts, 99)) if firsts else (None, None)
+    print(f"\n== {sessions} sessions x {turns} turns at once, paced model ==", file=out)
+    print("  the apps' client stubs in a process of their own, DynamoDB in another, the rest in this one", file=out)
+    print(f"  turns completed {done}/{sessions * turns} in {seconds:.1f} s; events lost: {lost}", file=out)
+    print(f"  first partial p50 {_cell(p50, '.0f')} ms, p99 {_cell(p99, '.0f')} ms", file=out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=10, help="turns per scenario (half for the long answer)")
@@ -600,14 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         out.flush()
 
     if not args.skip_load:
-        with bench_stack(pace, False, sizing=False) as bench:
-            load, seconds = asyncio.run(run_concurrent(bench, sessions, session_turns))
-        lost = sum(not t.completed or not t.final_complete for t in load.turns)
-        done = sum(t.completed for t in load.turns)
-        p50, p99 = load.p(lambda t: t.first_partial_ms, 50), load.p(lambda t: t.first_partial_ms, 99)
-        print(f"\n== {sessions} sessions x {session_turns} turns at once, paced model ==", file=out)
-        print(f"  turns completed {done}/{sessions * session_turns} in {seconds:.1f} s; events lost: {lost}", file=out)
-        print(f"  first partial p50 {_cell(p50, '.0f')} ms, p99 {_cell(p99, '.0f')} ms", file=out)
+        report_load(pace, sessions, session_turns, out)
 
     print(f"\ntotal {time.perf_counter() - began:.1f} s", file=out)
     return 0

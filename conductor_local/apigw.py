@@ -272,6 +272,8 @@ class LocalApiGateway:
         for conn in list(self._tcp):
             if conn.route is None or (conn.route == "websocket" and conn.request is None):
                 conn.transport.abort()  # connected but never sent a request
+            elif conn.route == "management":
+                conn.close_when_answered()  # kept alive between requests
         await self._server.wait_closed()
         for task in list(self._integrations):  # nobody is left to hear of a slow $default
             task.cancel()

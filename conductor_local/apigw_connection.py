@@ -1,5 +1,6 @@
-"""One TCP connection to the local API Gateway: a WebSocket (frames in, close status out), or a
-single management API request on the same port, answered as API Gateway's management API does."""
+"""One TCP connection to the local API Gateway: a WebSocket (frames in, close status out), or
+management API requests on the same port (kept alive between them), answered as API Gateway's
+management API does."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ _DEFAULT_DISCONNECT_REASONS = {
 
 
 class GatewayConnection(ServerConnection):
-    """One TCP connection to the gateway: a WebSocket, or a single management API request."""
+    """One TCP connection to the gateway: a WebSocket, or management API requests one after another."""
 
     def __init__(self, *args: Any, gateway: LocalApiGateway, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -33,6 +34,8 @@ class GatewayConnection(ServerConnection):
         self._head = bytearray()
         self._reader: management.RequestReader | None = None
         self._reply_task: asyncio.Task[None] | None = None
+        self._unread = bytearray()  # management bytes not yet read into a request
+        self._client_done = False  # the client sent EOF: close once the pending replies are out
         self._close_task: asyncio.Task[None] | None = None
         self._refused = False
         # Set once the handshake reaches $connect (the authorizer's context once it allowed it).
@@ -72,29 +75,54 @@ class GatewayConnection(ServerConnection):
 
     def eof_received(self) -> bool | None:
         if self.route == "management":
-            return True  # keep the transport open to send the reply
+            self._client_done = True
+            if self._reply_task is None:
+                self.transport.close()
+            return True  # keep the transport open to send a pending reply
         return super().eof_received()
 
+    def close_when_answered(self) -> None:
+        """A management connection closes after its pending reply (at once when none is pending)."""
+        self._client_done = True
+        self._unread.clear()
+        if self._reply_task is None and not self.transport.is_closing():
+            self.transport.close()
+
     def _read_management(self, data: bytes) -> None:
-        if self._reader is None:
-            return  # one request per connection; the reply closes it
+        self._unread += data
+        self._serve_next()
+
+    def _serve_next(self) -> None:
+        """Read the next request once the previous one is answered (replies go out in order)."""
+        if self._reader is None or self._reply_task is not None or not self._unread:
+            return
+        data, self._unread = bytes(self._unread), bytearray()
         try:
             request = self._reader.feed(data)
         except management.BadRequest as exc:
             self._reader = None
-            self._reply(management.error_response(400, "BadRequestException", str(exc)))
+            self._reply(management.error_response(400, "BadRequestException", str(exc), close=True), close=True)
             return
         if request is not None:
-            self._reader = None
+            self._unread += self._reader.rest
+            self._reader = management.RequestReader()
             self._reply_task = self.loop.create_task(self._answer(request))
 
     async def _answer(self, request: management.ManagementRequest) -> None:
-        self._reply(await self.gateway._management_reply(request))
+        answer = await self.gateway._management_reply(request)
+        close = management.wants_close(request) or (self._client_done and not self._unread)
+        self._reply(management.closing(answer) if close else answer, close=close)
+        self._reply_task = None
+        if close:
+            self._reader = None
+            return
+        self._serve_next()
 
-    def _reply(self, data: bytes) -> None:
+    def _reply(self, data: bytes, *, close: bool) -> None:
         if not self.transport.is_closing():
             self.transport.write(data)
-            self.transport.close()
+            if close:
+                self.transport.close()
 
     def close_in_background(self, code: int = 1000) -> None:
         self._close_task = self.loop.create_task(self.close(code))

@@ -10,8 +10,9 @@ source mapping that feeds it to ``lambdas.tool_deadline.handler``.
   failed invocation (or a response that is not a valid batch response) leaves the whole batch to
   come back after the visibility timeout, as Lambda does.
 
-The poller short-polls (``WaitTimeSeconds=0``) every ``interval_s``: the local moto server runs
-each write alone (DynamoDB's atomicity), so a long poll would hold up every table request.
+The poller short-polls (``WaitTimeSeconds=0``) every ``interval_s`` (a second: deadlines are a
+minute or more): the local moto server runs each write alone (DynamoDB's atomicity), so a long
+poll would hold up every table request.
 
 ``LocalStack`` wires all of it when it starts (``AWS_ENDPOINT_URL_SQS``, ``CONDUCTOR_DEADLINE_QUEUE_URL``).
 """
@@ -114,7 +115,7 @@ class DeadlineQueuePoller:
         function_name: str = TOOL_DEADLINE_FUNCTION,
         *,
         region: str = "us-east-1",
-        interval_s: float = 0.2,
+        interval_s: float = 1.0,
     ) -> None:
         self.sqs = sqs
         self.queue_url = queue_url
@@ -182,7 +183,7 @@ class DeadlineQueuePoller:
 
 
 def start_poller(
-    sqs_endpoint: str, queue_url: str, lambda_url: str, region: str, *, interval_s: float = 0.2
+    sqs_endpoint: str, queue_url: str, lambda_url: str, region: str, *, interval_s: float = 1.0
 ) -> DeadlineQueuePoller:
     """A started poller feeding ``queue_url`` (on the moto server) to the tool-deadline function
     of the local Lambda server at ``lambda_url``."""

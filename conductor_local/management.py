@@ -3,8 +3,9 @@
 Sans-I/O: an incremental reader turns bytes into one request, helpers turn a status into
 response bytes. Errors carry ``x-amzn-ErrorType`` and a ``{"message": ...}`` body, which is
 how the real ``apigatewaymanagementapi`` client picks the exception to raise (410 →
-``GoneException``). Every response closes the TCP connection, so one request is read per
-connection and clients simply reconnect.
+``GoneException``). Connections are kept alive between requests, as API Gateway's are (a
+Lambda's client posts many events on one connection); a bad request or ``Connection: close``
+closes it.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ def connection_id_of(target: str, stage: str) -> str | None:
 class RequestReader:
     """Accumulates bytes until one complete request (head plus ``Content-Length`` body)."""
 
-    def __init__(self) -> None:
-        self._buffer = bytearray()
+    def __init__(self, data: bytes = b"") -> None:
+        self._buffer = bytearray(data)
+        self.rest = b""
+        """What came after the complete request (the start of the next one)."""
 
     def feed(self, data: bytes) -> ManagementRequest | None:
         """Add bytes; returns the request once complete. Raises ``BadRequest``."""
@@ -87,13 +90,24 @@ class RequestReader:
         body = bytes(self._buffer[end + 4 : end + 4 + length])
         if len(body) < length:
             return None
+        self.rest = bytes(self._buffer[end + 4 + length :])
         return ManagementRequest(method, target, headers, body)
 
 
+def wants_close(request: ManagementRequest) -> bool:
+    """Whether the client asked to close the connection after this request."""
+    return request.headers.get("connection", "").strip().lower() == "close"
+
+
 def response(
-    status: int, body: bytes = b"", *, content_type: str = "application/json", headers: tuple[str, ...] = ()
+    status: int,
+    body: bytes = b"",
+    *,
+    content_type: str = "application/json",
+    headers: tuple[str, ...] = (),
+    close: bool = False,
 ) -> bytes:
-    """A complete HTTP/1.1 response that closes the connection."""
+    """A complete HTTP/1.1 response; with ``close``, it says the connection closes after it."""
     try:
         phrase = http.HTTPStatus(status).phrase
     except ValueError:
@@ -101,7 +115,7 @@ def response(
     head = [
         f"HTTP/1.1 {status} {phrase}",
         f"x-amzn-RequestId: {uuid.uuid4()}",
-        "Connection: close",
+        *(["Connection: close"] if close else []),
         f"Content-Length: {len(body)}",
         *([f"Content-Type: {content_type}"] if body else []),
         *headers,
@@ -109,9 +123,16 @@ def response(
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
 
-def error_response(status: int, error_type: str, message: str) -> bytes:
+def closing(answer: bytes) -> bytes:
+    """``answer`` saying that the connection closes after it."""
+    if b"\r\nConnection: close\r\n" in answer.split(b"\r\n\r\n", 1)[0] + b"\r\n":
+        return answer
+    return answer.replace(b"\r\n", b"\r\nConnection: close\r\n", 1)
+
+
+def error_response(status: int, error_type: str, message: str, *, close: bool = False) -> bytes:
     body = json.dumps({"message": message}).encode()
-    return response(status, body, headers=(f"x-amzn-ErrorType: {error_type}",))
+    return response(status, body, headers=(f"x-amzn-ErrorType: {error_type}",), close=close)
 
 
 def gone(connection_id: str) -> bytes:

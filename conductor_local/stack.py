@@ -97,7 +97,10 @@ class LocalStack:
         on_log: Callable[[str], None] | None = None,
         auth: AuthMode = "none",
         model_pace: ModelPace | None = None,
+        dynamodb_process: bool = False,
     ) -> None:
+        """``dynamodb_process``: DynamoDB in a process of its own (reached over HTTP only), to use
+        another core under load; by default it runs in this process, where tests can look into it."""
         if auth not in AUTH_MODES:
             raise ValueError(f"auth must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
         self.host = host
@@ -112,6 +115,7 @@ class LocalStack:
         self._extra_env = dict(env or {})
         self._on_log = None if quiet else (on_log or _print_line)
         self._moto: Any = None
+        self._dynamodb_process = dynamodb_process
         self.bedrock_server: Any = None
         """The ``LocalBedrockServer`` (None with real Bedrock); its ``responder`` may be swapped."""
         self.gateway: LocalApiGateway | None = None
@@ -243,10 +247,13 @@ class LocalStack:
     # ---- parts ----------------------------------------------------------------------------
 
     def _start_dynamodb(self) -> None:
-        from conductor_local.dynamodb_server import LocalMotoServer
+        from conductor_local.dynamodb_server import LocalMotoServer, MotoProcess
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
-        self._moto = LocalMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        if self._dynamodb_process:
+            self._moto = MotoProcess()
+        else:
+            self._moto = LocalMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._moto.start()
         host, port = self._moto.get_host_and_port()
         self.dynamodb_endpoint = f"http://{host}:{port}"

@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.capacity import item_size, read_units, write_units
 from benchmarks.costs import PRICES, TurnUsage, cost_per_1000, stages, websocket_messages
+from benchmarks.load import sessions_in_own_process
 from benchmarks.meters import DynamoRequest, ModelStream
 from benchmarks.turn_latency import (
     PLAIN,
@@ -20,6 +21,7 @@ from benchmarks.turn_latency import (
     run_scenario,
 )
 from conductor_local.offline_brain import ModelPace
+from conductor_local.stack import LocalStack
 
 
 def test_item_sizes_follow_dynamodbs_rules() -> None:
@@ -59,8 +61,14 @@ def test_requests_in_the_models_shadow_are_not_blocking() -> None:
 
     stream = ModelStream(requested=2.0, first_text=6.0)
     state, commit, claim, late_check = request(0, 1), request(1, 2), request(2.1, 3), request(6, 6.5)
-    assert blocking_chain([state, commit, claim, late_check], [stream], partial_at=7.0) == 3  # not the claim
-    assert blocking_chain([state, commit, claim], [], partial_at=7.0) == 3  # no model: all of them
+    assert blocking_chain([state, commit, claim, late_check], [stream], [2.0], partial_at=7.0) == 3  # not the claim
+    assert blocking_chain([state, commit, claim], [], [], partial_at=7.0) == 3  # no model: all of them
+    # the model request went out (client side) before the endpoint got it: a claim issued after it
+    # and answered before the endpoint's clock started is in the model's shadow too
+    reached_late = ModelStream(requested=2.2, first_text=6.0)
+    quick_claim = request(2.05, 2.15)
+    assert blocking_chain([state, commit, quick_claim], [reached_late], [2.0], partial_at=7.0) == 2
+    assert blocking_chain([state, commit, quick_claim], [reached_late], [], partial_at=7.0) == 3
 
 
 def test_websocket_messages_are_metered_in_32_kb_increments() -> None:
@@ -122,3 +130,13 @@ def test_the_stack_streams_at_the_pace_asked() -> None:
     (turn,) = plain.turns
     assert turn.completed and turn.final_complete
     assert [len(s.text) for s in turn.streams] == [len(f"You said: {PLAIN}")]
+
+
+def test_sessions_at_once_from_their_own_process_against_a_stack_with_its_own_dynamodb() -> None:
+    with LocalStack(port=0, quiet=True, dynamodb_process=True) as stack:
+        turns, seconds = sessions_in_own_process(stack.ws_url, 3, 2)
+        stored = stack.dynamodb_client().scan(TableName=stack.table_name, Select="COUNT")["Count"]
+    assert stored >= 3 * 3, "the sessions' state and history live in the DynamoDB process"
+    assert len(turns) == 6 and seconds > 0
+    assert all(turn.completed and turn.final_complete for turn in turns), turns
+    assert all(turn.first_partial_ms is not None for turn in turns)

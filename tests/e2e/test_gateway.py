@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from typing import Any
 
@@ -77,3 +78,36 @@ async def test_a_post_to_a_closed_connection_is_answered_410_gone(stack: LocalSt
         )
     assert gone.value.response["Error"]["Code"] == "GoneException"
     assert gone.value.response["ResponseMetadata"]["HTTPStatusCode"] == 410
+
+
+def test_management_requests_share_one_kept_alive_connection(stack: LocalStack) -> None:
+    """As API Gateway's management API: one TCP connection carries request after request (a
+    Lambda's client posts every event of a turn on it); ``Connection: close`` ends it."""
+    gone = f"/{stack.gateway.stage if stack.gateway else 'local'}/@connections/{uuid.uuid4().hex}"
+    request = f"GET {gone} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode()
+    last = request.replace(b"Content-Length: 0", b"Connection: close\r\nContent-Length: 0")
+    host, port = stack.gateway.domain_name.rsplit(":", 1) if stack.gateway else ("127.0.0.1", "0")
+    with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
+        sock.sendall(request)
+        first = _read_response(sock)
+        sock.sendall(request + last)  # two at once: answered in order
+        second, third = _read_response(sock), _read_response(sock)
+        assert sock.recv(1) == b"", "Connection: close did not close the connection"
+    for head in (first, second, third):
+        assert head.startswith(b"HTTP/1.1 410"), head
+    assert b"Connection: close" not in first and b"Connection: close" in third
+
+
+def _read_response(sock: socket.socket) -> bytes:
+    """One whole response (head and Content-Length body), read byte by byte off the socket."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        byte = sock.recv(1)
+        assert byte, f"the connection closed mid-response: {head!r}"
+        head += byte
+    lines = head.split(b"\r\n")
+    length = next(int(line.split(b":")[1]) for line in lines if line.lower().startswith(b"content-length"))
+    body = b""
+    while len(body) < length:
+        body += sock.recv(length - len(body))
+    return head + body
