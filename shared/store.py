@@ -41,7 +41,12 @@ class RecentHistory:
     last_version: int | None  # the state version that last wrote them (None: written before versions)
 
 
-HISTORY_PAGE = 16  # messages per Query page when reading up to a size
+# Messages per Query page when reading up to a size. The first page holds a usual voice session's
+# window (20 exchanges, or 10 turns with a tool round each) in one round trip, which matters on
+# the way to the first word; later pages are smaller, so a session of big tool results stops
+# reading soon after it has what a request could carry.
+FIRST_HISTORY_PAGE = 40
+HISTORY_PAGE = 16
 
 
 def _item_chars(item: dict[str, Any]) -> int:
@@ -331,8 +336,9 @@ class SessionStore:
 
     def _query_items(self, session_id: str, limit: int | None, max_chars: int | None = None) -> list[dict[str, Any]]:
         """The newest messages, at most ``limit``; with ``max_chars``, reading stops (in pages of
-        ``HISTORY_PAGE``) once they hold that much text and start at a plain user message: a long
-        session with big tool results does not read what no request could carry."""
+        ``FIRST_HISTORY_PAGE`` then ``HISTORY_PAGE``) once they hold that much text and start at a
+        plain user message: a long session with big tool results does not read what no request
+        could carry."""
         items: list[dict[str, Any]] = []
         size = 0
         kwargs: dict[str, Any] = {
@@ -346,7 +352,8 @@ class SessionStore:
             if limit is not None:
                 kwargs["Limit"] = limit - len(items)
             if max_chars is not None:
-                kwargs["Limit"] = min(kwargs.get("Limit", HISTORY_PAGE), HISTORY_PAGE)
+                page_size = HISTORY_PAGE if items else FIRST_HISTORY_PAGE
+                kwargs["Limit"] = min(kwargs.get("Limit", page_size), page_size)
             response = self._client.query(**kwargs)
             page = response.get("Items", [])
             items.extend(page)
