@@ -41,23 +41,22 @@ import asyncio
 import contextlib
 import math
 import os
-import statistics
 import sys
 import threading
 import time
 import warnings
-from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cold_import import cold_imports
-from benchmarks.costs import TurnUsage, cost_per_1000, stages
+from benchmarks.figures import Result, Scenario, TurnFigures, percentile
 from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
-from benchmarks.meters import DynamoMeter, DynamoRequest, ModelMeter, ModelStream, Post, PostMeter
+from benchmarks.meters import DynamoMeter, DynamoRequest, ModelMeter, ModelStream, PostMeter
+from benchmarks.report import cell, report_costs, report_scenario
 from conductor_local.bedrock_validation import estimate_input_tokens
 from conductor_local.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
@@ -191,22 +190,6 @@ def bench_stack(pace: ModelPace | None, naive: bool) -> Iterator[Bench]:
 # ---- one turn ------------------------------------------------------------------------------------
 
 
-@dataclass
-class TurnFigures:
-    completed: bool
-    final_complete: bool
-    first_partial_ms: float | None
-    overhead_ms: float | None
-    first_speak_ms: float | None
-    turn_s: float
-    dynamo: list[DynamoRequest]
-    blocking: int | None
-    posts: list[Post]
-    streams: list[ModelStream]
-    lambda_calls: list[tuple[str, float, float]]
-    client_frames: int
-
-
 def longest_chain(requests: list[DynamoRequest]) -> int:
     """The most requests that ran one after another (each started after the previous ended)."""
     chain, last_end = 0, -math.inf
@@ -295,62 +278,6 @@ async def measured_turn(bench: Bench, timed: TimedClient, text: str) -> TurnFigu
 # ---- scenarios -----------------------------------------------------------------------------------
 
 
-@dataclass
-class Scenario:
-    name: str
-    text: str
-    turns: int
-    tools: bool = False
-
-
-@dataclass
-class Result:
-    turns: list[TurnFigures] = field(default_factory=list)
-
-    def values(self, pick: Callable[[TurnFigures], float | None]) -> list[float]:
-        return [v for v in map(pick, self.turns) if v is not None]
-
-    def p(self, pick: Callable[[TurnFigures], float | None], q: float) -> float | None:
-        values = self.values(pick)
-        return percentile(values, q) if values else None
-
-    def mean(self, pick: Callable[[TurnFigures], float | None]) -> float | None:
-        values = self.values(pick)
-        return statistics.fmean(values) if values else None
-
-    def operations(self) -> Counter[str]:
-        return Counter(r.operation for t in self.turns for r in t.dynamo)
-
-    def usage(self) -> TurnUsage:
-        usage = TurnUsage(turns=len(self.turns))
-        for turn in self.turns:
-            usage.message_bytes += [p.size for p in turn.posts] + [0] * turn.client_frames
-            usage.connection_s += turn.turn_s
-            for function, _, seconds in turn.lambda_calls:
-                usage.lambda_invocations[function] = usage.lambda_invocations.get(function, 0) + 1
-                billed = math.ceil(seconds * 1000) / 1000
-                usage.lambda_seconds[function] = usage.lambda_seconds.get(function, 0.0) + billed
-            usage.wru += sum(r.wru for r in turn.dynamo)
-            usage.rru += sum(r.rru for r in turn.dynamo)
-            for stream in turn.streams:
-                reported = stream.usage
-                usage.input_tokens += reported.get("inputTokens", 0)
-                usage.cache_read_tokens += reported.get("cacheReadInputTokens", 0)
-                usage.cache_write_tokens += reported.get("cacheWriteInputTokens", 0)
-                usage.output_tokens += math.ceil(stream.output_chars / 4)
-                usage.cacheable_tokens += stream.prefix_tokens
-        return usage
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100), linear between closest ranks."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 async def open_file(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"opened": arguments.get("path"), "lines": 120}
 
@@ -368,105 +295,6 @@ async def run_scenario(bench: Bench, scenario: Scenario) -> Result:
 
 # ---- report --------------------------------------------------------------------------------------
 
-Row = tuple[str, Callable[[Result], float | None], str]
-
-
-def _ms(pick: Callable[[TurnFigures], float | None], q: float) -> Callable[[Result], float | None]:
-    return lambda result: result.p(pick, q)
-
-
-def _per_turn(pick: Callable[[TurnFigures], float | None]) -> Callable[[Result], float | None]:
-    return lambda result: result.mean(pick)
-
-
-ROWS: list[Row] = [
-    ("first partial p50 (ms)", _ms(lambda t: t.first_partial_ms, 50), ".0f"),
-    ("first partial p99 (ms)", _ms(lambda t: t.first_partial_ms, 99), ".0f"),
-    ("overhead before it p50 (ms)", _ms(lambda t: t.overhead_ms, 50), ".0f"),
-    ("overhead before it p99 (ms)", _ms(lambda t: t.overhead_ms, 99), ".0f"),
-    ("first tts.speak p50 (ms)", _ms(lambda t: t.first_speak_ms, 50), ".0f"),
-    ("first tts.speak p99 (ms)", _ms(lambda t: t.first_speak_ms, 99), ".0f"),
-    ("DynamoDB requests / turn", _per_turn(lambda t: len(t.dynamo)), ".1f"),
-    ("  blocking before 1st partial", _per_turn(lambda t: t.blocking), ".1f"),
-    ("WRU / turn", _per_turn(lambda t: sum(r.wru for r in t.dynamo)), ".1f"),
-    ("RRU / turn", _per_turn(lambda t: sum(r.rru for r in t.dynamo)), ".1f"),
-    ("posts / turn", _per_turn(lambda t: len(t.posts)), ".1f"),
-    ("  partials / turn", _per_turn(lambda t: sum(p.kind == "assistantSpeechPartial" for p in t.posts)), ".1f"),
-    ("bytes posted / turn", _per_turn(lambda t: sum(p.size for p in t.posts)), ".0f"),
-    ("turns without idle", lambda r: sum(not t.completed for t in r.turns), ".0f"),
-    ("finals without the whole text", lambda r: sum(not t.final_complete for t in r.turns), ".0f"),
-]
-
-
-def _cell(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def _ratio(value: float | None, baseline: float | None) -> str:
-    if value is None or baseline is None:
-        return "-"
-    if baseline == 0:
-        return "=" if value == 0 else "inf"
-    return f"{value / baseline:.2f}x"
-
-
-def report_scenario(scenario: Scenario, results: dict[tuple[str, bool], Result], paces: list[str], out: TextIO) -> None:
-    print(f"\n== {scenario.name} ({scenario.text!r}), {scenario.turns} turns each ==", file=out)
-    head = f"  {'':<32}"
-    for pace in paces:
-        head += f"{pace:>10}{'naive':>10}{'ratio':>8} |"
-    print(head, file=out)
-    for label, pick, spec in ROWS:
-        line = f"  {label:<32}"
-        for pace in paces:
-            mine, naive = pick(results[pace, False]), pick(results[pace, True])
-            line += f"{_cell(mine, spec):>10}{_cell(naive, spec):>10}{_ratio(mine, naive):>8} |"
-        print(line, file=out)
-    for pace in paces:
-        for naive in (False, True):
-            result = results[pace, naive]
-            mix = ", ".join(f"{op} {n / len(result.turns):.1f}" for op, n in sorted(result.operations().items()))
-            print(f"  {pace}{' naive' if naive else ''}: DynamoDB per turn: {mix}", file=out)
-
-
-def report_costs(scenarios: list[Scenario], results: dict[tuple[str, str, bool], Result], out: TextIO) -> None:
-    print("\n== cost per 1,000 turns, USD at us-east-1 list prices (paced model; see benchmarks/costs.py) ==", file=out)
-    print(
-        "  Lambda at each function's configured memory (infra/config.py), local durations; Bedrock without /"
-        " with prompt caching",
-        file=out,
-    )
-    parts = ("apigw", "lambda", "dynamodb", "bedrock", "bedrock_cached")
-    print(
-        f"  {'scenario':<28}{'stage':<6}{'flow':<7}" + "".join(f"{p:>15}" for p in parts) + f"{'total*':>11}", file=out
-    )
-    for stage in stages():
-        for scenario in scenarios:
-            for naive in (False, True):
-                costs = cost_per_1000(results[scenario.name, "paced", naive].usage(), stage)
-                if not costs:
-                    continue
-                total = costs["apigw"] + costs["lambda"] + costs["dynamodb"] + costs["bedrock_cached"]
-                print(
-                    f"  {scenario.name:<28}{stage.name:<6}{'naive' if naive else 'new':<7}"
-                    + "".join(f"{costs[p]:>15.4f}" for p in parts)
-                    + f"{total:>11.4f}",
-                    file=out,
-                )
-    print(f"  * total with prompt caching; models: {', '.join(f'{s.name} {s.model}' for s in stages())}", file=out)
-    for scenario in scenarios:
-        usage = results[scenario.name, "paced", False].usage()
-        n = max(1, usage.turns)
-        if usage.cache_read_tokens or usage.cache_write_tokens:
-            cache = f"cache read {usage.cache_read_tokens / n:.0f}, cache write {usage.cache_write_tokens / n:.0f}"
-        else:
-            cache = f"no cache figures reported: {usage.cacheable_tokens / n:.0f} assumed a cache read"
-        print(
-            f"  tokens / turn, {scenario.name}: input {usage.input_tokens / n:.0f} ({cache}), "
-            f"output {usage.output_tokens / n:.0f} (chars / 4)",
-            file=out,
-        )
-
 
 def scenarios_for(turns: int) -> list[Scenario]:
     return [
@@ -477,12 +305,12 @@ def scenarios_for(turns: int) -> list[Scenario]:
 
 
 def report_load(pace: ModelPace, sessions: int, turns: int, out: TextIO) -> None:
-    """The sessions at once: the apps in a process of their own, the stack's DynamoDB in another
-    (DynamoDB is a service of its own; no meters look into it here)."""
+    """The sessions at once: the apps in a process of their own, the stack's DynamoDB, Bedrock and
+    Lambda service (the turn runner) each in another, as on AWS (no meters look into them here)."""
     with (
         open(os.devnull, "w") as quiet,
         contextlib.redirect_stdout(quiet),
-        LocalStack(port=0, quiet=True, env=STACK_ENV, model_pace=pace, dynamodb_process=True) as stack,
+        LocalStack(port=0, quiet=True, env=STACK_ENV, model_pace=pace, service_processes=True) as stack,
     ):
         load, seconds = sessions_in_own_process(stack.ws_url, sessions, turns)
     lost = sum(not t.completed or not t.final_complete for t in load)
@@ -490,9 +318,9 @@ def report_load(pace: ModelPace, sessions: int, turns: int, out: TextIO) -> None
     firsts = [t.first_partial_ms for t in load if t.first_partial_ms is not None]
     p50, p99 = (percentile(firsts, 50), percentile(firsts, 99)) if firsts else (None, None)
     print(f"\n== {sessions} sessions x {turns} turns at once, paced model ==", file=out)
-    print("  the apps' client stubs in a process of their own, DynamoDB in another, the rest in this one", file=out)
+    print("  processes: the apps' stubs; DynamoDB; Bedrock; the turn runner; the gateway and $default", file=out)
     print(f"  turns completed {done}/{sessions * turns} in {seconds:.1f} s; events lost: {lost}", file=out)
-    print(f"  first partial p50 {_cell(p50, '.0f')} ms, p99 {_cell(p99, '.0f')} ms", file=out)
+    print(f"  first partial p50 {cell(p50, '.0f')} ms, p99 {cell(p99, '.0f')} ms", file=out)
 
 
 def main(argv: list[str] | None = None) -> int:

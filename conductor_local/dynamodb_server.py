@@ -24,14 +24,9 @@ request. ``faster_moto`` applies these when the server starts; the answers are u
 from __future__ import annotations
 
 import copy
-import logging
-import os
-import subprocess
-import sys
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import moto.backends as moto_backends
@@ -274,61 +269,3 @@ class LocalMotoServer(ThreadedMotoServer):
     def url(self) -> str:
         host, port = self.get_host_and_port()
         return f"http://{host}:{port}"
-
-
-class MotoProcess:
-    """The same server in a process of its own, as DynamoDB is a service of its own: its work runs
-    beside the stack's (on another core) instead of sharing one Python interpreter with every
-    Lambda. The stack reaches it over HTTP only; it ends with the stack (or when its parent goes)."""
-
-    def __init__(self) -> None:
-        self._process: subprocess.Popen[str] | None = None
-        self.url = ""
-
-    def start(self) -> None:
-        root = str(Path(__file__).resolve().parents[1])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "conductor_local.dynamodb_server"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert self._process.stdout is not None
-        self.url = self._process.stdout.readline().strip()
-        if not self.url.startswith("http://"):
-            self.stop()
-            raise RuntimeError("the local DynamoDB process did not start")
-
-    def get_host_and_port(self) -> tuple[str, int]:
-        host, _, port = self.url.removeprefix("http://").rpartition(":")
-        return host, int(port)
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.stdin is not None:
-            process.stdin.close()  # the server's signal to stop
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-
-
-def main() -> None:
-    """Serve until stdin closes (the parent stopped or went away); the first line out is the URL."""
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
-    server = LocalMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    print(server.url, flush=True)
-    sys.stdin.read()
-    server.stop()
-
-
-if __name__ == "__main__":
-    main()

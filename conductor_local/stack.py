@@ -33,6 +33,7 @@ import boto3
 from conductor_local.apigw import AUTHORIZER_ROUTE, LocalApiGateway, RouteHandlers
 from conductor_local.cognito import LocalUserPool, create_user_pool
 from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.service_process import ServiceProcess
 from conductor_local.tables import create_tables
 
 if TYPE_CHECKING:
@@ -97,10 +98,11 @@ class LocalStack:
         on_log: Callable[[str], None] | None = None,
         auth: AuthMode = "none",
         model_pace: ModelPace | None = None,
-        dynamodb_process: bool = False,
+        service_processes: bool = False,
     ) -> None:
-        """``dynamodb_process``: DynamoDB in a process of its own (reached over HTTP only), to use
-        another core under load; by default it runs in this process, where tests can look into it."""
+        """``service_processes``: DynamoDB, Bedrock and the Lambda service (the turn runner) each in a
+        process of its own, reached over HTTP only, to use the other cores under load; by default
+        they run in this process, where tests and the benchmark's meters look into them."""
         if auth not in AUTH_MODES:
             raise ValueError(f"auth must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
         self.host = host
@@ -115,7 +117,7 @@ class LocalStack:
         self._extra_env = dict(env or {})
         self._on_log = None if quiet else (on_log or _print_line)
         self._moto: Any = None
-        self._dynamodb_process = dynamodb_process
+        self._service_processes = service_processes
         self.bedrock_server: Any = None
         """The ``LocalBedrockServer`` (None with real Bedrock); its ``responder`` may be swapped."""
         self.gateway: LocalApiGateway | None = None
@@ -142,8 +144,11 @@ class LocalStack:
                 self._create_user_pool()
             if not self.use_real_bedrock:
                 self._start_bedrock()
-            self._start_lambda()
+            if not self._service_processes:
+                self._start_lambda()
             self._set_env()
+            if self._service_processes:
+                self._start_lambda()
             handlers = self._handlers or _deployed_handlers()
             if self.auth == "cognito" and handlers.authorizer is None:
                 handlers = dataclasses.replace(handlers, authorizer=_deployed_authorizer)
@@ -247,11 +252,11 @@ class LocalStack:
     # ---- parts ----------------------------------------------------------------------------
 
     def _start_dynamodb(self) -> None:
-        from conductor_local.dynamodb_server import LocalMotoServer, MotoProcess
+        from conductor_local.dynamodb_server import LocalMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
-        if self._dynamodb_process:
-            self._moto = MotoProcess()
+        if self._service_processes:
+            self._moto = ServiceProcess("dynamodb")
         else:
             self._moto = LocalMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._moto.start()
@@ -269,6 +274,11 @@ class LocalStack:
         from conductor_local.bedrock_server import LocalBedrockServer
 
         responder = self._brain_responder
+        if responder is None and self._service_processes:
+            pace = self.model_pace
+            spec = "instant" if pace is None else f"{pace.first_token_s * 1000:g}:{pace.tokens_per_s:g}"
+            self.bedrock_server = ServiceProcess("bedrock", [spec]).start()
+            return
         if responder is None:
             from conductor_local.offline_brain import OfflineBrain
 
@@ -279,13 +289,17 @@ class LocalStack:
         from conductor_local.deadline_queue import deadline_functions
         from conductor_local.lambda_server import LocalLambdaServer
 
+        if self._service_processes:  # it runs the handlers with the environment set by now
+            self.lambda_server = ServiceProcess("lambda").start()
+            self._export({"AWS_ENDPOINT_URL_LAMBDA": self.lambda_server.url})
+            return
         self.lambda_server = LocalLambdaServer(turn_functions() | deadline_functions()).start()
 
     def _set_env(self) -> None:
         region = self.region
         env: dict[str, str | None] = {
             "AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb_endpoint,
-            "AWS_ENDPOINT_URL_LAMBDA": self.lambda_server.url,
+            "AWS_ENDPOINT_URL_LAMBDA": self.lambda_server.url if self.lambda_server is not None else None,
             "AWS_ENDPOINT_URL_SQS": self.dynamodb_endpoint,
             "CONDUCTOR_DEADLINE_QUEUE_URL": self.deadline_queue_url,
             "CONDUCTOR_TURN_FUNCTION": TURN_FUNCTION,
@@ -307,6 +321,10 @@ class LocalStack:
         if self.user_pool is not None:
             env |= {**self.user_pool.authorizer_env(), "CONDUCTOR_REQUIRE_PRINCIPAL": "true"}
         env |= self._extra_env
+        self._export(env)
+
+    def _export(self, env: Mapping[str, str | None]) -> None:
+        """Set (None: unset) these variables until the stack stops."""
         for name, value in env.items():
             self._saved_env.setdefault(name, os.environ.get(name))
             if value is None:

@@ -106,6 +106,10 @@ def gateway_frame(frame: str | bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and "kind" not in value else None
 
 
+TRANSCRIPT_REFUSED = frozenset({str(ErrorCode.EMPTY_TRANSCRIPT), str(ErrorCode.RATE_LIMITED)})
+"""Error codes answering a transcript that started no turn (no thinking, no idle follow)."""
+
+
 class ClientClosed(RuntimeError):
     """The client was closed; nothing more can be sent."""
 
@@ -420,6 +424,8 @@ class ConductorClient(ConnectionLifecycle):
             turn.events.append(event)
             if isinstance(event.payload, ErrorPayload):
                 turn.errors.append(event.payload)
+                if event.payload.code in TRANSCRIPT_REFUSED:  # no turn started: nothing else comes
+                    self._finish_turn(turn, completed=False)
         self._renderer.received(event)
         if isinstance(event.payload, AssistantUIPatch):
             self._apply_ui_patch(event.payload.patch)

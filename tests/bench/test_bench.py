@@ -132,8 +132,8 @@ def test_the_stack_streams_at_the_pace_asked() -> None:
     assert [len(s.text) for s in turn.streams] == [len(f"You said: {PLAIN}")]
 
 
-def test_sessions_at_once_from_their_own_process_against_a_stack_with_its_own_dynamodb() -> None:
-    with LocalStack(port=0, quiet=True, dynamodb_process=True) as stack:
+def test_sessions_at_once_from_their_own_process_against_a_stack_of_service_processes() -> None:
+    with LocalStack(port=0, quiet=True, service_processes=True) as stack:
         turns, seconds = sessions_in_own_process(stack.ws_url, 3, 2)
         stored = stack.dynamodb_client().scan(TableName=stack.table_name, Select="COUNT")["Count"]
     assert stored >= 3 * 3, "the sessions' state and history live in the DynamoDB process"

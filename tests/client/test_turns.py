@@ -276,3 +276,16 @@ async def test_a_new_transcript_replaces_an_unfinished_turn() -> None:
 
     assert not first_result.completed
     assert second.completed and second.final_text == "Second answer."
+
+
+@async_test
+async def test_a_refused_transcript_ends_the_turn_at_once_without_waiting_for_idle() -> None:
+    async def turn(session: FakeSession, text: str) -> None:
+        await session.send(ErrorPayload(code="rate_limited", message="at most 30 requests a minute; wait a moment"))
+
+    async with FakeConductor(turn) as fake, ConductorClient(fake.url) as client:
+        result = await client.say("one more", timeout=5)
+
+    assert not result.completed
+    assert [e.code for e in result.errors] == ["rate_limited"]
+    assert result.states == []

@@ -1,0 +1,114 @@
+"""A local service (DynamoDB, Bedrock, the Lambda service) in a process of its own.
+
+On AWS each is a service of its own; locally they can share the stack's Python interpreter (where
+tests look into them) or, under load, run beside it on another core:
+``python -m conductor_local.service_process dynamodb|bedrock <pace>|lambda``. The child serves
+until its stdin closes (the stack stopped, or went away); the first line it prints is its URL.
+The Lambda service runs the deployed handlers with the environment the stack set before it started.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+
+class Server(Protocol):
+    @property
+    def url(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class ServiceProcess:
+    """One of this module's services (``SERVICES``) in a child process."""
+
+    def __init__(self, service: str, args: Sequence[str] = ()) -> None:
+        if service not in SERVICES:
+            raise ValueError(f"no local service {service!r}")
+        self.service = service
+        self.args = list(args)
+        self.url = ""
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self) -> ServiceProcess:
+        root = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", __name__, self.service, *self.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self._process.stdout is not None
+        self.url = self._process.stdout.readline().strip()
+        if not self.url.startswith("http://"):
+            self.stop()
+            raise RuntimeError(f"the local {self.service} service did not start")
+        return self
+
+    def get_host_and_port(self) -> tuple[str, int]:
+        host, _, port = self.url.removeprefix("http://").rpartition(":")
+        return host, int(port)
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            process.stdin.close()  # the service's signal to stop
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def _dynamodb(args: Sequence[str]) -> Server:
+    from conductor_local.dynamodb_server import LocalMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
+    server = LocalMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    return server
+
+
+def _bedrock(args: Sequence[str]) -> Server:
+    from conductor_local.bedrock_server import LocalBedrockServer
+    from conductor_local.offline_brain import ModelPace, OfflineBrain
+
+    pace = ModelPace.parse(args[0]) if args else None
+    return LocalBedrockServer(OfflineBrain(pace=pace), "127.0.0.1", 0).start()
+
+
+def _lambda(args: Sequence[str]) -> Server:
+    from conductor_local.deadline_queue import deadline_functions
+    from conductor_local.lambda_server import LocalLambdaServer
+    from conductor_local.stack import turn_functions
+
+    server = LocalLambdaServer(turn_functions() | deadline_functions()).start()
+    os.environ["AWS_ENDPOINT_URL_LAMBDA"] = server.url  # a handler that launches a turn calls this service
+    return server
+
+
+SERVICES: dict[str, Callable[[Sequence[str]], Server]] = {"dynamodb": _dynamodb, "bedrock": _bedrock, "lambda": _lambda}
+
+
+def main(argv: Sequence[str]) -> None:
+    """Start the named service, say its URL, serve until stdin closes."""
+    server = SERVICES[argv[0]](argv[1:])
+    print(server.url, flush=True)
+    sys.stdin.read()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
