@@ -92,11 +92,22 @@ async def sessions_at_once(url: str, sessions: int, turns: int) -> tuple[list[Lo
     return done, time.perf_counter() - began
 
 
-def _run_sessions(url: str, sessions: int, turns: int) -> tuple[list[LoadTurn], float]:
-    return asyncio.run(sessions_at_once(url, sessions, turns))
+@dataclass(frozen=True)
+class LoadRun:
+    turns: list[LoadTurn]
+    seconds: float
+    """How long the sessions took."""
+    apps_cpu_s: float
+    """CPU time the apps' process used while they ran."""
 
 
-def sessions_in_own_process(url: str, sessions: int, turns: int) -> tuple[list[LoadTurn], float]:
+def _run_sessions(url: str, sessions: int, turns: int) -> LoadRun:
+    began = time.process_time()
+    done, seconds = asyncio.run(sessions_at_once(url, sessions, turns))
+    return LoadRun(done, seconds, time.process_time() - began)
+
+
+def sessions_in_own_process(url: str, sessions: int, turns: int) -> LoadRun:
     """``sessions_at_once`` in a child process (spawned: nothing of this process's stack in it)."""
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
         return pool.submit(_run_sessions, url, sessions, turns).result()

@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import math
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -306,21 +307,45 @@ def scenarios_for(turns: int) -> list[Scenario]:
 
 def report_load(pace: ModelPace, sessions: int, turns: int, out: TextIO) -> None:
     """The sessions at once: the apps in a process of their own, the stack's DynamoDB, Bedrock and
-    Lambda service (the turn runner) each in another, as on AWS (no meters look into them here)."""
+    Lambda service (the turn runner) each in another, as on AWS (no meters look into them here);
+    and the CPU time each process spent per turn."""
     with (
         open(os.devnull, "w") as quiet,
         contextlib.redirect_stdout(quiet),
         LocalStack(port=0, quiet=True, env=STACK_ENV, model_pace=pace, service_processes=True) as stack,
     ):
-        load, seconds = sessions_in_own_process(stack.ws_url, sessions, turns)
+        services = {
+            "gateway and $default": None,
+            "turn runner": stack.lambda_server,
+            "Bedrock stand-in": stack.bedrock_server,
+            "DynamoDB stand-in (moto)": stack._moto,
+        }
+        before = {name: _cpu_seconds(service) for name, service in services.items()}
+        run = sessions_in_own_process(stack.ws_url, sessions, turns)
+        spent = {name: _cpu_seconds(service) - before[name] for name, service in services.items()}
+    load = run.turns
     lost = sum(not t.completed or not t.final_complete for t in load)
     done = sum(t.completed for t in load)
     firsts = [t.first_partial_ms for t in load if t.first_partial_ms is not None]
     p50, p99 = (percentile(firsts, 50), percentile(firsts, 99)) if firsts else (None, None)
     print(f"\n== {sessions} sessions x {turns} turns at once, paced model ==", file=out)
     print("  processes: the apps' stubs; DynamoDB; Bedrock; the turn runner; the gateway and $default", file=out)
-    print(f"  turns completed {done}/{sessions * turns} in {seconds:.1f} s; events lost: {lost}", file=out)
+    print(f"  turns completed {done}/{sessions * turns} in {run.seconds:.1f} s; events lost: {lost}", file=out)
     print(f"  first partial p50 {cell(p50, '.0f')} ms, p99 {cell(p99, '.0f')} ms", file=out)
+    per_turn = {**spent, "the apps' client stubs": run.apps_cpu_s}
+    total = sum(per_turn.values())
+    print(
+        f"  CPU per turn, {total * 1000 / max(1, len(load)):.0f} ms on {os.cpu_count()} cores: "
+        + ", ".join(f"{name} {seconds * 1000 / max(1, len(load)):.0f}" for name, seconds in per_turn.items()),
+        file=out,
+    )
+
+
+def _cpu_seconds(service: Any) -> float:
+    """CPU time of a service process so far; of this process (the gateway and $default) for None."""
+    if service is None:
+        return time.process_time()
+    return service.cpu_seconds() or 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -338,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-load", action="store_true", help="leave out the concurrent sessions")
     parser.add_argument("--skip-imports", action="store_true", help="leave out the cold import times")
+    parser.add_argument("--load-only", action="store_true", help="only the concurrent sessions (in this process)")
     args = parser.parse_args(argv)
     turns, sessions, session_turns = max(1, args.turns), max(1, args.sessions), max(1, args.session_turns)
     if args.quick:
@@ -346,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
 
     out = sys.stdout
     warnings.filterwarnings("ignore", message="No application metrics to publish")
+    if args.load_only:
+        report_load(pace, sessions, session_turns, out)
+        return 0
     began = time.perf_counter()
     print("VoiceIDE conductor: the hot path on the local stack (loopback, moto DynamoDB, offline brain)", file=out)
     print(
@@ -375,8 +404,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {module:<20} with bytecode {warm:>7.0f}   without (compiled from source) {cold:>7.0f}", file=out)
         out.flush()
 
-    if not args.skip_load:
-        report_load(pace, sessions, session_turns, out)
+    if not args.skip_load:  # from a fresh interpreter: nothing of the stacks above in its heap
+        load = ["--load-only", "--pace", args.pace, "--sessions", str(sessions), "--session-turns", str(session_turns)]
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), *load], check=True)
 
     print(f"\ntotal {time.perf_counter() - began:.1f} s", file=out)
     return 0

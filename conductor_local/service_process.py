@@ -53,6 +53,17 @@ class ServiceProcess:
             raise RuntimeError(f"the local {self.service} service did not start")
         return self
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time the service's process has used so far (None where ``/proc`` cannot tell)."""
+        if self._process is None:
+            return None
+        try:
+            fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        user, system = int(fields[11]), int(fields[12])  # utime and stime, the 14th and 15th fields
+        return (user + system) / os.sysconf("SC_CLK_TCK")
+
     def get_host_and_port(self) -> tuple[str, int]:
         host, _, port = self.url.removeprefix("http://").rpartition(":")
         return host, int(port)

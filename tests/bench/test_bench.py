@@ -134,9 +134,12 @@ def test_the_stack_streams_at_the_pace_asked() -> None:
 
 def test_sessions_at_once_from_their_own_process_against_a_stack_of_service_processes() -> None:
     with LocalStack(port=0, quiet=True, service_processes=True) as stack:
-        turns, seconds = sessions_in_own_process(stack.ws_url, 3, 2)
+        run = sessions_in_own_process(stack.ws_url, 3, 2)
+        runner_cpu = stack.lambda_server.cpu_seconds()
         stored = stack.dynamodb_client().scan(TableName=stack.table_name, Select="COUNT")["Count"]
     assert stored >= 3 * 3, "the sessions' state and history live in the DynamoDB process"
-    assert len(turns) == 6 and seconds > 0
+    turns = run.turns
+    assert len(turns) == 6 and run.seconds > 0 and run.apps_cpu_s > 0
     assert all(turn.completed and turn.final_complete for turn in turns), turns
     assert all(turn.first_partial_ms is not None for turn in turns)
+    assert runner_cpu is None or runner_cpu > 0  # the turn runner ran in its own process
