@@ -17,13 +17,17 @@ as transactions, that grew with the table and dominated every request (50 sessio
 to a crawl). Here the snapshot copies only the items the transaction names, once
 (``snapshot_touched_items_only``); a rollback restores the same state as before. Likewise a Query
 of the table reads only its partition instead of sorting the whole table first
-(``query_one_partition``), and moto's request routing lists its package directory once, not per
-request. ``faster_moto`` applies these when the server starts; the answers are unchanged.
+(``query_one_partition``), moto's request routing lists its package directory once, not per
+request, and item data is answered as JSON directly rather than by a walk of the output shape
+(``serialize_item_data_directly``). ``faster_moto`` applies these when the server starts; the
+answers are unchanged.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -35,6 +39,7 @@ from moto.core.base_backend import model_data
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.responses import DynamoResult
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
@@ -247,11 +252,78 @@ def list_moto_modules_once() -> None:
     moto_backends.list_of_moto_modules = listed  # type: ignore[assignment]
 
 
+ATTRIBUTE_DATA_OPERATIONS = frozenset(
+    {
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+        "Scan",
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "TransactGetItems",
+    }
+)
+"""Operations whose answer is item data (and counts, keys, consumed capacity): nothing in it that
+the JSON protocol writes differently from plain JSON, except binary values (base64)."""
+_JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
+
+
+def _shaped(value: Any, shape: Any) -> Any:
+    """``value`` with only what the output shape declares (moto's answers carry a few extras),
+    down to the attribute values, which are item data as stored (never walked)."""
+    if shape is None or shape.name == "AttributeValue":
+        return value
+    if shape.type_name == "structure" and isinstance(value, dict):
+        members = shape.members
+        return {
+            name: _shaped(item, members[name]) for name, item in value.items() if name in members and item is not None
+        }
+    if shape.type_name == "list" and isinstance(value, list):
+        return [_shaped(item, shape.member) for item in value]
+    if shape.type_name == "map" and isinstance(value, dict):
+        return {name: _shaped(item, shape.value) for name, item in value.items()}
+    return value
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not item data")
+
+
+def serialize_item_data_directly() -> None:
+    """Patch moto (in this process) so the answers of ``ATTRIBUTE_DATA_OPERATIONS`` are written as
+    JSON directly instead of by walking every attribute value through the output shape: the same
+    answer (only the members the shape declares, binary as base64, as the shape walk writes them)
+    at a fraction of the cost; an answer holding anything else (a date) goes the shape walk's way.
+    Idempotent."""
+    execute = DynamoResult.execute_result
+    if getattr(execute, _PATCHED, False):
+        return
+
+    def execute_result(result: DynamoResult, context: Any) -> Any:
+        answer = result.result
+        if context.operation_model.name in ATTRIBUTE_DATA_OPERATIONS and isinstance(answer, dict):
+            try:
+                shaped = _shaped(answer, context.operation_model.output_shape)
+                body = json.dumps(shaped, default=_json_value, separators=(",", ":"))
+            except TypeError:
+                return execute(result, context)
+            return 200, {"Content-Type": _JSON_CONTENT_TYPE}, body
+        return execute(result, context)
+
+    setattr(execute_result, _PATCHED, True)
+    execute_result.shape_walk = execute  # type: ignore[attr-defined]  # moto's own way, to compare with
+    DynamoResult.execute_result = execute_result  # type: ignore[method-assign]
+
+
 def faster_moto() -> None:
     """Every patch above (same answers, less work per request)."""
     snapshot_touched_items_only()
     query_one_partition()
     reads_change_nothing()
+    serialize_item_data_directly()
     list_moto_modules_once()
 
 

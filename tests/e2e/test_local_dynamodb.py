@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import json
 import threading
 import uuid
 from typing import Any
@@ -33,6 +34,7 @@ import pytest
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.responses import DynamoResult
 
 from conductor_local.stack import LocalStack
 from shared.core.state import SessionState
@@ -268,3 +270,63 @@ def test_concurrent_queries_of_one_table_each_read_their_own_partition(stack: Lo
     for thread in threads:
         thread.join(WAIT_S)
     assert not wrong, f"queries answered another partition's items: {wrong[:3]}"
+
+
+def test_item_data_answers_are_what_the_shape_walk_would_write(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every answer written directly as JSON decodes to exactly what moto's walk of the operation's
+    output shape writes, for every attribute type and every item-data operation."""
+    direct = DynamoResult.execute_result
+    shape_walk = direct.shape_walk  # type: ignore[attr-defined]
+    compared: dict[str, int] = {}
+    differences: list[str] = []
+
+    def both(result: DynamoResult, context: Any) -> Any:
+        answer = direct(result, context)
+        walked = shape_walk(result, context)
+        name = context.operation_model.name
+        compared[name] = compared.get(name, 0) + 1
+        if answer[0] != walked[0] or json.loads(answer[2] or "{}") != json.loads(walked[2] or "{}"):
+            differences.append(f"{name}: {answer[2]!r} != {walked[2]!r}")
+        return answer
+
+    monkeypatch.setattr(DynamoResult, "execute_result", both)
+    client, table = stack.dynamodb_client(), stack.table_name
+    pk = {"S": f"TYPES#{uuid.uuid4()}"}
+    every_type = {
+        "pk": pk,
+        "sk": {"S": "A"},
+        "s": {"S": "héllo ✓"},
+        "n": {"N": "-12.50"},
+        "b": {"B": b"\x00\x01\xff"},
+        "ss": {"SS": ["a", "b"]},
+        "ns": {"NS": ["1", "2.5"]},
+        "bs": {"BS": [b"\x00", b"\xfe"]},
+        "m": {"M": {"inner": {"L": [{"BOOL": True}, {"NULL": True}, {"N": "3"}]}}},
+        "empty": {"S": ""},
+    }
+    key = {"pk": pk, "sk": {"S": "A"}}
+    client.put_item(TableName=table, Item=every_type)
+    client.put_item(TableName=table, Item={**every_type, "n": {"N": "7"}}, ReturnValues="ALL_OLD")
+    client.get_item(TableName=table, Key=key, ConsistentRead=True)
+    client.get_item(TableName=table, Key={"pk": pk, "sk": {"S": "missing"}})
+    client.query(TableName=table, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": pk}, Limit=1)
+    client.scan(TableName=table, FilterExpression="pk = :pk", ExpressionAttributeValues={":pk": pk})
+    client.update_item(
+        TableName=table,
+        Key=key,
+        UpdateExpression="SET n = :n",
+        ExpressionAttributeValues={":n": {"N": "8"}},
+        ReturnValues="ALL_NEW",
+        ReturnConsumedCapacity="TOTAL",
+    )
+    client.batch_get_item(RequestItems={table: {"Keys": [key]}})
+    client.transact_get_items(TransactItems=[{"Get": {"TableName": table, "Key": key}}])
+    client.transact_write_items(TransactItems=[{"Put": {"TableName": table, "Item": {**every_type, "sk": {"S": "B"}}}}])
+    client.batch_write_item(RequestItems={table: [{"DeleteRequest": {"Key": {"pk": pk, "sk": {"S": "B"}}}}]})
+    client.delete_item(TableName=table, Key=key, ReturnValues="ALL_OLD")
+
+    assert not differences, differences
+    expected = {"PutItem", "GetItem", "Query", "Scan", "UpdateItem", "BatchGetItem", "TransactGetItems"}
+    assert expected | {"DeleteItem"} <= set(compared), compared
