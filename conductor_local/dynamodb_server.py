@@ -5,7 +5,8 @@ snapshot of the whole table taken when it started, erasing writes other requests
 meanwhile. DynamoDB itself never does that, and the conductor's concurrent invocations rely
 on it, so every write runs alone here (no read or other write beside it). Reads (GetItem,
 BatchGetItem, Query, Scan, Describe*) change nothing, so they run together, as DynamoDB serves
-them: the two reads ``$default`` makes in parallel overlap here too. moto's GetItem adds an
+them: the two reads ``$default`` makes in parallel overlap here too. The server's other service
+(the deadline queue's SQS) has a lock of its own and never waits on, or holds up, the table. moto's GetItem adds an
 empty partition to the table for a key it does not hold (``reads_change_nothing`` answers the
 same without it), and a Query's partition is passed per thread, so concurrent reads never see a
 table change under them. moto also keeps every model object it ever built; that is dropped after
@@ -53,9 +54,20 @@ READ_OPERATIONS = frozenset(
 """DynamoDB operations that change nothing: served together. Any other request runs alone."""
 
 
+DYNAMODB_TARGET_PREFIX = "DynamoDB_"
+"""How every DynamoDB request's ``X-Amz-Target`` begins (``DynamoDB_20120810.GetItem``)."""
+
+
 class ReadsTogetherWritesAlone:
-    """A readers-writer lock for moto's WSGI app: reads share it, a write holds it alone, and a
-    waiting write goes before reads that arrive after it (a stream of reads never starves it)."""
+    """A readers-writer lock for moto's WSGI app: DynamoDB reads share it, a DynamoDB write holds
+    it alone, and a waiting write goes before reads that arrive after it (a stream of reads never
+    starves it).
+
+    The other services this server answers (the tool-deadline queue's SQS) are not the table's
+    business: they run one at a time under a lock of their own, so the deadline poller's
+    ``ReceiveMessage`` every second neither waits for a table read nor, queued as a write,
+    holds up the reads that arrive behind it.
+    """
 
     def __init__(self, app: WsgiApp) -> None:
         self._app = app
@@ -63,15 +75,21 @@ class ReadsTogetherWritesAlone:
         self._reading = 0
         self._writing = False
         self._writers_waiting = 0
+        self._other_services = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        operation = str(environ.get("HTTP_X_AMZ_TARGET", "")).rpartition(".")[2]
-        reads = operation in READ_OPERATIONS
-        self._enter(reads)
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
         try:
-            return list(self._app(environ, start_response))
+            if not target.startswith(DYNAMODB_TARGET_PREFIX):
+                with self._other_services:
+                    return list(self._app(environ, start_response))
+            reads = target.rpartition(".")[2] in READ_OPERATIONS
+            self._enter(reads)
+            try:
+                return list(self._app(environ, start_response))
+            finally:
+                self._leave(reads)
         finally:
-            self._leave(reads)
             _forget_tracked_models()
 
     def _enter(self, reads: bool) -> None:

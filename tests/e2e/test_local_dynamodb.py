@@ -30,6 +30,7 @@ import threading
 import uuid
 from typing import Any
 
+import boto3
 import pytest
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import Item
@@ -44,7 +45,13 @@ from tests.e2e.conftest import WAIT_S, session_store
 pytestmark = pytest.mark.e2e
 
 OVERTAKE_WAIT_S = 0.5
-"""How long the second request gets to overtake a held one: a write never overtakes."""
+"""How long a request that must NOT overtake a held one gets to try (slowness cannot fail that check)."""
+
+READ_ALONGSIDE_WAIT_S = 4 * WAIT_S
+"""How long a read that MUST run beside a held one may take: generous, as a loaded CI machine is slow."""
+
+HOLD_S = 3 * READ_ALONGSIDE_WAIT_S
+"""How long a held request stays held unless released: longer than any wait, so only the test releases it."""
 
 
 def test_a_commit_survives_a_concurrent_commit_that_loses_its_version_race(
@@ -179,15 +186,16 @@ def _held_get_item(monkeypatch: pytest.MonkeyPatch, held_pk: str) -> tuple[threa
     def held(backend: DynamoDBBackend, table_name: str, keys: dict[str, Any], *args: Any) -> Any:
         if keys.get("pk") == {"S": held_pk} and not inside.is_set():
             inside.set()
-            resume.wait(WAIT_S)
+            resume.wait(HOLD_S)
         return get_item(backend, table_name, keys, *args)
 
     monkeypatch.setattr(DynamoDBBackend, "get_item", held)
     return inside, resume
 
 
-def _overtakes(stack: LocalStack, held_pk: str, monkeypatch: pytest.MonkeyPatch, other: Any) -> bool:
-    """Whether ``other`` (a request) completes while a GetItem of ``held_pk`` is held in the server."""
+def _overtakes(stack: LocalStack, held_pk: str, monkeypatch: pytest.MonkeyPatch, other: Any, *, within: float) -> bool:
+    """Whether ``other`` (a request) completes within ``within`` seconds while a GetItem of ``held_pk``
+    is held in the server (the hold outlasts ``within``: only this function releases it)."""
     inside, resume = _held_get_item(monkeypatch, held_pk)
     client = stack.dynamodb_client()
     held = threading.Thread(
@@ -200,7 +208,7 @@ def _overtakes(stack: LocalStack, held_pk: str, monkeypatch: pytest.MonkeyPatch,
     try:
         assert inside.wait(WAIT_S), "the held read never reached moto"
         second.start()
-        second.join(OVERTAKE_WAIT_S)
+        second.join(within)
         return not second.is_alive()
     finally:
         resume.set()
@@ -223,15 +231,43 @@ def test_reads_run_together_and_a_write_waits_for_them(stack: LocalStack, monkey
         )
         assert [item["pk"]["S"] for item in answer["Items"]] == ["READS#other"]
 
-    assert _overtakes(stack, "READS#held", monkeypatch, query_other), "a read waited for another read"
+    assert _overtakes(stack, "READS#held", monkeypatch, query_other, within=READ_ALONGSIDE_WAIT_S), (
+        "a read waited for another read"
+    )
     monkeypatch.undo()
 
     def write_other() -> None:
         client.put_item(TableName=table, Item={"pk": {"S": "READS#other"}, "sk": {"S": "A"}, "n": {"N": "2"}})
 
-    assert not _overtakes(stack, "READS#held", monkeypatch, write_other), "a write ran beside a read"
+    assert not _overtakes(stack, "READS#held", monkeypatch, write_other, within=OVERTAKE_WAIT_S), (
+        "a write ran beside a read"
+    )
     stored = client.get_item(TableName=table, Key={"pk": {"S": "READS#other"}, "sk": {"S": "A"}})
     assert stored["Item"]["n"] == {"N": "2"}, "the write that waited was lost"
+
+
+def test_the_deadline_queue_neither_waits_for_a_table_read_nor_holds_one_up(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline poller receives from SQS on the same server every second. Queued as a table
+    write behind a long read, it held up every read that arrived after it (a read then waited
+    for another read)."""
+    client = stack.dynamodb_client()
+    client.put_item(TableName=stack.table_name, Item={"pk": {"S": "READS#queue"}, "sk": {"S": "A"}})
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=stack.dynamodb_endpoint,
+        region_name=stack.region,
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+
+    def receive() -> None:
+        sqs.receive_message(QueueUrl=stack.deadline_queue_url, WaitTimeSeconds=0, VisibilityTimeout=0)
+
+    assert _overtakes(stack, "READS#queue", monkeypatch, receive, within=READ_ALONGSIDE_WAIT_S), (
+        "an SQS request waited for a table read"
+    )
 
 
 def test_a_read_of_a_missing_key_leaves_the_table_as_it_was(stack: LocalStack) -> None:
