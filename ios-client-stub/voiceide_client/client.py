@@ -1,9 +1,10 @@
 """ConductorClient: the iOS runtime's side of the VoiceIDE WebSocket, as an asyncio library.
 
 One connection at a time; opening, reconnecting with backoff and going offline are in
-``connection``. A supervisor task reads frames and this module dispatches them as events.
-Outgoing events wait for a live link, so a tool that finishes during a reconnect answers on
-the new connection; offline, the LocalConductorStub takes them.
+``connection``. A supervisor task reads frames and this module dispatches them as events;
+``toolCall`` events go to ``tool_runs`` (each callId run once). Outgoing events wait for a
+live link, so a tool that finishes during a reconnect answers on the new connection; offline,
+the LocalConductorStub takes them.
 
 Frames that are not protocol events (JSON objects without ``kind``, such as API Gateway's own
 ``{"message": "Endpoint request timed out", ...}``) are logged and ignored.
@@ -16,22 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from shared.protocol import (
-    EXECUTING_STATE,
     MAX_HEARD_TEXT,
-    SENTENCE_SPEECH,
-    SPEAKING_STATE,
     AssistantUIPatch,
     ErrorCode,
     ErrorPayload,
@@ -39,17 +35,18 @@ from shared.protocol import (
     Handoff,
     IgnoredEvent,
     ProtocolError,
-    SessionStart,
     ToolCall,
     UserAudioTranscriptFinal,
     make_event,
     parse_event,
 )
 
+from .capabilities import DEFAULT_CAPABILITIES, checked_capabilities
 from .connection import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_ATTEMPTS,
     MAX_FRAME_BYTES,
+    ClientClosed,
     ConductorUnavailable,
     ConnectionLifecycle,
     HandshakeHeaders,
@@ -61,10 +58,12 @@ from .connection import (
     session_url,
     url_session_id,
 )
+from .incoming import TRANSCRIPT_REFUSED, gateway_frame, raw_seq
 from .local_stub import OFFLINE_REPLY, LocalConductorStub
 from .render import NullRenderer, Renderer
 from .speech import Speaker
-from .tools import SET_STATE, ToolHandler, ToolRouter
+from .tool_runs import ToolRuns
+from .tools import ToolHandler, ToolRouter
 from .turn import ToolInvocation, TurnResult, TurnTimeout
 from .ui_model import PatchError, UIModel
 
@@ -90,28 +89,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 EventCallback = Callable[[Event], Any]
-DEFAULT_CAPABILITIES: tuple[str, ...] = (SENTENCE_SPEECH, SPEAKING_STATE, EXECUTING_STATE)
-"""What the client announces in ``sessionStart``: it plays ``tts.speak`` calls in order, so the
-conductor may speak each sentence as soon as it is complete, and it shows the states
-``speaking`` and ``executing`` besides ``thinking`` and ``idle``."""
-
-
-def gateway_frame(frame: str | bytes) -> dict[str, Any] | None:
-    """The frame as a JSON object if it is not a protocol event (no ``kind``), e.g. API Gateway's
-    own ``{"message": "Internal server error", "connectionId": ..., "requestId": ...}``."""
-    try:
-        value = json.loads(frame)
-    except (ValueError, TypeError):
-        return None
-    return value if isinstance(value, dict) and "kind" not in value else None
-
-
-TRANSCRIPT_REFUSED = frozenset({str(ErrorCode.EMPTY_TRANSCRIPT), str(ErrorCode.RATE_LIMITED)})
-"""Error codes answering a transcript that started no turn (no thinking, no idle follow)."""
-
-
-class ClientClosed(RuntimeError):
-    """The client was closed; nothing more can be sent."""
 
 
 class ConductorClient(ConnectionLifecycle):
@@ -162,7 +139,7 @@ class ConductorClient(ConnectionLifecycle):
             self.tools = ToolRouter(speaker, tools)
         self.session_id = session_id or url_session_id(url) or str(uuid.uuid4())
         self.url = session_url(url, self.session_id)
-        self.capabilities = _checked_capabilities(capabilities)
+        self.capabilities = checked_capabilities(capabilities)
         self.handoff = handoff if handoff is None or isinstance(handoff, Handoff) else Handoff.model_validate(handoff)
         self.backoff = tuple(backoff)
         self.max_attempts = max_attempts
@@ -183,8 +160,6 @@ class ConductorClient(ConnectionLifecycle):
         self.duplicates: list[Event] = []
         self.ignored: list[IgnoredEvent] = []
         self.gateway_frames: list[dict[str, Any]] = []  # e.g. API Gateway's {"message": ...}: ignored
-        self.tool_calls: list[ToolInvocation] = []
-        self.repeated_calls: list[ToolCall] = []  # toolCalls for a callId already run: not run again
         self.turns: list[TurnResult] = []
         self.ui = UIModel()
         self.connections = 0
@@ -196,13 +171,16 @@ class ConductorClient(ConnectionLifecycle):
         self._ws: ClientConnection | None = None
         self._send_lock = asyncio.Lock()
         self._supervisor: asyncio.Task[None] | None = None
-        self._tool_tasks: set[asyncio.Task[None]] = set()
         self._turn: TurnResult | None = None
         self._waiters: set[asyncio.Future[None]] = set()
         self._seen_ids: set[str] = set()
         self._seen_seqs: set[int] = set()
-        self._call_ids: set[str] = set()
-        self._answers: dict[str, Event] = {}  # callId -> the toolResult event sent for it
+        self._tool_runs = ToolRuns(
+            self.tools,
+            self._send_answer,
+            on_change=self._notify,
+            on_turn_done=lambda turn: self._finish_turn(turn, completed=True),
+        )
         self.tools.add_state_listener(self._on_state)
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -235,9 +213,10 @@ class ConductorClient(ConnectionLifecycle):
         ws = self._ws
         self._ws = None
         self._set_link(Link.CLOSED)
-        tasks = [*self._tool_tasks, *([self._supervisor] if self._supervisor else [])]
-        for task in tasks:
-            task.cancel()
+        tasks = self._tool_runs.cancel()
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            tasks.append(self._supervisor)
         if ws is not None:
             await ws.close()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -250,6 +229,16 @@ class ConductorClient(ConnectionLifecycle):
     def state(self) -> str:
         """The conversation state last set by ``convo.setState``."""
         return self.tools.state
+
+    @property
+    def tool_calls(self) -> list[ToolInvocation]:
+        """Every tool call run, in the order received (each callId once)."""
+        return self._tool_runs.invocations
+
+    @property
+    def repeated_calls(self) -> list[ToolCall]:
+        """``toolCall`` events for a callId already run: answered again, not run again."""
+        return self._tool_runs.repeated
 
     @property
     def link(self) -> Link:
@@ -405,7 +394,7 @@ class ConductorClient(ConnectionLifecycle):
         if isinstance(outcome, ProtocolError):
             await self._client_error(ErrorCode.DECODE_ERROR, f"{outcome.code}: {outcome.message}")
         elif isinstance(outcome, IgnoredEvent):
-            seq = _raw_seq(frame)
+            seq = raw_seq(frame)
             if not self._is_duplicate(outcome.id, seq):
                 self._remember(outcome.id, seq)
                 self.ignored.append(outcome)
@@ -431,7 +420,7 @@ class ConductorClient(ConnectionLifecycle):
             self._apply_ui_patch(event.payload.patch)
         self._notify()
         if isinstance(event.payload, ToolCall):
-            self._on_tool_call(event.payload, turn)
+            self._tool_runs.take(event.payload, turn)
             # let a tool that finishes at once (convo.setState) take effect before the next event
             await asyncio.sleep(0)
         await self._emit(event)
@@ -455,32 +444,7 @@ class ConductorClient(ConnectionLifecycle):
             self._seen_seqs.add(seq)
             self.last_seq = seq if self.last_seq is None else max(self.last_seq, seq)
 
-    # ---- tools and turns ---------------------------------------------------------------------
-
-    def _on_tool_call(self, call: ToolCall, turn: TurnResult | None) -> None:
-        """Run each callId once. The conductor re-sends a call still waiting for its result after a
-        reconnect (as a new event); the tool is not run again (a build, an edit): the result already
-        sent is sent again, the same event, so the conductor takes it at most once."""
-        if call.call_id not in self._call_ids:
-            self._call_ids.add(call.call_id)
-            self._start_tool(call, turn)
-            return
-        self.repeated_calls.append(call)
-        answer = self._answers.get(call.call_id)
-        if answer is not None:  # else the tool is still running and answers when done
-            self._spawn(self._send_answer(answer), f"re-answer {call.name}")
-
-    def _start_tool(self, call: ToolCall, turn: TurnResult | None) -> None:
-        invocation = ToolInvocation(call_id=call.call_id, name=call.name, arguments=call.arguments)
-        self.tool_calls.append(invocation)
-        if turn is not None:
-            turn.tool_calls.append(invocation)
-        self._spawn(self._run_tool(call, invocation, turn), f"tool {call.name}")
-
-    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.create_task(work, name=name)
-        self._tool_tasks.add(task)
-        task.add_done_callback(self._tool_tasks.discard)
+    # ---- tool answers and turns --------------------------------------------------------------
 
     async def _send_answer(self, answer: Event) -> bool:
         try:
@@ -488,19 +452,6 @@ class ConductorClient(ConnectionLifecycle):
         except ClientClosed:
             return False
         return True
-
-    async def _run_tool(self, call: ToolCall, invocation: ToolInvocation, turn: TurnResult | None) -> None:
-        result = await self.tools.execute(call)
-        invocation.result, invocation.error, invocation.finished = result.result, result.error, True
-        self._notify()
-        answer = make_event(result)
-        self._answers[call.call_id] = answer
-        if not await self._send_answer(answer):
-            return
-        args = invocation.args
-        ends_turn = call.name == SET_STATE and isinstance(args, dict) and args.get("state") == "idle"
-        if ends_turn and result.error is None and turn is not None:
-            self._finish_turn(turn, completed=True)
 
     def _finish_turn(self, turn: TurnResult, *, completed: bool) -> None:
         turn.finish(completed=completed)
@@ -538,24 +489,3 @@ class ConductorClient(ConnectionLifecycle):
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)
-
-
-def _checked_capabilities(capabilities: Sequence[str]) -> tuple[str, ...]:
-    """The names as ``sessionStart`` carries them; a ValueError for what it cannot carry."""
-    if isinstance(capabilities, str):
-        raise ValueError("capabilities is a sequence of names, not one string")
-    names = tuple(dict.fromkeys(capabilities))
-    try:
-        SessionStart(session_id="check", capabilities=names)
-    except ValidationError as exc:
-        raise ValueError(f"capabilities cannot be announced: {exc.errors()[0]['msg']}") from None
-    return names
-
-
-def _raw_seq(frame: str | bytes) -> int | None:
-    """The envelope's ``seq`` of a frame that parsed as an unknown kind."""
-    try:
-        seq = json.loads(frame).get("seq")
-    except (ValueError, AttributeError):
-        return None
-    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None

@@ -87,6 +87,10 @@ def frames_of(text: str, max_frame_bytes: int = MAX_FRAME_BYTES) -> str | list[s
     return fragments
 
 
+class ClientClosed(RuntimeError):
+    """The client was closed; nothing more can be sent."""
+
+
 class ConductorUnavailable(ConnectionError):
     """The first connection could not be made (``ws_connect_failed`` was recorded)."""
 

@@ -1,0 +1,31 @@
+"""What a received frame is, before it is dispatched: API Gateway's own notices, ``seq``s of
+kinds this client does not know, and the error codes that mean a transcript started no turn."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shared.protocol import ErrorCode
+
+TRANSCRIPT_REFUSED = frozenset({str(ErrorCode.EMPTY_TRANSCRIPT), str(ErrorCode.RATE_LIMITED)})
+"""Error codes answering a transcript that started no turn (no thinking, no idle follow)."""
+
+
+def gateway_frame(frame: str | bytes) -> dict[str, Any] | None:
+    """The frame as a JSON object if it is not a protocol event (no ``kind``), e.g. API Gateway's
+    own ``{"message": "Internal server error", "connectionId": ..., "requestId": ...}``."""
+    try:
+        value = json.loads(frame)
+    except (ValueError, TypeError):
+        return None
+    return value if isinstance(value, dict) and "kind" not in value else None
+
+
+def raw_seq(frame: str | bytes) -> int | None:
+    """The envelope's ``seq`` of a frame that parsed as an unknown kind."""
+    try:
+        seq = json.loads(frame).get("seq")
+    except (ValueError, AttributeError):
+        return None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
