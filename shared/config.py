@@ -64,6 +64,10 @@ class Settings(BaseModel):
     # least ``partial_growth`` of the text already shown; 0 and 0 give one partial per model delta.
     partial_flush_ms: int = Field(default=120, ge=0)
     partial_growth: float = Field(default=0.5, ge=0, le=4)
+    # A running stream reads the session at least this often to see whether a barge-in or a new
+    # transcript stopped it (a commit counts): the bound on model output generated for nobody.
+    # The speak interval's second: a spoken answer's sentence commits already check about as often.
+    stop_check_ms: int = Field(default=1000, ge=50)
     # Sentence speech: after a segment's first tts.speak, the next ones at most this often.
     speak_interval_ms: int = Field(default=1000, ge=0)
     # Bedrock prompt caching: "auto" = on for models that support it.
@@ -120,6 +124,7 @@ class Settings(BaseModel):
             "stream_start_timeout_s": "CONDUCTOR_STREAM_START_TIMEOUT_S",
             "partial_flush_ms": "CONDUCTOR_PARTIAL_FLUSH_MS",
             "partial_growth": "CONDUCTOR_PARTIAL_GROWTH",
+            "stop_check_ms": "CONDUCTOR_STOP_CHECK_MS",
             "speak_interval_ms": "CONDUCTOR_SPEAK_INTERVAL_MS",
             "prompt_cache": "BEDROCK_PROMPT_CACHE",
             "tool_deadline_s": "CONDUCTOR_TOOL_DEADLINE_S",

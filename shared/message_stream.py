@@ -6,8 +6,10 @@ request has gone out: the model request never waits for the claim),
 when completed sentences go to tts.speak (apps that announced ``sentenceSpeech``), when a tool
 use starts and when the message ends (by the caller). Before each coalesced partial that no
 commit has just checked, the session state is read once (consistent GetItem) to see whether the
-stream is still the session's: a barge-in or a new turn stops the stream within one flush window
-plus one read, and no partial goes out for a stream that was stopped.
+stream is still the session's, so no partial goes out for a stream that was stopped. Between
+partials (which grow further apart as the answer grows) the stream is read at least every
+``stop_check_s`` (a commit counts): a barge-in or a new turn stops the model within that time
+plus one read and one model delta.
 """
 
 from __future__ import annotations
@@ -28,9 +30,8 @@ from shared.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, make_event
 from shared.store import SessionStore
 from shared.turn_launcher import TurnTask
 
-# While the model writes what is not shown (a code block for a card), the stream is still checked
-# this often, so a barge-in stops it within this time plus one read.
-QUIET_CHECK_S = 0.5
+STOP_CHECK_S = 1.0
+"""How often, at least, a running stream reads whether it was stopped (``stop_check_ms``)."""
 
 
 class OutOfTime(Exception):
@@ -63,6 +64,7 @@ class MessageStream:
         figures: TurnFigures,
         out_of_time: Callable[[], bool],
         clock: Callable[[], float] = time.time,
+        stop_check_s: float = STOP_CHECK_S,
     ) -> None:
         self.task = task
         self.state = state
@@ -74,6 +76,7 @@ class MessageStream:
         self.figures = figures
         self.out_of_time = out_of_time
         self.clock = clock
+        self.stop_check_s = stop_check_s
         stream = state.turn.stream if state.turn is not None else None
         self._launched_at = stream.launched_at if stream is not None else 0.0
         self._claiming: Future[Committed | None] | None = None
@@ -107,6 +110,8 @@ class MessageStream:
                         self.segment.add(item.text)
                         if self.segment.partial_due(self.clock()) or self._first_sentence_ready():
                             self._flush()
+                        elif self._stop_check_due():
+                            self._check()
                     elif isinstance(item, ToolUseStarted):
                         self._tool_started()
             finally:
@@ -171,13 +176,8 @@ class MessageStream:
                 lambda fresh: conductor.stream_speak(fresh, self.stream_id, self.segment.text, speak_until, self.claim)
             )
             self.segment.spoke(speak_until, now)
-        elif not self._checked and (shows or self.clock() - self._checked_at >= QUIET_CHECK_S):
-            fresh = self.store.load(self.task.session_id)
-            if fresh is None:
-                raise conductor.StreamSuperseded(self.stream_id)
-            check_stream(fresh, self.stream_id, self.claim)
-            self.state = fresh
-            self._checked_at = self.clock()
+        elif not self._checked and (shows or self.clock() - self._checked_at >= self.stop_check_s):
+            self._check()
         if shows:
             self._post_partial(text)
             self._checked = False
@@ -187,6 +187,22 @@ class MessageStream:
             if spoken.frames and self.figures.first_speak_ms is None:
                 self.figures.first_speak_ms = self._since_launch()
             self._checked = False
+
+    def _stop_check_due(self) -> bool:
+        """Whether the stream has gone ``stop_check_s`` without a read or commit confirming it
+        (once claimed: until then the claim itself is the check)."""
+        return (
+            self._claiming is None and self._holds(self.state) and self.clock() - self._checked_at >= self.stop_check_s
+        )
+
+    def _check(self) -> None:
+        """One consistent read: raises StreamSuperseded/StreamTaken when the stream was stopped."""
+        fresh = self.store.load(self.task.session_id)
+        if fresh is None:
+            raise conductor.StreamSuperseded(self.stream_id)
+        check_stream(fresh, self.stream_id, self.claim)
+        self.state = fresh
+        self._checked_at = self.clock()
 
     def _tool_started(self) -> None:
         self.claimed()

@@ -313,6 +313,7 @@ class TurnRunner:
             delivery=self.delivery,
             figures=run.figures,
             out_of_time=lambda: run.remaining_ms() < self.settings.turn_reserve_ms,
+            stop_check_s=self.settings.stop_check_ms / 1000,
         )
         requested = time.monotonic()
         items = self.brain.stream(messages, summary=state.summary, on_sent=streamer.model_requested)

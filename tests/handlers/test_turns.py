@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -178,6 +180,43 @@ def test_barge_in_before_anything_was_spoken_keeps_no_assistant_text(conductor: 
     stored = conductor.history(conn.session_id)
     # nothing was sent to tts.speak: the user heard none of it, so the utterances stand together
     assert stored[0] == {"role": "user", "content": [{"text": "count 200"}, {"text": "stop counting"}]}
+    assert conductor.summary(conn)[-2:] == [("final", "Okay."), ("toolCall", "tts.speak", {"text": "Okay."})]
+
+
+def test_a_barge_in_stops_the_model_between_partials_that_grew_far_apart(
+    conductor: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partials grow further apart as an answer grows (a later one adds at least ``growth`` of the
+    text shown); the stream is still read every ``stop_check_ms``, so the model is stopped long
+    before the next partial would have checked it."""
+    monkeypatch.setenv("CONDUCTOR_PARTIAL_GROWTH", "4")  # partials at about words 1, 4, 16, 80, 390
+    monkeypatch.setenv("CONDUCTOR_STOP_CHECK_MS", "100")
+    runtime.reset()
+    pause = 0.02
+    deltas_read: list[str] = []
+
+    def counted(script: list[Any]) -> Iterator[Any]:
+        for step in script:
+            if isinstance(step, dict) and "contentBlockDelta" in step:
+                deltas_read.append(step["contentBlockDelta"]["delta"]["text"])
+            yield step
+
+    words = " ".join(f"word{n}" for n in range(1000))
+    conductor.script.push(counted(message(Text(words, pause=pause))), message("Okay."))
+    conn = conductor.connect()
+    streaming = conductor.send_in_background(conn, "userAudioTranscriptFinal", {"text": "count"})
+    conductor.wait_for(conn, lambda events: sum(e.kind_name == "assistantSpeechPartial" for e in events) >= 4)
+    conductor.barge_in(conn)
+    read_at_barge_in = len(deltas_read)
+    streaming.join(timeout=60)
+    assert not streaming.is_alive()
+    assert read_at_barge_in < 200, "the barge-in came after the partials it should fall between"
+    after = len(deltas_read) - read_at_barge_in
+    # 100 ms of the model is about 5 deltas here; the next partial's check was some 300 deltas away
+    assert after < 100, f"the model wrote {after} more deltas after the barge-in"
+    summary = conductor.summary(conn)
+    assert sum(1 for item in summary[summary.index(IDLE) :] if item[0] == "partial") == 0
+    conductor.say(conn, "stop counting")
     assert conductor.summary(conn)[-2:] == [("final", "Okay."), ("toolCall", "tts.speak", {"text": "Okay."})]
 
 
