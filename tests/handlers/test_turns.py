@@ -192,7 +192,7 @@ def test_a_barge_in_stops_the_model_between_partials_that_grew_far_apart(
     monkeypatch.setenv("CONDUCTOR_PARTIAL_GROWTH", "4")  # partials at about words 1, 4, 16, 80, 390
     monkeypatch.setenv("CONDUCTOR_STOP_CHECK_MS", "100")
     runtime.reset()
-    pause = 0.02
+    pause = 0.03
     deltas_read: list[str] = []
 
     def counted(script: list[Any]) -> Iterator[Any]:
@@ -210,9 +210,9 @@ def test_a_barge_in_stops_the_model_between_partials_that_grew_far_apart(
     read_at_barge_in = len(deltas_read)
     streaming.join(timeout=60)
     assert not streaming.is_alive()
-    assert read_at_barge_in < 200, "the barge-in came after the partials it should fall between"
+    assert read_at_barge_in < 300, "the barge-in came after the partials it should fall between"
     after = len(deltas_read) - read_at_barge_in
-    # 100 ms of the model is about 5 deltas here; the next partial's check was some 300 deltas away
+    # 100 ms of the model is about 3 deltas here; the next partial's check was some 300 deltas away
     assert after < 100, f"the model wrote {after} more deltas after the barge-in"
     summary = conductor.summary(conn)
     assert sum(1 for item in summary[summary.index(IDLE) :] if item[0] == "partial") == 0
