@@ -26,13 +26,13 @@ TURN_TIMEOUT_S = 60.0
 
 class TimedClient:
     """A client stub that timestamps every received event (announcing ``sentenceSpeech`` when the
-    stub can)."""
+    stub can, unless ``sentence_speech`` is off: then it announces nothing)."""
 
-    def __init__(self, url: str, tools: dict[str, Any] | None = None) -> None:
+    def __init__(self, url: str, tools: dict[str, Any] | None = None, *, sentence_speech: bool = True) -> None:
         self.arrivals: list[tuple[float, Event]] = []
         options: dict[str, Any] = {}
         if "capabilities" in inspect.signature(ConductorClient).parameters:
-            options["capabilities"] = ("sentenceSpeech",)
+            options["capabilities"] = ("sentenceSpeech",) if sentence_speech else ()
         self.client = ConductorClient(
             url,
             session_id=str(uuid.uuid4()),

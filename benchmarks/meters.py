@@ -220,6 +220,7 @@ class ModelStream:
     requested: float
     first_delta: float | None = None
     first_text: float | None = None
+    last_delta: float | None = None
     ended: float | None = None
     output_chars: int = 0
     text: str = ""
@@ -272,8 +273,9 @@ class ModelMeter:
             if isinstance(step, dict):
                 delta = step.get("contentBlockDelta")
                 if delta is not None:
+                    stream.last_delta = time.perf_counter()
                     if stream.first_delta is None:
-                        stream.first_delta = time.perf_counter()
+                        stream.first_delta = stream.last_delta
                     body = delta["delta"]
                     if "text" in body:
                         stream.first_text = stream.first_text or time.perf_counter()

@@ -24,7 +24,8 @@ transcript and the post of the first partial, except those that ended in the sha
 model, after its request went out and before its first text), WRU
 and RRU (``benchmarks.capacity``), and the posts and bytes posted to the connection.
 
-Then: the cost of 1,000 turns at list prices (``benchmarks.costs``), the handlers' cold import time
+Then: the cost of 1,000 turns at list prices (``benchmarks.costs``), how soon a barge-in stops a
+long answer (``benchmarks.barge_in``), the handlers' cold import time
 (``benchmarks.cold_import``) and K sessions taking M turns each at once on the paced model (turns
 completed, events lost: a turn without ``idle`` or a final without the whole text; p50/p99 of the
 first partial).
@@ -53,6 +54,7 @@ from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.barge_in import BargeIn, barge_in_turns, report_barge_in
 from benchmarks.cold_import import cold_imports
 from benchmarks.figures import Result, Scenario, TurnFigures, percentile
 from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
@@ -61,6 +63,7 @@ from benchmarks.report import cell, report_costs, report_scenario
 from conductor_local.bedrock_validation import estimate_input_tokens
 from conductor_local.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
+from shared.config import Settings
 from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ToolCall
 from voiceide_client import TurnTimeout
 
@@ -396,6 +399,20 @@ def main(argv: list[str] | None = None) -> int:
         by_flow = {(p, n): results[scenario.name, p, n] for p in ("paced", "instant") for n in (False, True)}
         report_scenario(scenario, by_flow, ["paced", "instant"], out)
     report_costs(scenarios, results, out)
+    out.flush()
+
+    stop_check_ms = Settings.from_env({**os.environ, **STACK_ENV}).stop_check_ms
+    barge_ins: dict[str, list[BargeIn]] = {}
+    for flow, naive, sentence_speech in (
+        ("new, sentenceSpeech", False, True),
+        ("new, plain app", False, False),
+        ("naive, plain app", True, False),
+    ):
+        with bench_stack(pace, naive) as bench:
+            barge_ins[flow] = asyncio.run(
+                barge_in_turns(bench, turns, stop_check_ms / 1000, sentence_speech=sentence_speech)
+            )
+    report_barge_in(barge_ins, stop_check_ms, out)
     out.flush()
 
     if not args.skip_imports:

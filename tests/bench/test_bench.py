@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from benchmarks.barge_in import barge_in_turns
 from benchmarks.capacity import item_size, read_units, write_units
 from benchmarks.costs import PRICES, TurnUsage, cost_per_1000, stages, websocket_messages
 from benchmarks.load import sessions_in_own_process
@@ -119,6 +120,20 @@ def test_one_measured_turn_on_a_local_stack() -> None:
     (long_turn,) = long.turns
     assert long_turn.completed and long_turn.final_complete
     assert sum(p.kind == "assistantSpeechPartial" for p in long_turn.posts) < 100  # partials are coalesced
+
+
+def test_a_barge_in_is_measured_on_a_local_stack() -> None:
+    pace = ModelPace(first_token_s=0.05, tokens_per_s=300)  # ramble 400: about 4 s
+    with bench_stack(pace, naive=False) as bench:
+        (plain,) = asyncio.run(barge_in_turns(bench, 1, 0.0, sentence_speech=False, after_s=0.5))
+        (speaking,) = asyncio.run(barge_in_turns(bench, 1, 0.0, sentence_speech=True, after_s=0.5))
+        streams = bench.model.since(0)
+    for turn in (plain, speaking):
+        assert turn.to_idle_ms is not None and turn.to_idle_ms >= 0
+        assert turn.partials_after <= 1  # at most one already on its way
+        assert turn.model_after_ms >= 0 and turn.model_chars_after >= 0
+    # both answers were stopped long before their end: the stream's text is far from 400 deltas
+    assert all(stream.ended is None for stream in streams[-2:]), "a stream was read to its end"
 
 
 def test_the_stack_streams_at_the_pace_asked() -> None:
