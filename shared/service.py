@@ -20,7 +20,7 @@ from shared.commit import Committed, ConductorBusy, Metrics, NullMetrics
 from shared.config import Settings
 from shared.core import conductor, connection
 from shared.core.conductor import Outcome
-from shared.core.decision import is_unrecorded_own_call
+from shared.core.decision import is_unrecorded_own_call, may_resume_the_model
 from shared.core.history_ops import history_after
 from shared.core.messages import Message, fit_window
 from shared.core.state import SessionState
@@ -228,7 +228,9 @@ class ConductorService:
             return
         hint: SessionState | None = None
         recent: RecentHistory | None = None
-        if isinstance(payload, UserAudioTranscriptFinal):
+        if isinstance(payload, UserAudioTranscriptFinal) or (
+            isinstance(payload, ToolResult) and may_resume_the_model(payload.call_id)
+        ):
             hint, recent = self._state_and_history(session_id)
         decided_on: list[SessionState] = []
 
@@ -275,8 +277,9 @@ class ConductorService:
             self.metrics.timing(TOOL_ROUND_TRIP_METRIC, max(0.0, now - tools.sent_at) * 1000)
 
     def _state_and_history(self, session_id: str) -> tuple[SessionState | None, RecentHistory]:
-        """A transcript will start the model: read its history window beside the state (in
-        parallel), so neither this invocation nor the runner waits for it separately."""
+        """A transcript will start the model, and a result for the model's tool call may: read the
+        history window beside the state (in parallel), so neither this invocation nor the runner
+        waits for it separately."""
         history = self._reads.submit(
             self.store.recent_history,
             session_id,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from shared.core.history_ops import HistoryOp, HistoryWriter
 from shared.core.state import CALL_IDS_KEPT, OWN_CALLS_KEPT, ActiveStream, OwnCall, OwnPurpose, SessionState, Turn
+from shared.core.wrapper import OWN_CALL_PREFIX
 from shared.protocol import (
     EXECUTING_STATE,
     SPEAKING_STATE,
@@ -27,16 +28,22 @@ STATE_CAPABILITIES = {"speaking": SPEAKING_STATE, "executing": EXECUTING_STATE}
 # their results are acknowledged without reading or writing the session. Only the turn's last
 # tts.speak is recorded (its result ends the turn).
 UNRECORDED_CALL_PREFIXES = {
-    OwnPurpose.THINKING: "conductor-state-",
-    OwnPurpose.IDLE: "conductor-state-",
-    OwnPurpose.SPEAK_BEFORE_TOOLS: "conductor-say-",
-    OwnPurpose.SPEAK_SENTENCE: "conductor-say-",
+    OwnPurpose.THINKING: f"{OWN_CALL_PREFIX}state-",
+    OwnPurpose.IDLE: f"{OWN_CALL_PREFIX}state-",
+    OwnPurpose.SPEAK_BEFORE_TOOLS: f"{OWN_CALL_PREFIX}say-",
+    OwnPurpose.SPEAK_SENTENCE: f"{OWN_CALL_PREFIX}say-",
 }
 
 
 def is_unrecorded_own_call(call_id: str) -> bool:
     """A result for one of the conductor's own calls that needs no action (see above)."""
     return call_id.startswith(tuple(UNRECORDED_CALL_PREFIXES.values()))
+
+
+def may_resume_the_model(call_id: str) -> bool:
+    """Whether a result for this call id may complete a round of the model's tool calls (and so
+    start the model): not one of the conductor's own calls."""
+    return not call_id.startswith(OWN_CALL_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,7 @@ class Decision:
         if unrecorded is not None:
             call_id = f"{unrecorded}{uuid.uuid4().hex[:16]}"
         else:
-            call_id = new_id("conductor")
+            call_id = f"{OWN_CALL_PREFIX}{uuid.uuid4().hex[:16]}"
             self.state.own_calls = [
                 *self.state.own_calls,
                 OwnCall(call_id=call_id, purpose=purpose, turn_id=turn_id),

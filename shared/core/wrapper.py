@@ -13,6 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+OWN_CALL_PREFIX = "conductor-"
+"""Every id of the conductor's own calls (convo.setState, tts.speak) begins so: the model's call
+ids never do (one that would is replaced by its tool use id), so the two never collide."""
+
 WRAPPER_TOOL_NAME = "tool_call"
 
 
@@ -98,7 +102,13 @@ def unwrap_tool_use(
     if not isinstance(arguments, dict):
         return RejectedUse(f"arguments of {name} must be a JSON object")
     call_id = tool_input.get("call_id")
-    if not isinstance(call_id, str) or not call_id.strip() or call_id in taken_call_ids or len(call_id) > 128:
+    if (
+        not isinstance(call_id, str)
+        or not call_id.strip()
+        or call_id in taken_call_ids
+        or len(call_id) > 128
+        or call_id.startswith(OWN_CALL_PREFIX)
+    ):
         call_id = tool_use_id
     return UnwrappedCall(
         call_id=call_id, name=name, arguments=json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)

@@ -281,6 +281,18 @@ def test_call_id_reused_from_an_earlier_call_falls_back_to_tool_use_id() -> None
     assert [c.call_id for c in calls(session.sent) if c.name == "project.search"] == ["dup", "tu-2"]
 
 
+@pytest.mark.parametrize("taken", ["conductor-say-0123456789abcdef", "conductor-state-1", "conductor-x"])
+def test_a_model_call_id_in_the_conductors_own_namespace_falls_back_to_tool_use_id(taken: str) -> None:
+    """The app's result for it would otherwise be taken for an acknowledgement of the conductor's
+    own call and dropped, leaving the model's round waiting for its deadline."""
+    session = Session()
+    stream_id = session.say("one").run_model
+    assert stream_id
+    session.stream(stream_id, wrapper_use("tu-1", "project.search", {"query": "x"}, call_id=taken))
+    assert [c.call_id for c in calls(session.sent) if c.name == "project.search"] == ["tu-1"]
+    assert session.answer("tu-1").run_model  # the result resumes the model
+
+
 def test_events_are_numbered_in_order_across_decisions() -> None:
     session = Session()
     first = session.say("hi")

@@ -19,7 +19,7 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.bedrock_server import Text, message
+from conductor_local.bedrock_server import Text, message, tool_call
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.stack import TURN_FUNCTION, TURN_TIMEOUT_S
 from lambdas import message as message_lambda
@@ -412,6 +412,28 @@ def test_default_reads_the_history_window_beside_the_state_and_hands_it_over(con
     carried = TurnTask.model_validate(tasks[0]).history_window()
     assert carried == runtime.store().history(conn.session_id, 80)  # exactly what the runner would read
     assert carried is not None and carried[-1] == {"role": "user", "content": [{"text": "second"}]}
+
+
+def test_the_last_tool_result_of_a_round_hands_the_history_window_over_too(conductor: Harness) -> None:
+    """The result that resumes the model is read beside the history, as a transcript is: the
+    runner starts without a Query of its own (one round trip less before the answer's first word)."""
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    use = tool_call("editor.openFile", {"path": "Sources/App/main.swift"})
+    conductor.script.push(message(use))
+    conductor.say(conn, "open main")
+    with launches_held(conductor) as tasks:
+        conductor.answer(conn, use.tool_use_id, '{"opened":true}')
+    (task,) = tasks
+    carried = TurnTask.model_validate(task).history_window()
+    assert carried == runtime.store().history(conn.session_id, 80)  # exactly what the runner would read
+    assert carried is not None and "toolResult" in carried[-1]["content"][0]
+    conductor.script.push(message(ANSWER))
+    log: list[str] = []
+    with dynamodb_calls(log):
+        assert turn.handler(task, turn_context()) == {"ran": True}
+    assert before_first_partial(log) == ["PutItem"], log  # the claim only: no history Query
+    assert ("final", ANSWER) in kinds_said(conductor, conn)
 
 
 def test_without_a_carried_history_the_runner_reads_it(conductor: Harness) -> None:
