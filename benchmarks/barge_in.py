@@ -18,6 +18,7 @@ check do), and on the naive flow (a consistent read before every delta's partial
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -46,7 +47,10 @@ def _is_partial(event: Event) -> bool:
 
 def _is_idle(event: Event) -> bool:
     payload = event.payload
-    return isinstance(payload, ToolCall) and payload.name == "convo.setState" and '"idle"' in payload.arguments
+    if not isinstance(payload, ToolCall) or payload.name != "convo.setState":
+        return False
+    arguments = json.loads(payload.arguments)
+    return isinstance(arguments, dict) and arguments.get("state") == "idle"
 
 
 async def barge_in_turn(bench: Any, timed: TimedClient, delay_s: float) -> BargeIn:
