@@ -6,11 +6,11 @@ meanwhile. DynamoDB itself never does that, and the conductor's concurrent invoc
 on it, so every write runs alone here (no read or other write beside it). Reads (GetItem,
 BatchGetItem, Query, Scan, Describe*) change nothing, so they run together, as DynamoDB serves
 them: the two reads ``$default`` makes in parallel overlap here too. The server's other service
-(the deadline queue's SQS) has a lock of its own and never waits on, or holds up, the table. moto's GetItem adds an
-empty partition to the table for a key it does not hold (``reads_change_nothing`` answers the
-same without it), and a Query's partition is passed per thread, so concurrent reads never see a
-table change under them. moto also keeps every model object it ever built; that is dropped after
-each request.
+(the deadline queue's SQS) has a lock of its own and never waits on, or holds up, the table.
+moto's GetItem adds an empty partition to the table for a key it does not hold
+(``reads_change_nothing`` answers the same without it), and a Query's partition is passed per
+thread, so concurrent reads never see a table change under them. moto also keeps every model
+object it ever built; that is dropped after each request.
 
 moto's ``TransactWriteItems`` takes its rollback snapshot once per action, a deep copy of the whole
 table each time (all identical, only the last kept): with the conductor committing most decisions

@@ -176,7 +176,7 @@ class MessageStream:
                 lambda fresh: conductor.stream_speak(fresh, self.stream_id, self.segment.text, speak_until, self.claim)
             )
             self.segment.spoke(speak_until, now)
-        elif not self._checked and (shows or self.clock() - self._checked_at >= self.stop_check_s):
+        elif (shows and not self._checked) or self._stop_check_due():
             self._check()
         if shows:
             self._post_partial(text)

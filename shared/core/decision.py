@@ -106,10 +106,8 @@ class Decision:
 
     def own_call(self, name: str, arguments: dict[str, str], purpose: OwnPurpose, turn_id: str) -> None:
         unrecorded = UNRECORDED_CALL_PREFIXES.get(purpose)
-        if unrecorded is not None:
-            call_id = f"{unrecorded}{uuid.uuid4().hex[:16]}"
-        else:
-            call_id = f"{OWN_CALL_PREFIX}{uuid.uuid4().hex[:16]}"
+        call_id = f"{unrecorded or OWN_CALL_PREFIX}{uuid.uuid4().hex[:16]}"
+        if unrecorded is None:
             self.state.own_calls = [
                 *self.state.own_calls,
                 OwnCall(call_id=call_id, purpose=purpose, turn_id=turn_id),
