@@ -7,9 +7,10 @@ and where each message starts). A request reads the longest cached prefix it sta
 back up to 20 blocks before each of its checkpoints (so a prefix cached at last turn's checkpoint
 is found from this turn's later one), and writes the prefixes of its checkpoints after that. An
 entry lives 5 minutes (``ttl`` ``1h``: an hour) after it was written or last read. A checkpoint
-whose prefix adds fewer than ``min_tokens`` since the previous cached one caches nothing (Bedrock's
-per-model minimum, e.g. 1,024 tokens for Claude Sonnet; 0 by default here, so short local
-prompts show the cache at work).
+whose prefix adds fewer than ``min_tokens`` since the previous cached one caches nothing, silently,
+as on Bedrock: by default the requested model's minimum (``shared.model_rules``: e.g. 4,096 tokens
+for Claude Haiku 5.5, 1,024 for Sonnet 5); an int sets one for every model (0: every checkpoint
+caches, so a short prompt shows the cache at work).
 
 Tokens are estimated as the endpoint's context-window estimate does: characters / 4 of the compact
 JSON. The usage then says ``cacheReadInputTokens`` (read), ``cacheWriteInputTokens`` (written),
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conductor_local.bedrock_script import Script, Step
+from shared.model_rules import rules_for
 
 DEFAULT_TTL_SECONDS = 300.0
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
@@ -108,7 +110,8 @@ def _compact(value: Any) -> str:
 class PromptCache:
     """Prefix hashes with their expiry; thread-safe (the server answers requests in threads)."""
 
-    def __init__(self, *, min_tokens: int = 0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, min_tokens: int | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        """``min_tokens`` None: each requested model's own minimum."""
         self.min_tokens = min_tokens
         self._clock = clock
         self._lock = threading.Lock()
@@ -118,9 +121,17 @@ class PromptCache:
         with self._lock:
             self._entries.clear()
 
-    def account(self, request: Mapping[str, Any], input_tokens: int) -> CacheUsage:
-        """Read and write the cache for ``request`` (whose estimated size is ``input_tokens``)."""
+    def minimum(self, model_id: str | None) -> int:
+        """The tokens a checkpoint must add for ``model_id`` to cache anything."""
+        if self.min_tokens is not None:
+            return self.min_tokens
+        return rules_for(model_id or "").cache_min_tokens or 0
+
+    def account(self, request: Mapping[str, Any], input_tokens: int, model_id: str | None = None) -> CacheUsage:
+        """Read and write the cache for ``request`` to ``model_id`` (whose estimated size is
+        ``input_tokens``)."""
         hashes, chars, checkpoints = self._prefixes(request)
+        min_tokens = self.minimum(model_id)
         if not checkpoints:
             return CacheUsage(input_tokens)
 
@@ -142,7 +153,7 @@ class PromptCache:
             written: dict[str, int] = {}
             cached = hit
             for point in checkpoints:
-                if point.blocks <= cached or tokens(point.blocks) - tokens(cached) < max(1, self.min_tokens):
+                if point.blocks <= cached or tokens(point.blocks) - tokens(cached) < max(1, min_tokens):
                     continue
                 ttl = TTL_SECONDS.get(point.ttl, DEFAULT_TTL_SECONDS)
                 self._entries[hashes[point.blocks]] = (now + ttl, ttl)

@@ -73,6 +73,7 @@ from urllib.parse import unquote, urlsplit
 
 from conductor_local.bedrock_cache import CacheUsage, PromptCache, has_cache_points, with_cache_usage
 from conductor_local.bedrock_converse import converse_answer
+from conductor_local.bedrock_models import as_the_model, model_refusal
 from conductor_local.bedrock_script import (
     WRAPPER_TOOL,
     Content,
@@ -250,8 +251,9 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(outcome, RejectRequest):
             self._send_error(outcome.status, outcome.error_type, outcome.message)
             return
+        outcome = as_the_model(outcome, model_id, body, seconds_per_token=app.think_seconds_per_token)
         if has_cache_points(body):
-            usage = app.prompt_cache.account(body, estimate_input_tokens(body))
+            usage = app.prompt_cache.account(body, estimate_input_tokens(body), model_id)
             outcome = with_cache_usage(outcome, usage)
         if operation == CONVERSE:
             self._answer(outcome, estimate_input_tokens(body))
@@ -364,9 +366,13 @@ class LocalBedrockServer:
         validate_requests: bool = True,
         max_input_tokens: InputLimit = MODEL_WINDOW,
         prompt_cache: PromptCache | None = None,
+        think_seconds_per_token: float | None = None,
     ) -> None:
-        """``max_input_tokens`` left at ``"model"`` reads ``LOCAL_BEDROCK_MAX_INPUT_TOKENS`` when set."""
+        """``max_input_tokens`` left at ``"model"`` reads ``LOCAL_BEDROCK_MAX_INPUT_TOKENS`` when set.
+        ``think_seconds_per_token``: how fast a thinking model writes its reasoning (None: at once;
+        the paced local model passes its own rate)."""
         self.responder = responder
+        self.think_seconds_per_token = think_seconds_per_token
         self.validate_requests = validate_requests
         if max_input_tokens == MODEL_WINDOW:
             max_input_tokens = _input_limit_from_env(os.environ.get(MAX_INPUT_TOKENS_ENV))
@@ -417,6 +423,8 @@ class LocalBedrockServer:
                 return validation_error(problem)
             if model_id is not None and caches_unsupported(model_id) and has_cache_points(request):
                 return unsupported_cache()
+            if model_id is not None and (refused := model_refusal(model_id, request)) is not None:
+                return refused
         limit = self.input_limit(model_id)
         if limit is not None and estimate_input_tokens(request) > limit:
             return input_too_long()

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from conductor_local.bedrock_script import RejectRequest, validation_error
-from shared.brain import MAX_CACHE_POINTS, base_model_id, supports_prompt_cache
+from shared.brain import MAX_CACHE_POINTS, supports_prompt_cache
+from shared.model_rules import OTHER, rules_for
 
 # ---- request validation: the conversation rules Bedrock enforces --------------------------
 
@@ -289,24 +290,14 @@ def estimate_input_tokens(request: Mapping[str, Any]) -> int:
     return max(1, math.ceil(chars / 4))
 
 
-CLAUDE_CONTEXT_WINDOW = 200_000
-DEFAULT_CONTEXT_WINDOW = 200_000
-"""The window of a model this module does not know (another provider, an application profile)."""
-# First-generation Nova: Micro 128k, Lite and Pro 300k, Premier 1M; Nova 2 Lite 1M.
-_NOVA_WINDOWS = {"micro": 128_000, "lite": 300_000, "pro": 300_000, "premier": 1_000_000}
-_NOVA = re.compile(r"amazon\.nova-(2-)?(micro|lite|pro|premier)(?![a-z])")
+DEFAULT_CONTEXT_WINDOW = OTHER.context_tokens
+"""The window of a model the rules do not know (another provider, an application profile)."""
 
 
 def context_window(model_id: str) -> int:
-    """The input tokens a model takes (its standard context window, without long-context betas):
-    200k for Claude, Nova's per model, ``DEFAULT_CONTEXT_WINDOW`` for anything else."""
-    base = base_model_id(model_id)
-    if base.startswith("anthropic.claude"):
-        return CLAUDE_CONTEXT_WINDOW
-    if match := _NOVA.match(base):
-        second_generation, size = match.groups()
-        return 1_000_000 if second_generation else _NOVA_WINDOWS[size]
-    return DEFAULT_CONTEXT_WINDOW
+    """The input tokens a model takes (``shared.model_rules``: 1M for Claude from Sonnet/Opus 4.6
+    and Haiku 5.5 on, 200k for older Claude, Nova's per model, ``DEFAULT_CONTEXT_WINDOW`` else)."""
+    return rules_for(model_id).context_tokens
 
 
 def input_too_long() -> RejectRequest:

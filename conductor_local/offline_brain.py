@@ -263,6 +263,11 @@ class ModelPace:
             raise ValueError(f"model pace {spec!r}: the first token wait must be >= 0 and the rate > 0")
         return pace
 
+    @property
+    def seconds_per_token(self) -> float:
+        """How long the model takes to write one token (its reasoning too, when it thinks)."""
+        return 1 / self.tokens_per_s
+
     def delta_seconds(self, chars: int) -> float:
         """How long the model takes to write a delta of ``chars`` characters."""
         return estimate_tokens(chars) / self.tokens_per_s

@@ -97,7 +97,8 @@ def _bedrock(args: Sequence[str]) -> Server:
     from conductor_local.offline_brain import ModelPace, OfflineBrain
 
     pace = ModelPace.parse(args[0]) if args else None
-    return LocalBedrockServer(OfflineBrain(pace=pace), "127.0.0.1", 0).start()
+    thinking = pace.seconds_per_token if pace is not None else None
+    return LocalBedrockServer(OfflineBrain(pace=pace), "127.0.0.1", 0, think_seconds_per_token=thinking).start()
 
 
 def _lambda(args: Sequence[str]) -> Server:

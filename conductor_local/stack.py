@@ -283,7 +283,8 @@ class LocalStack:
             from conductor_local.offline_brain import OfflineBrain
 
             responder = OfflineBrain(pace=self.model_pace)
-        self.bedrock_server = LocalBedrockServer(responder, "127.0.0.1", 0).start()
+        thinking = self.model_pace.seconds_per_token if self.model_pace is not None else None
+        self.bedrock_server = LocalBedrockServer(responder, "127.0.0.1", 0, think_seconds_per_token=thinking).start()
 
     def _start_lambda(self) -> None:
         from conductor_local.deadline_queue import deadline_functions

@@ -197,8 +197,7 @@ def turn_runner() -> TurnRunner:
         model_id=config.model_id,
         system_prompt=config.system_prompt,
         tool_spec=wrapper_tool_spec(config.catalog),
-        max_tokens=config.max_tokens,
-        temperature=config.temperature,
+        inference=config.inference,
         prompt_cache=prompt_cache_enabled(config.prompt_cache, config.model_id),
         history_window=config.history_window,
     )

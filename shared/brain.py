@@ -3,6 +3,9 @@
 Errors before the stream (modeled exceptions, after botocore's retries) and during it
 (``EventStreamError``: modelStreamErrorException, throttlingException, ...) become ``BrainError``.
 
+What a request may carry depends on the model (``shared.model_rules``): no sampling parameter for
+the models that refuse them, their thinking and effort fields, ``maxTokens`` with room for thinking.
+
 Prompt caching (``prompt_cache=True``): Bedrock reads a prompt in the order tools, system,
 messages, and caches the prefix up to each ``cachePoint`` block (at most four per request; a
 prefix under the model's minimum, e.g. 1,024 tokens for Claude Sonnet, is simply not cached; an
@@ -11,7 +14,7 @@ for Amazon Nova, which does not cache tools), after the system prompt, and at th
 message before the newest one: the history the next request sends again, so that request reads it
 from the cache and writes only what is new.
 
-``summarize`` is a separate non-streaming ``Converse`` call (no tools, temperature 0) that writes
+``summarize`` is a separate non-streaming ``Converse`` call (no tools, least effort) that writes
 the rolling summary of the turns leaving the history window (``shared.core.memory``); a request
 given that summary carries it in its system prompt (``with_summary``).
 """
@@ -19,7 +22,6 @@ given that summary carries it in its system prompt (``with_summary``).
 from __future__ import annotations
 
 import base64
-import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -41,12 +43,22 @@ from shared.core.model_output import (
     ToolUseStarted,
     parse_tool_input,
 )
+from shared.model_rules import Inference, ModelRules, request_fields, rules_for
 
 _STALLS = (BotocoreReadTimeout, Urllib3ReadTimeout)  # no byte from the model within the read timeout
 SERVER_TOOL_USE = "server_tool_use"  # ToolUseBlockStart.type of a tool Bedrock runs itself
 INCOMPLETE_STREAM = "IncompleteStream"
-# Bedrock refuses a request that does not fit the model's context window with this message.
-INPUT_TOO_LONG = "input is too long"
+# How Bedrock words its refusal of a request that does not fit the model's context window (a 400
+# ValidationException before any output), lower-cased: its own check ("Input is too long for
+# requested model."), Anthropic's ("The model returned the following errors: prompt is too long:
+# 200049 tokens > 200000 maximum", "input length and `max_tokens` exceed context limit: …") and the
+# byte limit on a request's text ("too many total text bytes").
+CONTEXT_OVERFLOW_PHRASES = (
+    "input is too long",
+    "prompt is too long",
+    "exceed context limit",
+    "too many total text bytes",
+)
 
 
 CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
@@ -56,52 +68,14 @@ USAGE_KEYS = ("inputTokens", "outputTokens", "totalTokens", "cacheReadInputToken
 # One request later the history is at least this much longer: the reply and the next user message.
 NEXT_REQUEST_GROWTH = 2
 
-# anthropic.claude-3-7-sonnet-…, anthropic.claude-sonnet-4-5-…, anthropic.claude-haiku-5-5 (version
-# numbers are one or two digits; a date follows).
-_CLAUDE_VERSION_FIRST = re.compile(r"anthropic\.claude-(\d{1,2})(?:-(\d{1,2}))?-(haiku|sonnet|opus)(?![a-z])")
-_CLAUDE_FAMILY_FIRST = re.compile(r"anthropic\.claude-(haiku|sonnet|opus)-(\d{1,2})(?:-(\d{1,2}))?(?!\d)")
-_NOVA = re.compile(r"amazon\.nova-(?:2-)?(micro|lite|pro|premier)(?![a-z])")
-
-
-def base_model_id(model_id: str) -> str:
-    """The foundation model behind an id: an ARN's last part, without an inference profile's
-    geography (``us.``, ``eu.``, ``apac.``, ``global.``, ...)."""
-    name = model_id.rsplit("/", 1)[-1]
-    provider = re.search(r"(?:^|\.)((?:anthropic|amazon)\..*)$", name)
-    return provider.group(1) if provider else name
-
-
-def _claude_version(model_id: str) -> tuple[str, float] | None:
-    base = base_model_id(model_id)
-    if match := _CLAUDE_VERSION_FIRST.match(base):
-        major, minor, family = match.groups()
-        return family, float(f"{major}.{minor or 0}")
-    if match := _CLAUDE_FAMILY_FIRST.match(base):
-        family, major, minor = match.groups()
-        return family, float(f"{major}.{minor or 0}")
-    return None
-
-
-def is_nova(model_id: str) -> bool:
-    return _NOVA.match(base_model_id(model_id)) is not None
-
 
 def supports_prompt_cache(model_id: str) -> bool:
-    """Whether Bedrock caches prompts of this model (``cachePoint`` blocks).
-
-    Claude 3.5 Haiku, Claude 3.7 Sonnet and every later Claude (Sonnet/Opus/Haiku 4 and on), and
-    Amazon Nova Micro, Lite, Pro and Premier, directly or through an inference profile. Older
-    Claude models (3 Haiku/Sonnet/Opus, 3.5 Sonnet) and other providers refuse ``cachePoint``
-    blocks (``AccessDeniedException``), as do ids this rule cannot read (application inference
-    profiles): set ``prompt_cache`` to ``on`` for those.
-    """
-    if is_nova(model_id):
-        return True
-    version = _claude_version(model_id)
-    if version is None:
-        return False
-    family, number = version
-    return number >= 3.7 or (number == 3.5 and family == "haiku")
+    """Whether Bedrock caches prompts of this model (``cachePoint`` blocks): every Claude from 3.5
+    Haiku and 3.7 Sonnet on, and Amazon Nova, directly or through an inference profile. Older
+    Claude models and other providers refuse ``cachePoint`` blocks (``AccessDeniedException``), as
+    do ids the rules cannot read (application inference profiles): set ``prompt_cache`` to ``on``
+    for those."""
+    return rules_for(model_id).cache_min_tokens is not None
 
 
 def prompt_cache_enabled(setting: str, model_id: str) -> bool:
@@ -129,7 +103,10 @@ class BrainError(Exception):
     @property
     def input_too_long(self) -> bool:
         """The request did not fit the model's context window (nothing was generated)."""
-        return not self.during_stream and self.code == "ValidationException" and INPUT_TOO_LONG in self.message.lower()
+        if self.during_stream or self.code != "ValidationException":
+            return False
+        message = self.message.lower()
+        return any(phrase in message for phrase in CONTEXT_OVERFLOW_PHRASES)
 
 
 def bedrock_client_config(connect_timeout: float, read_timeout: float, max_attempts: int) -> Config:
@@ -155,23 +132,26 @@ class BedrockBrain:
         model_id: str,
         system_prompt: str,
         tool_spec: dict[str, Any],
-        max_tokens: int,
-        temperature: float,
+        inference: Inference,
         prompt_cache: bool = False,
         history_window: int | None = None,
     ) -> None:
-        """``history_window``: the most messages a request carries (the store's window). The
-        history checkpoint is left out when the next request, two messages longer, would no
-        longer start with the same message: its prefix would never be read back."""
+        """``inference``: the answer's token budget, effort, thinking and temperature, sent as the
+        model's rules allow (``shared.model_rules``). ``history_window``: the most messages a
+        request carries (the store's window). The history checkpoint is left out when the next
+        request, two messages longer, would no longer start with the same message: its prefix
+        would never be read back."""
         self._client = client
         self._model_id = model_id
+        self.rules: ModelRules = rules_for(model_id)
+        self._inference = inference
+        self._request_fields = request_fields(self.rules, inference)
         self._prompt_cache = prompt_cache
         self._history_window = history_window
         self._system_prompt = system_prompt
         self._tools: dict[str, Any] = {"tools": [tool_spec]}
-        if prompt_cache and not is_nova(model_id):
+        if prompt_cache and self.rules.caches_tools:
             self._tools = {"tools": [tool_spec, CACHE_POINT]}
-        self._inference = {"maxTokens": max_tokens, "temperature": temperature}
         self._sending = threading.local()  # the calling thread's ``on_sent`` (boto3 calls run in it)
         client.meta.events.register(f"before-send.{SERVICE_EVENT_NAME}.ConverseStream", self._request_going_out)
 
@@ -196,7 +176,7 @@ class BedrockBrain:
             "messages": wired,
             "system": system,
             "toolConfig": self._tools,
-            "inferenceConfig": self._inference,
+            **self._request_fields,
         }
 
     def _with_history_checkpoint(self, messages: list[Message]) -> list[Message]:
@@ -244,14 +224,18 @@ class BedrockBrain:
     def summarize(
         self, system: str, messages: list[Message], *, model_id: str | None = None, max_tokens: int = 400
     ) -> str:
-        """One non-streaming ``Converse`` call without tools at temperature 0 (the same input
-        gives the same summary as far as the model allows): the text of its answer."""
+        """One non-streaming ``Converse`` call without tools, at the lowest effort and without
+        thinking where the model allows that, at temperature 0 where it takes one (the same input
+        gives the same summary as far as the model allows): the text of its answer (never its
+        reasoning)."""
+        model = model_id or self._model_id
+        inference = Inference(max_tokens=max_tokens, effort="low", thinking="off", temperature=0)
         try:
             response = self._client.converse(
-                modelId=model_id or self._model_id,
+                modelId=model,
                 messages=wire_messages(messages),
                 system=[{"text": system}],
-                inferenceConfig={"maxTokens": max_tokens, "temperature": 0},
+                **request_fields(rules_for(model), inference),
             )
         except (ClientError, BotoCoreError) as error:
             raise _before_output(error) from error

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.core.conductor import CoreSettings
 from shared.core.wrapper import ClientTool
+from shared.model_rules import Inference
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are the voice of VoiceIDE, a coding assistant the user talks to while working in their \
@@ -41,8 +42,14 @@ class Settings(BaseModel):
     table_name: str = "voiceide-conductor"
     model_id: str = "us.anthropic.claude-haiku-5-5"
     bedrock_region: str | None = None
+    # The answer's token budget; a thinking model gets room for its thinking on top (``model_rules``).
     max_tokens: int = Field(default=1024, ge=1)
-    temperature: float = Field(default=0.3, ge=0, le=1)
+    # How hard the model works before it speaks: voice wants the first word soon. ``thinking`` "off"
+    # turns thinking off where the model allows it; a model that always thinks does so at ``effort``.
+    effort: Literal["low", "medium", "high", "xhigh", "max"] = "low"
+    thinking: Literal["off", "adaptive"] = "off"
+    # Sent only to models that accept sampling parameters (none of Claude's from Opus 4.7 on).
+    temperature: float | None = Field(default=None, ge=0, le=1)
     bedrock_connect_timeout_s: float = 5.0
     bedrock_max_attempts: int = Field(default=4, ge=1)
     max_tool_rounds: int = Field(default=8, ge=1)
@@ -81,6 +88,13 @@ class Settings(BaseModel):
     tool_deadline_s: float = Field(default=60.0, gt=0, le=3600)
 
     @property
+    def inference(self) -> Inference:
+        """How a turn's request asks the model to answer."""
+        return Inference(
+            max_tokens=self.max_tokens, effort=self.effort, thinking=self.thinking, temperature=self.temperature
+        )
+
+    @property
     def history_read_chars(self) -> int:
         """How much history text is worth reading for one request: the budget at 8 characters
         per token (more than any model's measured ratio)."""
@@ -107,6 +121,8 @@ class Settings(BaseModel):
             "bedrock_region": "BEDROCK_REGION",
             "max_tokens": "BEDROCK_MAX_TOKENS",
             "temperature": "BEDROCK_TEMPERATURE",
+            "effort": "BEDROCK_EFFORT",
+            "thinking": "BEDROCK_THINKING",
             "bedrock_max_attempts": "BEDROCK_MAX_ATTEMPTS",
             "max_tool_rounds": "CONDUCTOR_MAX_TOOL_ROUNDS",
             "history_window": "CONDUCTOR_HISTORY_WINDOW",

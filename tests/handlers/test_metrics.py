@@ -16,7 +16,7 @@ from aws_xray_sdk import global_sdk_config
 from aws_xray_sdk.core.models.segment import Segment
 from aws_xray_sdk.core.recorder import AWSXRayRecorder
 
-from conductor_local.bedrock_server import message, model_stream_error, tool_call
+from conductor_local.bedrock_server import LocalBedrockServer, message, model_stream_error, tool_call
 from lambdas import runtime
 from shared.commit import ERROR_EVENTS_METRIC, error_metric_name
 from shared.core.state import SessionState
@@ -210,8 +210,13 @@ def test_a_trace_shows_each_store_model_and_post_call(conductor: Harness, monkey
 
 
 def test_prompt_cache_reads_and_writes_are_counted_per_turn(
-    conductor: Harness, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    conductor: Harness,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    bedrock_server: tuple[LocalBedrockServer, object],
 ) -> None:
+    # The short test prompt is under the model's real minimum; caching every checkpoint shows the counting.
+    monkeypatch.setattr(bedrock_server[0].prompt_cache, "min_tokens", 0)
     monkeypatch.setenv("BEDROCK_PROMPT_CACHE", "on")
     runtime.reset()
     conductor.script.push(message("First answer."), message("Second answer."))

@@ -25,6 +25,14 @@ from shared.core.messages import is_plain_user_message
 from tests.handlers.conftest import Harness, summarize
 
 TOO_LONG = "Input is too long for requested model."
+# Every wording in which Bedrock refuses a request over the model's context window.
+OVERFLOW_WORDINGS = [
+    TOO_LONG,
+    "The model returned the following errors: prompt is too long: 200049 tokens > 200000 maximum",
+    "The model returned the following errors: input length and `max_tokens` exceed context limit: 196395 + 64000 "
+    "> 204698, decrease input length or `max_tokens` and try again",
+    "The model returned the following errors: too many total text bytes: 9000412 > 9000000",
+]
 
 
 def spoken(harness: Harness, conn: object) -> list[str]:
@@ -115,14 +123,15 @@ def test_a_server_tool_use_never_reaches_the_app(conductor: Harness) -> None:
     assert spoken(conductor, conn) == ["Swift 6 is out."]
 
 
-def test_overflow_shrinks_the_window_and_the_next_turn_starts_from_it(conductor: Harness) -> None:
+@pytest.mark.parametrize("wording", OVERFLOW_WORDINGS)
+def test_overflow_shrinks_the_window_and_the_next_turn_starts_from_it(conductor: Harness, wording: str) -> None:
     conn = conductor.connect()
     conductor.start_session(conn)
     for index in range(4):
         conductor.script.push(message(f"Answer {index}."))
         conductor.say(conn, f"question {index}")
         conductor.finish_turn(conn)
-    conductor.script.push(validation_error(TOO_LONG), message("Fits now."), message("Still fits."))
+    conductor.script.push(validation_error(wording), message("Fits now."), message("Still fits."))
     conductor.say(conn, "question 4")
     refused, retried = conductor.script.requests[-2:]
     assert len(retried.body["messages"]) < len(refused.body["messages"])

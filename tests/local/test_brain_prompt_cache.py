@@ -9,7 +9,13 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.bedrock_server import ScriptedResponder, cache_point_problem, message, tool_call
+from conductor_local.bedrock_server import (
+    LocalBedrockServer,
+    ScriptedResponder,
+    cache_point_problem,
+    message,
+    tool_call,
+)
 from shared.brain import (
     CACHE_POINT,
     MAX_CACHE_POINTS,
@@ -20,6 +26,7 @@ from shared.brain import (
 from shared.config import DEFAULT_SYSTEM_PROMPT, default_catalog
 from shared.core.model_output import ModelMessage
 from shared.core.wrapper import wrapper_tool_spec
+from shared.model_rules import Inference, rules_for
 
 CLAUDE = "us.anthropic.claude-haiku-5-5"
 NOVA = "us.amazon.nova-pro-v1:0"
@@ -38,8 +45,7 @@ def make_brain(client: Any, model_id: str = CLAUDE, *, prompt_cache: bool = True
         model_id=model_id,
         system_prompt=DEFAULT_SYSTEM_PROMPT,
         tool_spec=wrapper_tool_spec(default_catalog()),
-        max_tokens=256,
-        temperature=0.2,
+        inference=Inference(max_tokens=256),
         prompt_cache=prompt_cache,
         **options,
     )
@@ -209,7 +215,10 @@ def finish(brain: BedrockBrain, messages: list[dict[str, Any]]) -> ModelMessage:
     return reply
 
 
-def test_the_second_turn_reads_the_cache_the_first_wrote(client: Any, responder: ScriptedResponder) -> None:
+def test_the_second_turn_reads_the_cache_the_first_wrote(
+    client: Any, responder: ScriptedResponder, bedrock: LocalBedrockServer
+) -> None:
+    bedrock.prompt_cache.min_tokens = 0  # the short prompt is under the model's minimum: cache every checkpoint
     brain = make_brain(client)
     responder.push(message("First answer.", output_tokens=4), message("Second answer.", output_tokens=5))
 
@@ -228,7 +237,10 @@ def test_the_second_turn_reads_the_cache_the_first_wrote(client: Any, responder:
     assert points(sent["system"]) == [1]
 
 
-def test_a_tool_round_is_served_with_its_checkpoints(client: Any, responder: ScriptedResponder) -> None:
+def test_a_tool_round_is_served_with_its_checkpoints(
+    client: Any, responder: ScriptedResponder, bedrock: LocalBedrockServer
+) -> None:
+    bedrock.prompt_cache.min_tokens = 0  # the short prompt is under the model's minimum: cache every checkpoint
     brain = make_brain(client)
     responder.push(message(tool_call("editor.open", {"path": "a.py"}, tool_use_id="tu1")), message("Done."))
     first = finish(brain, [user("open a.py")])
@@ -248,3 +260,17 @@ def test_usage_without_cache_members_stays_as_reported(client: Any, responder: S
     reply = finish(make_brain(client, prompt_cache=False), [user("hello")])
 
     assert reply.usage == {"inputTokens": 11, "outputTokens": 2, "totalTokens": 13}
+
+
+def test_a_prefix_under_the_models_minimum_caches_nothing_and_one_over_it_does(
+    client: Any, responder: ScriptedResponder
+) -> None:
+    """Bedrock silently caches nothing below the model's minimum (4,096 tokens for Claude Haiku
+    5.5): the conductor's short prompt pays full price until the history grows past it."""
+    brain = make_brain(client)
+    responder.push(message("Short.", output_tokens=2), message("Long.", output_tokens=2))
+    short = finish(brain, conversation(1))
+    long_history = [user("x " * 9000), assistant("Noted."), user("and now?")]
+    long = finish(brain, long_history)
+    assert short.usage["cacheWriteInputTokens"] == short.usage["cacheReadInputTokens"] == 0
+    assert long.usage["cacheWriteInputTokens"] >= rules_for(CLAUDE).cache_min_tokens

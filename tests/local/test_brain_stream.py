@@ -40,6 +40,7 @@ from shared.core.model_output import (
     ToolUseStarted,
 )
 from shared.core.wrapper import wrapper_tool_spec
+from shared.model_rules import Inference
 
 from .conftest import MODEL_ID
 
@@ -55,8 +56,7 @@ def brain(client: Any) -> BedrockBrain:
         model_id=MODEL_ID,
         system_prompt="You are the VoiceIDE assistant.",
         tool_spec=wrapper_tool_spec(default_catalog()),
-        max_tokens=256,
-        temperature=0.2,
+        inference=Inference(max_tokens=256),
     )
 
 
@@ -229,12 +229,24 @@ def test_a_complete_message_ends_with_its_stop_reason(responder: ScriptedRespond
 # ---- requests too long for the model ------------------------------------------------------------
 
 
-def test_input_too_long_is_recognised(responder: ScriptedResponder, brain: BedrockBrain) -> None:
-    responder.push(validation_error(INPUT_TOO_LONG))
+@pytest.mark.parametrize(
+    "wording",
+    [
+        INPUT_TOO_LONG,
+        "The model returned the following errors: prompt is too long: 200049 tokens > 200000 maximum",
+        "The model returned the following errors: input length and `max_tokens` exceed context limit: 196395 + "
+        "64000 > 204698, decrease input length or `max_tokens` and try again",
+        "The model returned the following errors: too many total text bytes",
+    ],
+)
+def test_input_too_long_is_recognised_in_every_wording(
+    responder: ScriptedResponder, brain: BedrockBrain, wording: str
+) -> None:
+    responder.push(validation_error(wording))
     with pytest.raises(BrainError) as raised:
         run(brain)
     error = raised.value
-    assert (error.code, error.message, error.during_stream) == ("ValidationException", INPUT_TOO_LONG, False)
+    assert (error.code, error.message, error.during_stream) == ("ValidationException", wording, False)
     assert error.input_too_long is True
     assert len(responder.requests) == 1  # a 400 is not retried
 

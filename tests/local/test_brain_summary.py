@@ -20,6 +20,7 @@ from shared.brain import BedrockBrain, BrainError
 from shared.config import default_catalog
 from shared.core.memory import SUMMARY_MARKER, summary_request
 from shared.core.wrapper import wrapper_tool_spec
+from shared.model_rules import Inference
 
 from .conftest import MODEL_ID, make_client
 
@@ -37,8 +38,7 @@ def make_brain(client: Any, *, prompt_cache: bool = False) -> BedrockBrain:
         model_id=CACHING_MODEL if prompt_cache else MODEL_ID,
         system_prompt="You are the VoiceIDE assistant.",
         tool_spec=wrapper_tool_spec(default_catalog()),
-        max_tokens=256,
-        temperature=0.7,
+        inference=Inference(max_tokens=256),
         prompt_cache=prompt_cache,
     )
 
@@ -123,3 +123,17 @@ def test_a_streamed_request_carries_the_summary_in_its_system_prompt(
     assert f"{SUMMARY_MARKER}\nThe user renamed parse() to parseDocument()." in with_summary[0]["text"]
     assert with_summary[1] == {"cachePoint": {"type": "default"}}
     assert without == [{"text": "You are the VoiceIDE assistant."}, {"cachePoint": {"type": "default"}}]
+
+
+def test_the_summary_of_a_model_that_refuses_sampling_sends_none_and_does_not_think(
+    responder: ScriptedResponder, bedrock: LocalBedrockServer, client: Any
+) -> None:
+    responder.push(message("Renamed the entry point."))
+    system, messages = summary_request(None, DROPPED)
+    assert make_brain(client).summarize(system, messages, model_id="us.anthropic.claude-haiku-5-5") == (
+        "Renamed the entry point."
+    )
+    (request,) = bedrock.requests
+    assert request.body["inferenceConfig"] == {"maxTokens": 400}
+    assert request.body["additionalModelRequestFields"] == {"thinking": {"type": "disabled"}}
+    assert request.body["outputConfig"] == {"effort": "low"}

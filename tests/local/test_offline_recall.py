@@ -20,6 +20,7 @@ from shared.config import default_catalog
 from shared.core.memory import summary_request, with_summary
 from shared.core.messages import reasoning_block, text_block, tool_result_block, tool_use_block
 from shared.core.wrapper import wrapper_tool_spec
+from shared.model_rules import Inference
 
 from .conftest import MODEL_ID, make_client
 
@@ -125,8 +126,7 @@ def test_a_summary_and_a_recall_through_the_real_client() -> None:
             model_id=MODEL_ID,
             system_prompt=SYSTEM,
             tool_spec=wrapper_tool_spec(default_catalog()),
-            max_tokens=256,
-            temperature=0.2,
+            inference=Inference(max_tokens=256),
         )
         summary = brain.summarize(*summary_request(None, [user("open the parser"), reply("opened")]))
         assert summary == "Summary: open the parser"
