@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from shared.model_rules import rules_for
+
 WEBSOCKET_MESSAGE_BYTES = 32 * 1024
 
 PRICES: dict[str, float] = {
@@ -102,6 +104,13 @@ def stages() -> list[Stage]:
     return found
 
 
+def caches(usage: TurnUsage, model: str) -> bool:
+    """Whether the cacheable prefix (per turn, on average) reaches ``model``'s caching minimum:
+    below it Bedrock silently caches nothing."""
+    minimum = rules_for(model).cache_min_tokens
+    return minimum is not None and usage.turns > 0 and usage.cacheable_tokens / usage.turns >= minimum
+
+
 def cost_per_1000(usage: TurnUsage, stage: Stage) -> dict[str, float]:
     """USD per 1,000 turns, by part; ``bedrock`` without prompt caching, ``bedrock_cached`` with."""
     if not usage.turns:
@@ -114,8 +123,10 @@ def cost_per_1000(usage: TurnUsage, stage: Stage) -> dict[str, float]:
     all_input = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
     if usage.cache_read_tokens or usage.cache_write_tokens:
         read, write, fresh = usage.cache_read_tokens, usage.cache_write_tokens, usage.input_tokens
-    else:
+    elif caches(usage, model):
         read, write, fresh = usage.cacheable_tokens, 0, all_input - usage.cacheable_tokens
+    else:  # under the model's minimum Bedrock caches nothing: every token at the input price
+        read, write, fresh = 0, 0, all_input
     price = PRICES.get
     parts = {
         "apigw": websocket_messages(usage.message_bytes) * PRICES["apigw_message"]

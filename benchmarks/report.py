@@ -7,6 +7,7 @@ from typing import TextIO
 
 from benchmarks.costs import cost_per_1000, stages
 from benchmarks.figures import Result, Scenario, TurnFigures
+from shared.model_rules import rules_for
 
 Row = tuple[str, Callable[[Result], float | None], str]
 
@@ -100,7 +101,9 @@ def report_costs(scenarios: list[Scenario], results: dict[tuple[str, str, bool],
         if usage.cache_read_tokens or usage.cache_write_tokens:
             cache = f"cache read {usage.cache_read_tokens / n:.0f}, cache write {usage.cache_write_tokens / n:.0f}"
         else:
-            cache = f"no cache figures reported: {usage.cacheable_tokens / n:.0f} assumed a cache read"
+            minimums = ", ".join(f"{s.name} {rules_for(s.model).cache_min_tokens}" for s in stages())
+            cacheable = usage.cacheable_tokens / n
+            cache = f"cacheable prefix {cacheable:.0f}, read from the cache only over the model's minimum ({minimums})"
         print(
             f"  tokens / turn, {scenario.name}: input {usage.input_tokens / n:.0f} ({cache}), "
             f"output {usage.output_tokens / n:.0f} (chars / 4)",

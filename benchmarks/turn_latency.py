@@ -24,7 +24,8 @@ transcript and the post of the first partial, except those that ended in the sha
 model, after its request went out and before its first text), WRU
 and RRU (``benchmarks.capacity``), and the posts and bytes posted to the connection.
 
-Then: the cost of 1,000 turns at list prices (``benchmarks.costs``), how soon a barge-in stops a
+Then: the first partial and first ``tts.speak`` with thinking off (the stages' default) and left on
+(``benchmarks.thinking``), the cost of 1,000 turns at list prices (``benchmarks.costs``), how soon a barge-in stops a
 long answer (``benchmarks.barge_in``), the handlers' cold import time
 (``benchmarks.cold_import``) and K sessions taking M turns each at once on the paced model (turns
 completed, events lost: a turn without ``idle`` or a final without the whole text; p50/p99 of the
@@ -60,6 +61,9 @@ from benchmarks.figures import Result, Scenario, TurnFigures, percentile
 from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
 from benchmarks.meters import DynamoMeter, DynamoRequest, ModelMeter, ModelStream, PostMeter
 from benchmarks.report import cell, report_costs, report_scenario
+from benchmarks.thinking import FLOWS as THINKING_FLOWS
+from benchmarks.thinking import MODEL_ID as THINKING_MODEL
+from benchmarks.thinking import report_thinking
 from conductor_local.bedrock_validation import estimate_input_tokens
 from conductor_local.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
@@ -68,6 +72,7 @@ from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ToolCa
 from voiceide_client import TurnTimeout
 
 RAMBLE = "ramble 100"
+RAMBLE_NAME = "plain 100-delta answer"
 TOOL = 'call editor.openFile {"path": "Sources/App/main.swift"}'
 PACE_ENV = "CONDUCTOR_LOCAL_MODEL_PACE"
 STACK_ENV = {
@@ -170,9 +175,9 @@ class Bench:
 
 
 @contextlib.contextmanager
-def bench_stack(pace: ModelPace | None, naive: bool) -> Iterator[Bench]:
+def bench_stack(pace: ModelPace | None, naive: bool, extra_env: dict[str, str] | None = None) -> Iterator[Bench]:
     """A fresh stack with its meters."""
-    env = STACK_ENV | (NAIVE_ENV if naive else {})
+    env = STACK_ENV | (NAIVE_ENV if naive else {}) | (extra_env or {})
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # the handlers print from threads
         with LocalStack(port=0, quiet=True, env=env, model_pace=pace) as stack:
             assert stack.gateway is not None
@@ -303,7 +308,7 @@ async def run_scenario(bench: Bench, scenario: Scenario) -> Result:
 def scenarios_for(turns: int) -> list[Scenario]:
     return [
         Scenario("plain short answer", PLAIN, turns),
-        Scenario("plain 100-delta answer", RAMBLE, max(2, turns // 2)),
+        Scenario(RAMBLE_NAME, RAMBLE, max(2, turns // 2)),
         Scenario("one tool round", TOOL, turns, tools=True),
     ]
 
@@ -399,6 +404,13 @@ def main(argv: list[str] | None = None) -> int:
         by_flow = {(p, n): results[scenario.name, p, n] for p in ("paced", "instant") for n in (False, True)}
         report_scenario(scenario, by_flow, ["paced", "instant"], out)
     report_costs(scenarios, results, out)
+    out.flush()
+
+    thinking: dict[str, dict[str, Result]] = {}
+    for flow, flow_env in THINKING_FLOWS:
+        with bench_stack(pace, False, {"BEDROCK_MODEL_ID": THINKING_MODEL, **flow_env}) as bench:
+            thinking[flow] = {s.name: asyncio.run(run_scenario(bench, s)) for s in scenarios if s.name != RAMBLE_NAME}
+    report_thinking(thinking, out)
     out.flush()
 
     stop_check_ms = Settings.from_env({**os.environ, **STACK_ENV}).stop_check_ms
