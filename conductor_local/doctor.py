@@ -1,28 +1,45 @@
-"""``voiceide-conductor doctor``: checks a deployed stage with the operator's AWS credentials.
+"""``voiceide-conductor doctor``: checks that a stage can work in an AWS account, before or after
+``cdk deploy``, with the operator's AWS credentials.
 
-One line per check: the configured model's Bedrock lifecycle (and, for a cross-region inference
-profile, the foundation model and regions behind it), a one-token ``Converse`` call with it, the
-stage's CloudFormation stack and its WebSocket API, and the stage's DynamoDB table. A failed check
-says what to do. Exit code 0 only when every check passed.
+One line per check, and for a failed one what to do:
+
+* the account: API Gateway's CloudWatch Logs role (``doctor_account``);
+* Bedrock (``doctor_bedrock``): the inference profile and the regions it really routes to against
+  cdk.json, each foundation model's lifecycle and the account's access to it (Marketplace
+  subscription, Anthropic's use case form), one ``Converse`` call of one token sent as the turn
+  runner sends it;
+* quotas (``doctor_account``): the model's Bedrock tokens/requests per minute, Lambda's concurrency
+  against what the stage reserves;
+* the stage's CloudFormation stack and WebSocket API, and its DynamoDB table.
+
+A read doctor is not allowed to make says so ("could not check: allow …") without failing the run.
+Exit code 0 only when no check failed (a warning, marked ``!``, passes).
 """
 
 from __future__ import annotations
 
 import importlib
-import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
 from boto3 import Session
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from shared.config import Settings
+from conductor_local.doctor_account import check_bedrock_quotas, check_cloudwatch_role, check_lambda_concurrency
+from conductor_local.doctor_bedrock import check_converse, model_checks
+from conductor_local.doctor_common import (
+    CLIENT_CONFIG,
+    CheckResult,
+    Target,
+    code,
+    could_not_check,
+    denied,
+    error_text,
+    message,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -36,42 +53,6 @@ CREDENTIALS_HELP = (
 USABLE_STACK_STATES = frozenset(
     {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE", "IMPORT_ROLLBACK_COMPLETE"}
 )
-_FOUNDATION_MODEL_ARN = re.compile(r"^arn:aws[a-z-]*:bedrock:([a-z0-9-]*)::foundation-model/(.+)$")
-_CLIENT_CONFIG = Config(connect_timeout=5, read_timeout=30, retries={"mode": "standard", "total_max_attempts": 2})
-_ACCESS_DENIED = "AccessDeniedException"
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the doctor looks at: one stage's deployment, as configured in cdk.json."""
-
-    stage: str
-    stack_name: str
-    region: str
-    model_id: str
-    bedrock_region: str
-    profile_regions: tuple[str, ...] = ()
-
-    @property
-    def is_profile(self) -> bool:
-        return bool(self.profile_regions)
-
-    @property
-    def is_global_profile(self) -> bool:
-        return self.model_id.startswith("global.")
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-
-    def line(self) -> str:
-        if self.ok:
-            return f"✓ {self.name}: {self.detail}"
-        return f"✗ {self.name}: {self.detail}" + (f" → {self.fix}" if self.fix else "")
 
 
 class CannotRun(Exception):
@@ -100,17 +81,19 @@ def run(target: Target, session: Session | None, out: TextIO) -> int:
         file=out,
         flush=True,
     )
-    bedrock = session.client("bedrock", region_name=target.bedrock_region, config=_CLIENT_CONFIG)
-    runtime = session.client("bedrock-runtime", region_name=target.bedrock_region, config=_CLIENT_CONFIG)
-    cloudformation = session.client("cloudformation", region_name=target.region, config=_CLIENT_CONFIG)
-    dynamodb = session.client("dynamodb", region_name=target.region, config=_CLIENT_CONFIG)
 
-    outputs: dict[str, str] = {}
+    def client(service: str, region: str = target.region) -> Any:
+        return session.client(service, region_name=region, config=CLIENT_CONFIG)
+
+    bedrock = client("bedrock", target.bedrock_region)
+    cloudformation = client("cloudformation")
     checks: list[Callable[[], Iterable[CheckResult]]] = [
-        lambda: check_model_lifecycle(bedrock, target),
-        lambda: [check_converse(runtime, target)],
-        lambda: [check_stack(cloudformation, target, outputs)],
-        lambda: [check_table(dynamodb, target, outputs.get("TableName"))],
+        lambda: [check_cloudwatch_role(client("apigateway"), target)],
+        lambda: model_checks(bedrock, target),
+        lambda: [check_converse(client("bedrock-runtime", target.bedrock_region), target)],
+        lambda: [check_bedrock_quotas(client("service-quotas", target.bedrock_region), target)],
+        lambda: [check_lambda_concurrency(client("lambda"), cloudformation, target)],
+        lambda: check_stack_and_table(cloudformation, client("dynamodb"), target),
     ]
     ok = True
     for check in checks:
@@ -127,142 +110,21 @@ def _guarded(check: Callable[[], Iterable[CheckResult]]) -> list[CheckResult]:
     except NoCredentialsError as error:
         raise CannotRun(f"no AWS credentials found: {CREDENTIALS_HELP}") from error
     except ClientError as error:
-        return [CheckResult("AWS", False, _error_text(error), "check the credentials and the caller's permissions")]
+        return [CheckResult("AWS", False, error_text(error), "check the credentials and the caller's permissions")]
     except BotoCoreError as error:
         return [CheckResult("AWS", False, str(error), "check the network and the region")]
 
 
-# --- Bedrock: lifecycle ----------------------------------------------------------------------------
-
-
-def check_model_lifecycle(bedrock: Any, target: Target) -> list[CheckResult]:
-    """``GetInferenceProfile`` for a profile id (its status, the models and regions behind it), then
-    ``GetFoundationModel`` for each foundation model: ACTIVE passes, LEGACY fails with its dates."""
-    foundation_ids = [target.model_id]
-    results: list[CheckResult] = []
-    if target.is_profile:
-        try:
-            profile = bedrock.get_inference_profile(inferenceProfileIdentifier=target.model_id)
-        except ClientError as error:
-            return [_profile_error(target, error)]
-        routes = [_FOUNDATION_MODEL_ARN.match(model.get("modelArn", "")) for model in profile["models"]]
-        foundation_ids = sorted({match.group(2) for match in routes if match})
-        regions = sorted({match.group(1) for match in routes if match and match.group(1)})
-        status = profile["status"]
-        results.append(
-            CheckResult(
-                "inference profile",
-                status == "ACTIVE",
-                f"{target.model_id} is {status}, routes to {', '.join(regions) or 'all commercial regions'}",
-                "choose an Active inference profile for bedrock.model_id in cdk.json",
-            )
-        )
-        if not target.is_global_profile:
-            results.append(_profile_regions_result(target, regions))
-    for foundation_id in foundation_ids:
-        results.append(_foundation_model_result(bedrock, target, foundation_id))
-    return results
-
-
-def _profile_error(target: Target, error: ClientError) -> CheckResult:
-    code = _code(error)
-    if code == "ResourceNotFoundException":
-        return CheckResult(
-            "inference profile",
-            False,
-            f"{target.model_id} does not exist in {target.bedrock_region}",
-            "use a profile id Bedrock lists there (aws bedrock list-inference-profiles) in cdk.json",
-        )
-    return CheckResult(
-        "inference profile", False, _error_text(error), "allow the caller bedrock:GetInferenceProfile on the profile"
-    )
-
-
-def _profile_regions_result(target: Target, routed: Sequence[str]) -> CheckResult:
-    missing = sorted(set(routed) - set(target.profile_regions))
-    if missing:
-        return CheckResult(
-            "profile regions",
-            False,
-            f"the profile routes to {', '.join(missing)}, which bedrock.inference_profile_regions does not list",
-            "add them to cdk.json and deploy again (the message Lambda may only invoke the model there)",
-        )
-    return CheckResult("profile regions", True, f"cdk.json grants every region the profile routes to ({len(routed)})")
-
-
-def _foundation_model_result(bedrock: Any, target: Target, foundation_id: str) -> CheckResult:
-    name = "model lifecycle"
-    try:
-        details = bedrock.get_foundation_model(modelIdentifier=foundation_id)["modelDetails"]
-    except ClientError as error:
-        if _code(error) == "ResourceNotFoundException":
-            return CheckResult(
-                name,
-                False,
-                f"{foundation_id} is not offered in {target.bedrock_region} (end of life, or never there)",
-                "move bedrock.model_id in cdk.json to an Active model (README: Models)",
-            )
-        return CheckResult(name, False, _error_text(error), "allow the caller bedrock:GetFoundationModel")
-    lifecycle = details.get("modelLifecycle", {})
-    status = lifecycle.get("status", "unknown")
-    if status == "ACTIVE":
-        return CheckResult(name, True, f"{foundation_id} is ACTIVE")
-    dates = [
-        f"{label} {_date(lifecycle[key])}"
-        for key, label in (("legacyTime", "legacy since"), ("endOfLifeTime", "end of life"))
-        if key in lifecycle
-    ]
-    return CheckResult(
-        name,
-        False,
-        f"{foundation_id} is {status}" + (f" ({', '.join(dates)})" if dates else ""),
-        "move bedrock.model_id in cdk.json to an Active model and deploy (README: Models)",
-    )
-
-
-# --- Bedrock: one token ----------------------------------------------------------------------------
-
-
-def check_converse(runtime: Any, target: Target) -> CheckResult:
-    """One ``Converse`` call of one output token, with the inference settings the message Lambda uses."""
-    name = "model invocation"
-    try:
-        runtime.converse(
-            modelId=target.model_id,
-            messages=[{"role": "user", "content": [{"text": "Reply with OK."}]}],
-            inferenceConfig={"maxTokens": 1, "temperature": Settings.model_fields["temperature"].default},
-        )
-    except ClientError as error:
-        return CheckResult(name, False, _error_text(error), _converse_fix(error, target))
-    return CheckResult(name, True, f"Converse with {target.model_id} answered")
-
-
-def _converse_fix(error: ClientError, target: Target) -> str:
-    code, message = _code(error), _message(error).lower()
-    if code == _ACCESS_DENIED and "use case" in message:
-        return (
-            "submit Anthropic's one-time use case form for this account: Bedrock console → Model catalog → "
-            "the model → submit use case details (or open it in the playground), then run doctor again"
-        )
-    if code == _ACCESS_DENIED and "marketplace" in message:
-        return (
-            "the first use of the model subscribes the account through AWS Marketplace: allow the caller "
-            "aws-marketplace:Subscribe, aws-marketplace:ViewSubscriptions and aws-marketplace:Unsubscribe "
-            "(or have an administrator invoke the model once), then run doctor again"
-        )
-    if code == _ACCESS_DENIED and ("model access" in message or "access to the model" in message):
-        return "enable access to the model in the Bedrock console (Model access) for this account and region"
-    if code == _ACCESS_DENIED:
-        regions = ", ".join(target.profile_regions) or target.bedrock_region
-        return f"allow the caller bedrock:InvokeModel on {target.model_id} and its foundation model in {regions}"
-    if code == "ResourceNotFoundException" or (code == "ValidationException" and "end of its life" in message):
-        return "move bedrock.model_id in cdk.json to an Active model and deploy (README: Models)"
-    if code == "ThrottlingException":
-        return "the account's Bedrock quota for this model is exhausted right now: try again, or request more"
-    return "see the message: the deployed message Lambda would get the same answer"
-
-
 # --- CloudFormation and DynamoDB -------------------------------------------------------------------
+
+
+def check_stack_and_table(cloudformation: Any, dynamodb: Any, target: Target) -> list[CheckResult]:
+    """The stack, then the table its ``TableName`` output names (unknown when the stack cannot be read)."""
+    outputs: dict[str, str] = {}
+    stack = check_stack(cloudformation, target, outputs)
+    if stack.warning:
+        return [stack, could_not_check("table", "cloudformation:DescribeStacks (the table's name is a stack output)")]
+    return [stack, check_table(dynamodb, target, outputs.get("TableName"))]
 
 
 def check_stack(cloudformation: Any, target: Target, outputs: dict[str, str]) -> CheckResult:
@@ -272,9 +134,11 @@ def check_stack(cloudformation: Any, target: Target, outputs: dict[str, str]) ->
     try:
         stack = cloudformation.describe_stacks(StackName=target.stack_name)["Stacks"][0]
     except ClientError as error:
-        if _code(error) == "ValidationError" and "does not exist" in _message(error):
+        if code(error) == "ValidationError" and "does not exist" in message(error):
             return CheckResult(name, False, f"{target.stack_name} is not deployed in {target.region}", deploy)
-        return CheckResult(name, False, _error_text(error), "allow the caller cloudformation:DescribeStacks")
+        if denied(error):
+            return could_not_check(name, "cloudformation:DescribeStacks", target.stack_name)
+        return CheckResult(name, False, error_text(error), "see the message")
     outputs.update({item["OutputKey"]: item["OutputValue"] for item in stack.get("Outputs", [])})
     status = stack["StackStatus"]
     if status not in USABLE_STACK_STATES:
@@ -302,7 +166,7 @@ def check_table(dynamodb: Any, target: Target, table_name: str | None) -> CheckR
     try:
         table = dynamodb.describe_table(TableName=table_name)["Table"]
     except ClientError as error:
-        if _code(error) == "ResourceNotFoundException":
+        if code(error) == "ResourceNotFoundException":
             return CheckResult(
                 name,
                 False,
@@ -310,48 +174,58 @@ def check_table(dynamodb: Any, target: Target, table_name: str | None) -> CheckR
                 f"deploy the stack again (npx aws-cdk@2 deploy -c stage={target.stage}); a retained table "
                 "deleted by hand must be restored from its point-in-time backup",
             )
-        return CheckResult(name, False, _error_text(error), "allow the caller dynamodb:DescribeTable")
+        if denied(error):
+            return could_not_check(name, "dynamodb:DescribeTable", table_name)
+        return CheckResult(name, False, error_text(error), "see the message")
     status = table["TableStatus"]
     if status != "ACTIVE":
         return CheckResult(name, False, f"{table_name} is {status}", "wait until it is ACTIVE and run doctor again")
     return CheckResult(name, True, f"{table_name} is ACTIVE")
 
 
-# --- helpers ---------------------------------------------------------------------------------------
-
-
-def _code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
-def _message(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Message", ""))
-
-
-def _error_text(error: ClientError) -> str:
-    return f"{_code(error) or 'error'}: {_message(error) or error}"
-
-
-def _date(value: Any) -> str:
-    return value.date().isoformat() if isinstance(value, datetime) else str(value)
-
-
 def load_target(stage: str | None, region: str | None) -> Target:
     """The stage's settings from cdk.json (through ``infra.config``); ``region`` overrides the stage's."""
     config_module = _infra_config()
+    stages = config_module.read_cdk_json_context().get("stages")
     try:
-        config = config_module.select_stage(config_module.read_cdk_json_context().get("stages"), stage)
+        config = config_module.select_stage(stages, stage)
     except config_module.StageConfigError as error:
         raise CannotRun(str(error).replace("-c stage=", "--stage ")) from error
     region = region or config.region
+    bedrock, lambdas = config.bedrock, config.lambdas
     return Target(
         stage=config.name,
         stack_name=config.stack_name,
         region=region,
-        model_id=config.bedrock.model_id,
-        bedrock_region=config.bedrock.region or region,
-        profile_regions=tuple(config.bedrock.inference_profile_regions),
+        model_id=bedrock.model_id,
+        bedrock_region=bedrock.region or region,
+        profile_regions=tuple(bedrock.inference_profile_regions),
+        # Settings newer than some checkouts' infra/config.py: their defaults until it has them.
+        effort=getattr(bedrock, "effort", "low"),
+        thinking=getattr(bedrock, "thinking", "off"),
+        creates_cloudwatch_role=config.api_gateway_cloudwatch_role,
+        access_logging=getattr(config, "access_logs", True),
+        access_logging_setting=getattr(config, "access_logging", ""),
+        role_owners=_role_owners(config_module, stages, region, config.account),
+        message_reserved_concurrency=lambdas.reserved_concurrency,
+        turn_reserved_concurrency=getattr(lambdas, "turn_reserved_concurrency", None),
+        account_concurrency=getattr(lambdas, "account_concurrency", None),
     )
+
+
+def _role_owners(config_module: ModuleType, stages: Any, region: str, account: str | None) -> tuple[str, ...]:
+    """The stages of cdk.json that set API Gateway's CloudWatch Logs role in ``region`` (and the
+    same account, where both name one)."""
+    owners = []
+    for name in sorted(stages or {}):
+        try:
+            other = config_module.select_stage(stages, name)
+        except config_module.StageConfigError:
+            continue
+        same_account = account is None or other.account is None or other.account == account
+        if other.api_gateway_cloudwatch_role and other.region == region and same_account:
+            owners.append(other.name)
+    return tuple(owners)
 
 
 def _infra_config() -> ModuleType:

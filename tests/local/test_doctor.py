@@ -1,10 +1,13 @@
 """``voiceide-conductor doctor`` against real wire protocols.
 
-CloudFormation and DynamoDB are a moto server. moto implements none of Bedrock's
-``GetFoundationModel``, ``GetInferenceProfile`` or ``Converse``, so a small HTTP endpoint here
-serves them: its requests and responses are validated against the installed botocore service
-models (required members, types, enums, patterns), errors carry Bedrock's rest-json error shape.
-The real boto3 clients reach both through ``AWS_ENDPOINT_URL_<SERVICE>``.
+CloudFormation, DynamoDB and API Gateway's account settings are a moto server. moto implements
+none of Bedrock's ``GetFoundationModel``, ``GetInferenceProfile``, ``GetFoundationModelAvailability``,
+``GetUseCaseForModelAccess`` or ``Converse``, nor Lambda's ``GetAccountSettings`` or Service Quotas'
+``ListServiceQuotas``, so a small HTTP endpoint here serves them: its requests and responses are
+validated against the installed botocore service models (required members, types, enums,
+patterns), errors carry the services' error shapes. The real boto3 clients reach both through
+``AWS_ENDPOINT_URL_<SERVICE>``. Each check's cases are in ``test_doctor_bedrock.py`` and
+``test_doctor_account.py`` (botocore Stubber).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from botocore.validate import ParamValidator
 from moto.server import ThreadedMotoServer
 
 from conductor_local import doctor
+from shared.model_rules import Inference, request_fields, rules_for
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -45,6 +49,9 @@ USE_CASE_MESSAGE = (
 _LOADER = botocore.session.get_session()
 BEDROCK = _LOADER.get_service_model("bedrock")
 RUNTIME = _LOADER.get_service_model("bedrock-runtime")
+LAMBDA = _LOADER.get_service_model("lambda")
+SERVICE_QUOTAS = _LOADER.get_service_model("service-quotas")
+LOGGING_ROLE = "arn:aws:iam::123456789012:role/VoiceIDEConductor-prod-ApiCloudWatchRole"
 
 
 def _enum_and_pattern_problems(shape: Any, value: Any, path: str) -> list[str]:
@@ -107,6 +114,53 @@ def inference_profile(profile_id: str, foundation_id: str, regions: tuple[str, .
     return strict(BEDROCK.operation_model("GetInferenceProfile").output_shape, body)
 
 
+def availability(model_id: str, **fields: Any) -> dict[str, Any]:
+    body = {
+        "modelId": model_id,
+        "agreementAvailability": {"status": "AVAILABLE"},
+        "authorizationStatus": "AUTHORIZED",
+        "entitlementAvailability": "AVAILABLE",
+        "regionAvailability": "AVAILABLE",
+        **fields,
+    }
+    return strict(BEDROCK.operation_model("GetFoundationModelAvailability").output_shape, body)
+
+
+def service_quota(name: str, value: float, quota_code: str = "L-0A1B2C3D") -> dict[str, Any]:
+    body = {
+        "ServiceCode": "bedrock",
+        "ServiceName": "Amazon Bedrock",
+        "QuotaCode": quota_code,
+        "QuotaName": name,
+        "Value": value,
+        "Unit": "None",
+        "Adjustable": True,
+        "GlobalQuota": False,
+    }
+    return strict(SERVICE_QUOTAS.operation_model("ListServiceQuotas").output_shape, {"Quotas": [body]})["Quotas"][0]
+
+
+HAIKU_QUOTAS = [
+    service_quota("Cross-Region InvokeModel tokens per minute for Anthropic Claude Haiku 5.5", 4_000_000.0),
+    service_quota("On-demand InvokeModel tokens per minute for Anthropic Claude Haiku 5.5", 2_000_000.0),
+    service_quota("Model invocation max tokens per day for Anthropic Claude Haiku 5.5", 5_760_000_000.0),
+    service_quota("Cross-Region InvokeModel tokens per minute for Anthropic Claude Sonnet 5.5", 0.0),
+]
+ACCOUNT_SETTINGS = strict(
+    LAMBDA.operation_model("GetAccountSettings").output_shape,
+    {
+        "AccountLimit": {
+            "TotalCodeSize": 80_530_636_800,
+            "CodeSizeUnzipped": 262_144_000,
+            "CodeSizeZipped": 52_428_800,
+            "ConcurrentExecutions": 1000,
+            "UnreservedConcurrentExecutions": 1000,
+        },
+        "AccountUsage": {"TotalCodeSize": 0, "FunctionCount": 0},
+    },
+)
+
+
 CONVERSE_REPLY = strict(
     RUNTIME.operation_model("Converse").output_shape,
     {
@@ -120,12 +174,18 @@ CONVERSE_REPLY = strict(
 
 @dataclass
 class BedrockState:
-    """What the fake Bedrock knows: models by id, profiles by id, an error Converse answers with."""
+    """What the fake Bedrock knows: models by id, profiles by id, the account's access to each model
+    and its use case form, an error Converse answers with; and the account's Lambda settings and
+    Bedrock quotas."""
 
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    availability: dict[str, dict[str, Any]] = field(default_factory=dict)
+    use_case_submitted: bool = True
     converse_error: tuple[int, str, str] | None = None
     converse_requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    account_settings: dict[str, Any] = field(default_factory=lambda: ACCOUNT_SETTINGS)
+    quotas: list[dict[str, Any]] = field(default_factory=lambda: list(HAIKU_QUOTAS))
 
 
 class _BedrockHandler(BaseHTTPRequestHandler):
@@ -150,6 +210,19 @@ class _BedrockHandler(BaseHTTPRequestHandler):
                 self._error(404, "ResourceNotFoundException", "The provided inference profile could not be found.")
             else:
                 self._json(200, body)
+        elif match := re.fullmatch(r"/foundation-model-availability/([^/]+)", path):
+            model_id = unquote(match.group(1))
+            if model_id not in state.models:
+                self._error(404, "ResourceNotFoundException", "The requested model could not be found.")
+            else:
+                self._json(200, state.availability.get(model_id) or availability(model_id))
+        elif path == "/use-case-for-model-access":
+            if state.use_case_submitted:
+                self._json(200, {"formData": "eyJjb21wYW55TmFtZSI6ICJFeGFtcGxlIn0="})
+            else:
+                self._error(404, "ResourceNotFoundException", "Use case details were not found for this account.")
+        elif path.rstrip("/") == "/2016-08-19/account-settings":
+            self._json(200, state.account_settings)
         else:
             self._error(404, "UnknownOperationException", f"no such operation: GET {path}")
 
@@ -157,6 +230,10 @@ class _BedrockHandler(BaseHTTPRequestHandler):
         state = self.server.state
         path = urlsplit(self.path).path
         request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        target = self.headers.get("X-Amz-Target", "")
+        if target.startswith("ServiceQuotasV20190624."):
+            self._service_quotas(target.split(".", 1)[1], request)
+            return
         match = re.fullmatch(r"/model/([^/]+)/converse", path)
         if match is None:
             self._error(404, "UnknownOperationException", f"no such operation: POST {path}")
@@ -168,8 +245,20 @@ class _BedrockHandler(BaseHTTPRequestHandler):
             self._error(*state.converse_error)
         elif model_id not in state.profiles and model_id not in state.models:
             self._error(400, "ValidationException", "The provided model identifier is invalid.")
+        elif "temperature" in request.get("inferenceConfig", {}) and not rules_for(model_id).sampling:
+            # As Bedrock answers Claude models from Opus 4.7 on.
+            self._error(400, "ValidationException", "temperature is deprecated for this model.")
         else:
             self._json(200, CONVERSE_REPLY)
+
+    def _service_quotas(self, operation: str, request: dict[str, Any]) -> None:
+        """``ListServiceQuotas`` (the applied values) and ``ListAWSDefaultServiceQuotas`` (none here)."""
+        strict(SERVICE_QUOTAS.operation_model(operation).input_shape, request)
+        if request.get("ServiceCode") != "bedrock":
+            self._error(400, "NoSuchResourceException", "The request failed because the service does not exist.")
+            return
+        quotas = self.server.state.quotas if operation == "ListServiceQuotas" else []
+        self._json(200, strict(SERVICE_QUOTAS.operation_model(operation).output_shape, {"Quotas": quotas}))
 
     def _json(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
@@ -224,12 +313,19 @@ def endpoints(bedrock_state: BedrockState, monkeypatch: pytest.MonkeyPatch) -> I
         "AWS_DEFAULT_REGION": REGION,
         "AWS_ENDPOINT_URL_CLOUDFORMATION": moto_url,
         "AWS_ENDPOINT_URL_DYNAMODB": moto_url,
+        "AWS_ENDPOINT_URL_API_GATEWAY": moto_url,
         "AWS_ENDPOINT_URL_BEDROCK": bedrock_url,
         "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": bedrock_url,
+        "AWS_ENDPOINT_URL_LAMBDA": bedrock_url,
+        "AWS_ENDPOINT_URL_SERVICE_QUOTAS": bedrock_url,
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    # The account's API Gateway logging role, as the prod stage sets it.
+    boto3.client("apigateway", region_name=REGION).update_account(
+        patchOperations=[{"op": "replace", "path": "/cloudwatchRoleArn", "value": LOGGING_ROLE}]
+    )
     try:
         yield env
     finally:
@@ -299,18 +395,40 @@ def line(lines: list[str], name: str) -> str:
 def test_every_check_passes_on_a_healthy_stage(deployed: str, bedrock_state: BedrockState) -> None:
     code, lines = run_doctor(target())
     assert code == doctor.EXIT_OK, lines
+    assert all(text.startswith("✓") for text in lines[1:]), lines
+    assert line(lines, "API Gateway logging role").startswith(f"✓ API Gateway logging role: {LOGGING_ROLE} is")
     assert line(lines, "inference profile").startswith("✓")
     assert "us-east-1, us-east-2, us-west-1, us-west-2" in line(lines, "inference profile")
     assert line(lines, "profile regions").startswith("✓")
     assert line(lines, "model lifecycle") == f"✓ model lifecycle: {FOUNDATION_ID} is ACTIVE"
+    assert line(lines, "model access").startswith(f"✓ model access: {FOUNDATION_ID} in us-east-1: regionAvailability")
+    assert line(lines, "Anthropic use case").startswith("✓")
     assert line(lines, "model invocation").startswith("✓")
+    assert line(lines, "Bedrock quotas") == (
+        "✓ Bedrock quotas: us-east-1: Cross-Region InvokeModel tokens per minute for Anthropic Claude Haiku 5.5 = "
+        "4,000,000; no requests-per-minute quota (Bedrock throttles on tokens)"
+    )
+    assert line(lines, "Lambda concurrency").startswith("✓ Lambda concurrency: ConcurrentExecutions 1,000")
     assert line(lines, "stack").endswith("wss://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/dev")
     assert line(lines, "table") == f"✓ table: {deployed} is ACTIVE"
-    # One output token, with the temperature the message Lambda sends.
+    # One output token, with exactly the fields the turn runner sends the model (no temperature:
+    # Claude Haiku 5.5 refuses one).
     (model_id, request), *_ = bedrock_state.converse_requests
     assert model_id == PROFILE_ID
-    assert request["inferenceConfig"]["maxTokens"] == 1
-    assert 0 <= request["inferenceConfig"]["temperature"] <= 1
+    expected = request_fields(rules_for(PROFILE_ID), Inference(max_tokens=1, effort="low", thinking="off"))
+    assert {key: value for key, value in request.items() if key != "messages"} == expected
+    assert request["inferenceConfig"] == {"maxTokens": 1}
+
+
+def test_a_temperature_would_be_refused_by_the_model(deployed: str, bedrock_state: BedrockState) -> None:
+    """What the probe used to send: the fake refuses it as Bedrock does, so the probe's fields matter."""
+    runtime = boto3.client("bedrock-runtime", region_name=REGION)
+    with pytest.raises(runtime.exceptions.ValidationException, match="temperature"):
+        runtime.converse(
+            modelId=PROFILE_ID,
+            messages=[{"role": "user", "content": [{"text": "Reply with OK."}]}],
+            inferenceConfig={"maxTokens": 1, "temperature": 0.3},
+        )
 
 
 def test_a_foundation_model_id_is_checked_directly(deployed: str, bedrock_state: BedrockState) -> None:
@@ -400,7 +518,12 @@ def test_stage_settings_come_from_cdk_json() -> None:
     dev = doctor.load_target("dev", None)
     assert (dev.stack_name, dev.region) == ("VoiceIDEConductor-dev", "us-east-1")
     assert dev.model_id.startswith("us.") and dev.is_profile
+    assert (dev.effort, dev.thinking) == ("low", "off")
+    assert not dev.creates_cloudwatch_role and dev.role_owners == ("prod",)
+    prod = doctor.load_target("prod", None)
+    assert prod.creates_cloudwatch_role and prod.access_logging
     assert doctor.load_target("prod", "us-west-2").region == "us-west-2"
+    assert doctor.load_target("prod", "us-west-2").role_owners == ()  # prod sets the role in us-east-1 only
     with pytest.raises(
         doctor.CannotRun, match=re.escape("Unknown stage 'qa'. Known stages: dev, prod. Choose one with --stage")
     ):
