@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictStr,
     ValidationError,
     field_serializer,
@@ -132,7 +133,7 @@ MAX_HANDOFF_TURNS = 8
 MAX_HANDOFF_TEXT = 4000
 MAX_HEARD_TEXT = 8000
 # Optional extension fields left out of a frame when they have no value.
-_OMITTED_WHEN_NONE = frozenset({"lastSeq", "capabilities", "handoff", "heardText"})
+_OMITTED_WHEN_NONE = frozenset({"lastSeq", "capabilities", "handoff", "heardText", "interrupted"})
 Capability = Annotated[StrictStr, Field(min_length=1, max_length=64)]
 
 
@@ -178,6 +179,9 @@ class AssistantSpeechPartial(_Payload):
 
 class AssistantSpeechFinal(_Payload):
     text: StrictStr
+    # Extension: true on the final that ends a segment stopped by a barge-in or a new request; its
+    # text is what the user heard of the segment (may be empty). Omitted otherwise.
+    interrupted: StrictBool | None = None
 
 
 class AssistantUIPatch(_Payload):

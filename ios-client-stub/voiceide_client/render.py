@@ -85,7 +85,9 @@ class TranscriptRenderer:
         if isinstance(payload, AssistantSpeechPartial):
             self._partial(f"assistant: {payload.text}")
         elif isinstance(payload, AssistantSpeechFinal):
-            self._final(f"assistant: {payload.text}")
+            # a segment stopped by a barge-in ends with what was heard of it (maybe nothing), marked
+            mark = " [interrupted]" if payload.interrupted else ""
+            self._final(f"assistant: {payload.text}{mark}".replace(":  [", ": ["))
         elif isinstance(payload, ToolCall):
             self._tool_names[payload.call_id] = payload.name
             if payload.name not in BUILTIN_TOOLS:

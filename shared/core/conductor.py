@@ -27,7 +27,8 @@ from shared.core.decision import (
     new_id,
 )
 from shared.core.messages import INTERRUPTED_MARKER, text_block, tool_result_block
-from shared.core.state import OwnPurpose, SessionState, Turn
+from shared.core.speakable import split_answer
+from shared.core.state import ActiveStream, OwnPurpose, SessionState, Turn
 from shared.core.stream import (
     CONTEXT_FULL_LINE,
     CONTEXT_FULL_MARKER,
@@ -57,6 +58,7 @@ from shared.protocol import (
     MAX_HEARD_TEXT,
     SENTENCE_SPEECH,
     SPEAKING_STATE,
+    AssistantSpeechFinal,
     ErrorCode,
     Handoff,
     SessionStart,
@@ -310,6 +312,17 @@ def _seed_from_handoff(decision: Decision, handoff: Handoff) -> None:
     decision.notes.append(f"seeded from a handoff: {len(turns)} turns")
 
 
+def _heard_of_segment(stream: ActiveStream, heard_text: str | None) -> str:
+    """The text that ends a stopped segment on screen (its interrupted final): what the user heard
+    of it, as the app reports it (less the text already finalized before it), else what was sent
+    to tts.speak, shown as finals are (cards as their placeholders)."""
+    if heard_text is not None:
+        heard, before = heard_text.strip(), stream.said.strip()
+        return heard[len(before) :].strip() if before and heard.startswith(before) else heard
+    spoken = stream.text[: stream.spoken].strip()
+    return split_answer(spoken).display.strip() if spoken else ""
+
+
 def _cancel_turn(decision: Decision, reason: str, *, heard_text: str | None = None) -> None:
     """End the turn in progress so the stored history stays valid for Bedrock."""
     turn = decision.state.turn
@@ -323,6 +336,7 @@ def _cancel_turn(decision: Decision, reason: str, *, heard_text: str | None = No
             said = heard_text.strip()
         if said:
             decision.history.add("assistant", [text_block(f"{said} {INTERRUPTED_MARKER}")])
+        decision.send(AssistantSpeechFinal(text=_heard_of_segment(turn.stream, heard_text), interrupted=True))
         turn.stream = None
         decision.notes.append(f"stream of turn {turn.turn_id} stopped: {reason}")
     if turn.tools is not None:

@@ -8,7 +8,7 @@ from shared.core.history_ops import AppendMessage, ExtendMessage, ReplaceMessage
 from shared.core.messages import INTERRUPTED_MARKER, Message
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.state import SessionState
-from shared.protocol import Handoff, HandoffTurn, SessionStart, ToolCall, ToolResult
+from shared.protocol import AssistantSpeechFinal, Handoff, HandoffTurn, SessionStart, ToolCall, ToolResult, make_event
 from tests.history_check import assert_valid_history
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
@@ -135,3 +135,60 @@ def test_a_handoff_is_never_merged_into_a_conversation() -> None:
     assert any("handoff ignored" in note for note in out.notes)
     session.start(handoff=HANDOFF)  # a second sessionStart with it changes nothing either
     assert session.history == before
+
+
+# ---- the interrupted final: a stopped segment is ended on screen -------------------------------
+
+
+def _finals(outcome: Outcome) -> list[AssistantSpeechFinal]:
+    return [e for e in outcome.events if isinstance(e, AssistantSpeechFinal)]
+
+
+def test_a_barge_in_mid_stream_ends_the_segment_with_the_heard_text_marked_interrupted() -> None:
+    session = Session()
+    session.start(capabilities=("sentenceSpeech",))
+    stream = session.say("explain")
+    session.apply(conductor.stream_speak(session.state, stream, "One, two. Three four. Five", len("One, two. ")))
+    out = session.apply(conductor.handle_barge_in(session.state, "One, two"))
+    assert _finals(out) == [AssistantSpeechFinal(text="One, two", interrupted=True)]
+    kinds = [type(e).__name__ for e in out.events]
+    assert kinds.index("AssistantSpeechFinal") < len(kinds) - 1  # before idle
+    wire = make_event(_finals(out)[0]).to_wire()["kind"]
+    assert wire == {"assistantSpeechFinal": {"text": "One, two", "interrupted": True}}
+
+
+def test_without_heard_text_the_interrupted_final_holds_what_was_sent_to_speech() -> None:
+    session = Session()
+    stream = session.say("explain")
+    session.apply(conductor.stream_speak(session.state, stream, "One. Two and", len("One. ")))
+    out = session.apply(conductor.handle_barge_in(session.state))
+    assert _finals(out) == [AssistantSpeechFinal(text="One.", interrupted=True)]
+
+
+def test_nothing_heard_ends_the_segment_with_an_empty_interrupted_final() -> None:
+    session = Session()
+    session.say("explain")  # partials may be on screen; nothing was spoken
+    out = session.apply(conductor.handle_barge_in(session.state, ""))
+    assert _finals(out) == [AssistantSpeechFinal(text="", interrupted=True)]
+
+
+def test_a_new_request_mid_stream_ends_the_segment_before_its_thinking() -> None:
+    session = Session()
+    stream = session.say("explain")
+    session.apply(conductor.stream_speak(session.state, stream, "Sure. The", len("Sure. ")))
+    out = session.apply(conductor.handle_transcript(session.state, "stop, do this", now=3.0, settings=SETTINGS))
+    assert _finals(out) == [AssistantSpeechFinal(text="Sure.", interrupted=True)]
+    assert isinstance(out.events[0], AssistantSpeechFinal)  # ended before the new turn's thinking
+
+
+def test_a_barge_in_during_playback_sends_no_second_final() -> None:
+    session = Session()
+    session.answered("It builds. Two tests fail.")
+    out = session.apply(conductor.handle_barge_in(session.state, "It builds."))
+    assert _finals(out) == []  # the answer's final is already on screen
+
+
+def test_finals_of_complete_segments_carry_no_mark() -> None:
+    assert make_event(AssistantSpeechFinal(text="Done.")).to_wire()["kind"] == {
+        "assistantSpeechFinal": {"text": "Done."}
+    }

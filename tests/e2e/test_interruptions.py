@@ -58,11 +58,18 @@ async def test_barge_in_stops_the_stream_and_the_next_turn_works(stack: LocalSta
     barge_ins = [e.payload for e in client.sent if isinstance(e.payload, ErrorPayload)]
     assert [p.code for p in barge_ins] == [ErrorCode.AUDIO_OUTPUT_INTERRUPTED]
 
-    # The interrupted turn: thinking, a few partials, idle (answering the barge-in) - no final, no speech.
+    # The interrupted turn: thinking, a few partials, then (answering the barge-in) the final that ends
+    # them, marked interrupted and empty (nothing was spoken), and idle - no speech.
     assert interrupted.completed
     assert interrupted.states == ["thinking", "idle"]
-    assert collapse_partials([label(e) for e in client.events[: idle_at + 1]]) == ["thinking", "partial+", "idle"]
-    assert interrupted.finals == [] and interrupted.calls("tts.speak") == []
+    assert collapse_partials([label(e) for e in client.events[: idle_at + 1]]) == [
+        "thinking",
+        "partial+",
+        "final",
+        "idle",
+    ]
+    assert interrupted.finals == [""] and interrupted.calls("tts.speak") == []
+    assert [e.payload.interrupted for e in interrupted.events if e.kind_name == "assistantSpeechFinal"] == [True]
 
     # "At most one in flight": after the idle that answers the barge-in, at most one partial of the
     # count stream arrives (the runner checks the stream before every partial it posts).

@@ -470,10 +470,11 @@ def test_a_stale_snapshot_loses_its_race_and_decides_again(conductor: Harness) -
 def test_a_snapshot_of_a_superseded_stream_says_nothing(conductor: Harness) -> None:
     conn, task = launched_turn(conductor)
     conductor.barge_in(conn)
-    assert conductor.summary(conn) == [THINKING, IDLE]
+    stopped = [THINKING, ("final", ""), IDLE]  # the stopped segment ended (nothing was heard), then idle
+    assert conductor.summary(conn) == stopped
     conductor.script.push(message(ANSWER))
     assert turn.handler(task, turn_context()) == {"ran": True}
-    assert conductor.summary(conn) == [THINKING, IDLE]
+    assert conductor.summary(conn) == stopped
     assert errors(conductor.events(conn)) == []
 
 

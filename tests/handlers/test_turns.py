@@ -154,8 +154,11 @@ def test_barge_in_mid_stream_stops_it_and_keeps_what_was_spoken_marked(conductor
     summary = conductor.summary(conn)
     idle_at = summary.index(IDLE)
     assert sum(1 for item in summary[idle_at:] if item[0] in ("partial", "toolCall")) <= 1
-    assert not any(item[0] == "final" for item in summary)
     spoken = " ".join(json.loads(call.arguments)["text"] for call in speaks(conductor.events(conn)))
+    # the segment on screen is ended once, before idle, by a final marked interrupted: what was spoken
+    finals = [e.payload for e in conductor.events(conn) if e.kind_name == "assistantSpeechFinal"]
+    assert [(f.text, f.interrupted) for f in finals] == [(spoken, True)]
+    assert summary.index(("final", spoken)) < idle_at
     stored = conductor.history(conn.session_id)
     assert stored[-1]["role"] == "assistant"
     # exactly what the app was asked to speak, marked; not the text the model wrote after it
