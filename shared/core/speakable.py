@@ -1,8 +1,10 @@
 """Speakable text and on-screen cards from a model answer.
 
-The app speaks every ``tts.speak`` text aloud, so markdown markers, code, diffs, long lists and
-tables must not be read out: blocks become cards (sent as an ``assistantUIPatch``) and the speech
-says where they are. Pure and regex-based: it runs on the turn's hot path.
+The app speaks every ``tts.speak`` text aloud, so markdown markers, code, diffs, long lists,
+tables and display math must not be read out: blocks become cards (sent as an ``assistantUIPatch``)
+and the speech says where they are; inline math is read as words. Reasoning the model wrote inline
+(``<thinking>…</thinking>``) is neither shown nor spoken. Pure and regex-based: it runs on the
+turn's hot path.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Literal
 
+from shared.core.inline_reasoning import find_reasoning, pending_tag, visible, without_reasoning
+from shared.core.math_speech import DISPLAY_ENVIRONMENTS, INLINE_MATH, math_source, speak_math
+
 SHORT_LIST = 4  # lists of up to this many items are spoken, longer ones become a card
 SHORT_CODE = 40  # inline code up to this long is spoken, longer is named
 
@@ -21,7 +26,7 @@ SHORT_CODE = 40  # inline code up to this long is spoken, longer is named
 class Card:
     """What the app shows; serialized camelCase in the patch."""
 
-    type: Literal["code", "diff", "list"]
+    type: Literal["code", "diff", "list", "math"]
     title: str
     body: str
     language: str | None = None
@@ -37,7 +42,7 @@ class Answer:
 
 @dataclass
 class _Seg:
-    kind: str  # prose, fence, indent, diff, list, table
+    kind: str  # prose, fence, indent, diff, list, table, math
     start: int  # first line
     end: int  # line after the last
     closed: bool = True
@@ -55,12 +60,16 @@ _DIFF_START = re.compile(r"^(?:diff --git |@@ -\d|--- \S)")
 _DIFF_LINE = re.compile(r"^(?:[-+ \\]|@@|diff |index )")
 _INDENT = re.compile(r"^(?: {4}|\t)")
 _PARTIAL = re.compile(
-    r"(?:^|\n)([ \t]*(?:`{1,2}|~{1,2}|[-*+•]|\d{1,9}[.)]?|\|.*|@@.*|diff .*|--- .*|(?: {4}|\t)\S.*))\s*\Z"
+    r"(?:^|\n)([ \t]*(?:`{1,2}|~{1,2}|[-*+•]|\d{1,9}[.)]?|\|.*|@@.*|diff .*|--- .*|(?: {4}|\t)\S.*"
+    r"|\$|\\[a-z]*(?:\{[a-z]*\*?)?))\s*\Z"  # and what may open display math: $, \[, \begin{equation
 )
+# Display math opens a line: $$, \[ or \begin{equation} (and the other display environments).
+_MATH_OPEN = re.compile(rf"^\s*(?:(\$\$)|(\\\[)|\\begin\{{((?:{DISPLAY_ENVIRONMENTS})\*?)\}})")
 _URL = r"\bhttps?://[^\s<>`]*[^\s<>`.,;:!?)\]'\"*_]"
 _URL_RE = re.compile(_URL, re.I)
 _TOKEN = re.compile(
     r"(?P<ticks>`+)(?P<code>.{1,2000}?)(?P=ticks)(?!`)"
+    rf"|{INLINE_MATH}"
     r"|!?\[(?P<ltext>[^\]]*)\]\((?P<lurl>[^()\s]*)(?:\s+\"[^\"]*\")?\)"
     rf"|<?(?P<url>{_URL})>?",
     re.I,
@@ -94,7 +103,7 @@ _LANGUAGES = {
 
 def split_answer(text: str) -> Answer:
     """The display text, the speech and the cards of a complete answer, in order."""
-    lines = text.split("\n")
+    lines = without_reasoning(text).split("\n")
     display: list[str] = []
     speech: list[str] = []
     cards: list[Card] = []
@@ -134,14 +143,24 @@ def card_patch(card: Card) -> str:
 
 
 def unfinished_block_start(text: str) -> int | None:
-    """For text still streaming: where a block that may not be complete yet starts (an unclosed fence,
-    a list, table, diff or indented block nothing has followed yet, a line that may open one), so the
-    caller neither speaks nor shows half of it; None when everything so far is complete."""
+    """For text still streaming: where a block that may not be complete yet starts (an unclosed fence
+    or display math, a list, table, diff or indented block nothing has followed yet, a line that may
+    open one, reasoning not yet closed or a tag still arriving), so the caller neither speaks nor
+    shows half of it; None when everything so far is complete."""
+    reasoning = find_reasoning(text)
+    limits = [at for at in (reasoning.open_at, pending_tag(text)) if at is not None]
+    shown = visible(text, reasoning)
+    if (start := _unfinished(shown.text)) is not None:
+        limits.append(shown.raw(start))
+    return min(limits, default=None)
+
+
+def _unfinished(text: str) -> int | None:
     lines = text.split("\n")
     offsets = [0, *accumulate(len(line) + 1 for line in lines)]
     segs = [seg for seg in _scan(lines) if seg.kind != "prose" or any(x.strip() for x in lines[seg.start : seg.end])]
     for seg in segs:
-        if seg.kind == "fence" and not seg.closed:
+        if seg.kind in ("fence", "math") and not seg.closed:
             return offsets[seg.start]
     if segs and segs[-1].kind in ("list", "table", "diff", "indent"):
         return offsets[segs[-1].start]
@@ -176,6 +195,15 @@ def _block_at(lines: list[str], i: int) -> _Seg | None:
             if close and close == mark[0] * len(close) and len(close) >= len(mark):
                 return _Seg("fence", i, j + 1, True, info)
         return _Seg("fence", i, n, False, info)
+    if math := _MATH_OPEN.match(line):
+        close = "$$" if math[1] else "\\]" if math[2] else f"\\end{{{math[3]}}}"
+        if close in line[math.end() :]:
+            return _Seg("math", i, i + 1)
+        end = next((j + 1 for j in range(i + 1, n) if close in lines[j]), None)
+        if end is not None:
+            return _Seg("math", i, end)
+        if math[3] or not line[math.end() :].strip():  # "$$ is the PID" is not math: only "$$" alone may
+            return _Seg("math", i, n, False)  # open a block still being written
     if _DIFF_START.match(line) and (not line.startswith("--- ") or (i + 1 < n and lines[i + 1].startswith("+++ "))):
         return _Seg("diff", i, next((j for j in range(i, n) if not _DIFF_LINE.match(lines[j])), n))
     if "|" in line and i + 1 < n and "|" in lines[i + 1] and _TABLE_SEP.match(lines[i + 1]):
@@ -246,6 +274,8 @@ def _card(seg: _Seg, chunk: list[str], before: str) -> tuple[Card, str, bool] | 
         if count <= SHORT_LIST:
             return None
         return Card("list", f"List ({count} items)", "\n".join(chunk)), f"list of {count} items", False
+    if seg.kind == "math":
+        return _math_card(chunk)
     if seg.kind == "table":
         rows = len(chunk) - 2
         noun = f"table with {rows} row{'s' * (rows != 1)}"
@@ -261,6 +291,8 @@ def _card(seg: _Seg, chunk: list[str], before: str) -> tuple[Card, str, bool] | 
         return None
     words = seg.info.split()
     language = words[0].lower() if words else None
+    if language == "math":  # ```math, as GitHub renders it
+        return Card("math", "Equation", body, "latex"), "equation", False
     header = re.search(r"^(?:\+\+\+ (?:b/)?|diff --git a/)(?!/dev/null)(\S+)", body, re.M)
     file = header[1] if header else _last_file(seg.info) or _last_file(re.split(r"(?<=[.!?])\s+", before.strip())[-1])
     if language and file and language == file.lower():  # ```main.swift
@@ -274,6 +306,18 @@ def _card(seg: _Seg, chunk: list[str], before: str) -> tuple[Card, str, bool] | 
     spoken = _LANGUAGES.get(key or "", language if language and language[:1].isalpha() else "")
     noun = f"{spoken} {'commands' if spoken == 'shell' else 'code'}".strip() + (f" for {name}" if name else "")
     return Card("code", noun[0].upper() + noun[1:], body, language, file), noun, True
+
+
+def _math_card(chunk: list[str]) -> tuple[Card, str, bool] | None:
+    """Display math: the LaTeX without its $$ or \\[ \\] (an environment stays whole, as it matters)."""
+    body = "\n".join(chunk).strip()
+    for opening, closing in (("$$", "$$"), ("\\[", "\\]")):
+        if body.startswith(opening):
+            body = body[len(opening) :]
+            body = (body[: -len(closing)] if body.endswith(closing) else body).strip()
+    if not body:
+        return None
+    return Card("math", "Equation", body, "latex"), "equation", False
 
 
 def _looks_diff(lines: list[str]) -> bool:
@@ -292,11 +336,14 @@ def _basename(path: str) -> str:
 
 
 def _inline(text: str, speech: bool) -> str:
-    """Inline markdown made plain; for speech, URLs and long paths are named, long code too."""
+    """Inline markdown made plain; for speech, URLs and long paths are named, long code too, and
+    inline math is read as words."""
     kept: list[str] = []
 
     def keep(token: re.Match[str]) -> str:
-        if token["code"] is not None:
+        if (math := math_source(token)) is not None:
+            code = speak_math(math) if speech else token[0]  # the screen keeps it: apps may render it
+        elif token["code"] is not None:
             code = token["code"].strip()
             if speech:
                 code = _name_paths(_URL_RE.sub(lambda m: _link_name(m[0]), code))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shared.core.inline_reasoning import Visible, find_reasoning, visible
+from shared.core.math_speech import Formulas
 from shared.core.speakable import split_answer, unfinished_block_start
 
 # A sentence ends at . ! ? … (closing quotes/brackets may follow) or at a blank line, and is
@@ -20,6 +22,7 @@ from shared.core.speakable import split_answer, unfinished_block_start
 _CLOSERS = "\"')\\]\u201d\u2019"  # closing quotes and brackets
 _SENTENCE_END = re.compile(rf"(?:[.!?\u2026]+[{_CLOSERS}]*[ \t\n]+|\n[ \t]*\n\s*)(?=\S)")
 _CLAUSE_END = re.compile(rf"[.!?\u2026,;:][{_CLOSERS}]*\s*$|\n\s*$")
+_SENTENCE_TAIL = re.compile(rf"(?:[.!?\u2026]+[{_CLOSERS}]*[ \t\n]+|\n[ \t]*\n\s*)\Z")  # text ends a sentence
 
 
 _FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})", re.MULTILINE)
@@ -69,6 +72,7 @@ class SegmentText:
         self._tail = ""  # the last few characters, for clause and sentence ends
         self._fresh = False  # text other than whitespace since the last partial
         self._maybe_sentence = False  # punctuation arrived since sentences were last looked for
+        self._tagged = False  # a "<" arrived: the text may hold inline reasoning (<thinking>…</thinking>)
         self._speakable = 0
         self._flushed_at: float | None = None
         self._spoke_at: float | None = None
@@ -90,6 +94,8 @@ class SegmentText:
             self._fresh = True
         if any(mark in self._tail for mark in _SENTENCE_MARKS):
             self._maybe_sentence = True
+        if "<" in delta:
+            self._tagged = True
 
     @property
     def partial(self) -> str:
@@ -130,19 +136,32 @@ class SegmentText:
     def speakable_until(self) -> int:
         """End of the last complete sentence not yet spoken (``spoken`` when there is none).
 
-        Only prose is cut into sentences: never inside a code block, list, table or diff (the
-        whole block becomes one card), nor into a block still being written.
+        Only prose is cut into sentences: never inside a code block, list, table, diff or display
+        math (the whole block becomes one card), a formula or inline reasoning, nor into a block still
+        being written. Sentences are looked for in the text without its reasoning, so no cut falls
+        inside a region and reasoning never ends a sentence; reasoning the model is still writing
+        counts as text after the sentence before it, which goes out at once.
         """
         if not self._maybe_sentence:
             return max(self._speakable, self.spoken)
         text = self.text
         limit = unfinished_block_start(text)
+        reasoning = find_reasoning(text) if self._tagged else None
+        shown = Visible(text) if reasoning is None else visible(text, reasoning)
+        prose = shown.text
+        formulas = Formulas(prose)
         end = self.spoken
-        for match in _SENTENCE_END.finditer(text, self.spoken):
-            if limit is not None and match.end() > limit:
+        for match in _SENTENCE_END.finditer(prose, shown.offset(self.spoken)):
+            cut = shown.raw(match.end())
+            if limit is not None and cut > limit:
                 break
-            if not _in_block(text, match.start()):
-                end = match.end()
+            if not _in_block(prose, match.start()) and not formulas.covers(match.start()):
+                end = cut
+        thinking = None if reasoning is None else reasoning.open_at
+        if thinking is not None and thinking > end and (limit is None or thinking <= limit):
+            tail = _SENTENCE_TAIL.search(prose, max(0, len(prose) - _TAIL * 4))
+            if tail and not _in_block(prose, tail.start()) and not formulas.covers(tail.start()):
+                end = thinking
         self._speakable = end
         # a sentence end still needs the text after it: look again when more comes
         self._maybe_sentence = any(mark in text[end:] for mark in _SENTENCE_MARKS)

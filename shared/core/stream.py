@@ -13,6 +13,7 @@ from shared.core.decision import (
     close_round,
     error_payload,
 )
+from shared.core.inline_reasoning import without_reasoning
 from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
 from shared.core.model_output import ModelMessage
 from shared.core.speakable import Answer, card_patch, speakable, split_answer
@@ -226,7 +227,7 @@ def _finish_abnormal(decision: Decision, turn: Turn, stream: ActiveStream, messa
     cut-off or filtered tool input must not reach the app, and re-asking would loop); the text is
     kept and spoken with a line that says why; the turn ends once it is spoken."""
     stop = message.stop_reason
-    said = stream.text.strip()
+    said = without_reasoning(stream.text).strip()  # what the user may see of it
     rest = stream.text[stream.spoken :].strip()  # not yet sent to tts.speak
     written = " ".join(block["text"] for block in message.history_content() if "text" in block)
     line: str | None = None  # said after the text (all of it, when the text is not for the user)
@@ -236,7 +237,7 @@ def _finish_abnormal(decision: Decision, turn: Turn, stream: ActiveStream, messa
         # A guardrail's text is its own configured message; a filtered reply's text is not for the user.
         keep = stop == "guardrail_intervened" and said
         line, marker = (None if keep else FILTERED_LINE), FILTERED_MARKER
-        written = said if keep else ""
+        written = stream.text.strip() if keep else ""
         said = said if keep else ""
     elif stop in MALFORMED_STOPS:
         decision.send(error_payload(ErrorCode.BEDROCK_ERROR, f"the model's reply was malformed ({stop})"))
@@ -248,15 +249,27 @@ def _finish_abnormal(decision: Decision, turn: Turn, stream: ActiveStream, messa
         line, marker = (None if said else STALL_FALLBACK_LINE), ""
     if not said:
         rest = ""  # text not for the user: only the line is spoken (sentences already spoken stay so)
-    said, rest = split_answer(said).display if said else "", speakable(rest) if rest else ""
-    spoken = f"{said} {line or ''}".strip()
+    shown = _with_note(split_answer(said).display if said else "", line, "\n\n")
+    say = _with_note(speakable(rest) if rest else "", line, " ")
     if message.tool_uses:
         decision.notes.append(f"{len(message.tool_uses)} tool use(s) dropped: stop reason {stop!r}")
-    decision.history.add("assistant", [text_block(f"{written} {marker}".strip() or spoken)])
+    decision.history.add("assistant", [text_block(f"{written} {marker}".strip() or shown)])
     stream.said += stream.text
     stream.text, stream.spoken = "", 0
-    if not decision.speak(spoken, OwnPurpose.SPEAK_FINAL, turn.turn_id, say=f"{rest} {line or ''}".strip()):
+    if not decision.speak(shown, OwnPurpose.SPEAK_FINAL, turn.turn_id, say=say):
         decision.end_turn(turn)
+
+
+def _with_note(text: str, line: str | None, gap: str) -> str:
+    """A line said after the text stands apart from it: its own paragraph on screen (``gap``), its
+    own sentence in speech. Text with a line after it was cut short, so unless it ended a sentence
+    (or a card) it trails off ("Qubits are…") instead of running into the line."""
+    text = text.strip()
+    if not line or not text:
+        return line or text
+    if text[-1] not in ".!?\u2026\"')]\u201d\u2019":
+        text = text.rstrip(",;:-\u2013\u2014 ") + "\u2026"
+    return f"{text}{gap}{line}"
 
 
 def stream_failed(
@@ -295,8 +308,8 @@ def _fail_stream(
     # The history always gets the model's side of this turn, even when it said nothing: the next
     # utterance then starts a new user message instead of growing the one that just failed.
     decision.history.add("assistant", [text_block(f"{said} {ERROR_MARKER}" if said else f"[no answer: {message}]")])
-    if stream.text.strip():
-        decision.send(AssistantSpeechFinal(text=split_answer(stream.text.strip()).display or stream.text.strip()))
+    if shown := without_reasoning(stream.text).strip():
+        decision.send(AssistantSpeechFinal(text=split_answer(shown).display or shown))
     turn.stream = None
     decision.send(error_payload(code, message))
     if fallback_line:
@@ -322,8 +335,9 @@ def end_lost_stream(decision: Decision, now: float, settings: CoreSettings) -> N
 def finalize_segment(decision: Decision, turn: Turn, stream: ActiveStream, purpose: OwnPurpose) -> bool:
     """Send the segment's cards (code, diffs, long lists), its final (the whole text as shown: the
     code is on the cards) and a tts.speak of what was not spoken yet, made speakable; False when
-    nothing was sent to speak."""
-    text = stream.text.strip()
+    nothing was sent to speak. A segment that is only reasoning (``<thinking>…</thinking>`` before
+    a tool call) has no final: the fallback to the text as written never shows reasoning."""
+    text = without_reasoning(stream.text).strip()
     rest = stream.text[stream.spoken :].strip()
     stream.said += stream.text
     stream.text, stream.spoken = "", 0

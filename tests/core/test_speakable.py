@@ -234,6 +234,27 @@ def test_unfinished_block_start_while_streaming() -> None:
     assert unfinished_block_start("") is None
 
 
+def test_inline_reasoning_is_neither_shown_nor_spoken_nor_cut_into_cards() -> None:
+    text = "<thinking>I should show code:\n```swift\nlet x = 1\n```</thinking>Here's the fix:\n```swift\nlet y = 2\n```"
+    answer = split_answer(text)
+    assert answer.display == "Here's the fix:\n[code: Swift code]"
+    assert answer.speech == "Here's the fix. I've put the Swift code on screen."
+    assert [card.body for card in answer.cards] == ["let y = 2"]
+
+
+def test_unfinished_block_start_holds_back_reasoning_still_open_and_blocks_after_a_region() -> None:
+    assert unfinished_block_start("<thinking>The user") == 0
+    assert unfinished_block_start("Sure. <thin") == 6
+    text = "<thinking>plan</thinking>Here:\n```swift\nlet x"
+    assert text[: unfinished_block_start(text)] == "<thinking>plan</thinking>Here:\n"
+
+
+def test_inline_math_in_a_short_list_is_shown_as_written_and_spoken_as_words() -> None:
+    answer = split_answer("- $x^2$ is the area\n- $\\pi r^2$ the circle")
+    assert answer.display == "• $x^2$ is the area\n• $\\pi r^2$ the circle"
+    assert answer.speech == "x squared is the area. pi r squared the circle."
+
+
 def test_every_streamed_prefix_of_an_answer_holds_back_its_unclosed_fence() -> None:
     for end in range(len(SWIFT_ANSWER) + 1):
         prefix = SWIFT_ANSWER[:end]

@@ -12,6 +12,7 @@ from shared.core import conductor
 from shared.core.conductor import CoreSettings
 from shared.core.messages import INTERRUPTED_MARKER
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
+from shared.core.speakable import split_answer
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
 from shared.protocol import AssistantSpeechFinal, SessionStart, ToolCall, ToolResult
@@ -165,3 +166,41 @@ def test_after_the_first_speak_sentences_go_out_together_at_most_once_per_interv
     assert not segment.speak_due(0.5)  # the app is still playing "One."
     assert segment.speak_due(1.0)
     assert segment.text[segment.spoken : segment.speakable_until()] == "Two. Three. "
+
+
+# ---- inline reasoning and formulas --------------------------------------------------------------
+
+
+def test_sentences_are_never_cut_inside_inline_reasoning() -> None:
+    segment = SegmentText(Pacing())
+    segment.add("Sure. <thinking>Plan it. Then build. Then")
+    assert segment.text[: segment.speakable_until()] == "Sure. "  # the open region is not looked into
+    segment.add(" test.</thinking> I'll build it. Then")
+    until = segment.speakable_until()
+    assert segment.text[:until] == "Sure. <thinking>Plan it. Then build. Then test.</thinking> I'll build it. "
+    assert split_answer(segment.text[segment.spoken : until]).speech == "Sure. I'll build it."
+
+
+def test_a_sentence_before_a_region_is_spoken_once_text_follows_the_region() -> None:
+    segment = SegmentText(Pacing())
+    segment.add("Done. <thinking>x. y.</thinking>")
+    assert segment.speakable_until() == 0  # nothing follows yet: the answer may end here
+    segment.add("Next")
+    until = segment.speakable_until()
+    assert segment.text[until:] == "Next" and split_answer(segment.text[:until]).speech == "Done."
+
+
+def test_a_formula_is_never_cut_into_sentences() -> None:
+    segment = SegmentText(Pacing())
+    segment.add(r"So $n! \cdot 2$ grows. And")
+    assert segment.text[: segment.speakable_until()] == r"So $n! \cdot 2$ grows. "
+    segment = SegmentText(Pacing())
+    segment.add("Then:\n$$\nx = 1. y = 2\n$$\nDone. Next")
+    assert segment.text[: segment.speakable_until()] == "Then:\n$$\nx = 1. y = 2\n$$\nDone. "
+
+
+def test_sentence_speech_reads_inline_math_as_words() -> None:
+    state, stream_id = started(capable=True)
+    text = r"It holds when $10^6 \mid n!$ is true. Then"
+    spoke = conductor.stream_speak(state, stream_id, text, len(text) - len("Then"))
+    assert speak_texts(spoke.events) == ["It holds when 10 to the power of 6 divides n factorial is true."]

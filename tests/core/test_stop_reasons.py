@@ -34,7 +34,14 @@ from shared.core.history_ops import AppendMessage, ExtendMessage
 from shared.core.messages import Message, tool_use_ids
 from shared.core.model_output import MessageEnd, ModelMessage, StreamItem, TextDelta, ToolUseRequest, ToolUseStarted
 from shared.core.state import SessionState
-from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ErrorPayload, ToolCall, ToolResult
+from shared.protocol import (
+    AssistantSpeechFinal,
+    AssistantSpeechPartial,
+    ErrorPayload,
+    SessionStart,
+    ToolCall,
+    ToolResult,
+)
 from tests.history_check import assert_valid_history
 
 SESSION = "0b7a3c1e-5d2f-4e6a-8b9c-112233445566"
@@ -122,23 +129,27 @@ def speak_call_id(events: list[object]) -> str:
 
 @dataclass(frozen=True)
 class Expected:
-    """A text-only message stopped for one reason: the line the app speaks, the stored text, errors."""
+    """A text-only message stopped for one reason: the line the app speaks, the stored text, errors,
+    and the final when it is not what is spoken (a note after cut text is a paragraph of its own)."""
 
     spoken: str
     stored: str
     errors: tuple[str, ...] = ()
+    shown: str | None = None
 
 
 EXPECTED: dict[str, Expected] = {
     "end_turn": Expected(SAID, SAID),
     "tool_use": Expected(SAID, SAID),
     "stop_sequence": Expected(SAID, SAID),
-    "max_tokens": Expected(f"{SAID} {CUT_OFF_LINE}", f"{SAID} {CUT_OFF_MARKER}"),
+    "max_tokens": Expected(f"{SAID}… {CUT_OFF_LINE}", f"{SAID} {CUT_OFF_MARKER}", shown=f"{SAID}…\n\n{CUT_OFF_LINE}"),
     "content_filtered": Expected(FILTERED_LINE, FILTERED_MARKER),
     "guardrail_intervened": Expected(SAID, f"{SAID} {FILTERED_MARKER}"),
     "malformed_model_output": Expected(MALFORMED_LINE, MALFORMED_MARKER, ("bedrock_error",)),
     "malformed_tool_use": Expected(MALFORMED_LINE, MALFORMED_MARKER, ("bedrock_error",)),
-    "model_context_window_exceeded": Expected(f"{SAID} {CONTEXT_FULL_LINE}", f"{SAID} {CONTEXT_FULL_MARKER}"),
+    "model_context_window_exceeded": Expected(
+        f"{SAID}… {CONTEXT_FULL_LINE}", f"{SAID} {CONTEXT_FULL_MARKER}", shown=f"{SAID}…\n\n{CONTEXT_FULL_LINE}"
+    ),
     UNKNOWN_STOP: Expected(SAID, SAID),
 }
 ALL_REASONS = [*botocore_stop_reasons(), UNKNOWN_STOP]
@@ -174,7 +185,7 @@ def test_text_reply_stopped_for_each_reason_is_spoken_stored_and_ends_the_turn(r
     assert finished.run_model is None
     assert heard(session.since(mark)) == [
         *(("error", code) for code in expected.errors),
-        ("final", expected.spoken),
+        ("final", expected.shown or expected.spoken),
         ("toolCall", "tts.speak", {"text": expected.spoken}),
     ]
     assert session.history[-1] == {"role": "assistant", "content": [{"text": expected.stored}]}
@@ -280,3 +291,60 @@ def test_abnormal_stop_after_a_tool_round_keeps_the_round_and_the_text() -> None
     assert [m["role"] for m in session.history] == ["user", "assistant", "user", "assistant"]
     assert session.history[-1]["content"] == [{"text": f"Two matches, the first {CUT_OFF_MARKER}"}]
     assert_valid_history(session.history)
+
+
+@pytest.mark.parametrize(
+    ("written", "shown", "spoken"),
+    [
+        ("Qubits are", "Qubits are…", "Qubits are…"),
+        ("Qubits are both 0 and 1,", "Qubits are both 0 and 1…", "Qubits are both 0 and 1…"),
+        ("Qubits are both.", "Qubits are both.", "Qubits are both."),  # a whole sentence does not trail off
+        ("Call it (a qubit)", "Call it (a qubit)", "Call it (a qubit)"),  # nor does a closed bracket
+    ],
+)
+def test_the_cut_off_line_stands_apart_from_the_cut_text(written: str, shown: str, spoken: str) -> None:
+    """The final reads "Qubits are…" then the line as its own paragraph, never "Qubits are That answer…"."""
+    session = Session()
+    stream_id = session.say("explain qubits").run_model
+    assert stream_id
+    mark = len(session.sent)
+    session.stream(stream_id, [TextDelta(written)], CUT_OFF_STOP)
+    assert heard(session.since(mark))[-2:] == [
+        ("final", f"{shown}\n\n{CUT_OFF_LINE}"),
+        ("toolCall", "tts.speak", {"text": f"{spoken} {CUT_OFF_LINE}"}),
+    ]
+    assert session.history[-1]["content"] == [{"text": f"{written} {CUT_OFF_MARKER}"}]  # the model's words as written
+
+
+def test_sentences_already_spoken_are_not_repeated_before_the_cut_off_line() -> None:
+    session = Session()
+    session.apply(conductor.handle_session_start(session.state, _sentence_speech(), "conn-1", SETTINGS, now=1.0))
+    stream_id = session.say("explain qubits").run_model
+    assert stream_id
+    text = "A qubit holds a superposition. Measuring it gives"
+    session.apply(conductor.stream_speak(session.state, stream_id, text, len("A qubit holds a superposition. ")))
+    message = ModelMessage()
+    message.add(TextDelta(text))
+    message.add(MessageEnd(CUT_OFF_STOP))
+    mark = len(session.sent)
+    session.apply(conductor.stream_finished(session.state, stream_id, message, SETTINGS, text=text))
+    assert heard(session.since(mark)) == [
+        ("final", f"{text}…\n\n{CUT_OFF_LINE}"),
+        ("toolCall", "tts.speak", {"text": f"Measuring it gives… {CUT_OFF_LINE}"}),
+    ]
+
+
+def test_a_cut_off_reply_that_was_only_reasoning_speaks_only_the_line() -> None:
+    session = Session()
+    stream_id = session.say("explain qubits").run_model
+    assert stream_id
+    mark = len(session.sent)
+    session.stream(stream_id, [TextDelta("<thinking>The user wants qubits explained. I should")], CUT_OFF_STOP)
+    assert heard(session.since(mark)) == [("final", CUT_OFF_LINE), ("toolCall", "tts.speak", {"text": CUT_OFF_LINE})]
+    assert session.history[-1]["content"] == [
+        {"text": f"<thinking>The user wants qubits explained. I should {CUT_OFF_MARKER}"}
+    ]
+
+
+def _sentence_speech() -> SessionStart:
+    return SessionStart(sessionId=SESSION, capabilities=("sentenceSpeech",))

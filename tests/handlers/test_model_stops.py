@@ -63,6 +63,16 @@ def test_max_tokens_with_a_cut_off_tool_input_asks_the_model_once(conductor: Har
     assert spoken(conductor, conn) == ["Let me read it.", CUT_OFF_LINE]
 
 
+def test_max_tokens_cut_text_trails_off_and_the_line_is_a_paragraph_of_its_own(conductor: Harness) -> None:
+    conductor.script.push(message("Qubits are", stop_reason="max_tokens"))
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    conductor.say(conn, "explain qubits")
+    finals = [text for kind, text, *_ in conductor.summary(conn) if kind == "final"]
+    assert finals == [f"Qubits are…\n\n{CUT_OFF_LINE}"]
+    assert spoken(conductor, conn) == [f"Qubits are… {CUT_OFF_LINE}"]
+
+
 def test_content_filtered_is_a_spoken_line_not_silence(conductor: Harness) -> None:
     conductor.script.push(message("Here is how to", stop_reason="content_filtered"))
     conn = conductor.connect()
@@ -81,7 +91,7 @@ def test_context_window_exceeded_after_text_keeps_it_and_sends_fewer_messages_ne
     for text in ("one", "two", "three"):
         conductor.say(conn, text)
         conductor.finish_turn(conn)
-    assert spoken(conductor, conn)[-1] == f"Partly said {CONTEXT_FULL_LINE}"
+    assert spoken(conductor, conn)[-1] == f"Partly said… {CONTEXT_FULL_LINE}"  # the note is a sentence of its own
     conductor.say(conn, "four")
     sent = [len(request.body["messages"]) for request in conductor.script.requests]
     assert sent[-1] < sent[-2] + 2  # the window shrank instead of growing by the new exchange

@@ -2,6 +2,8 @@
 
 Claude models with (adaptive) thinking stream ``reasoningContent`` deltas; after tool results the
 model needs its reasoning back, text and signature unmodified, or Bedrock refuses the request.
+Amazon Nova writes its reasoning into the text instead, as ``<thinking>…</thinking>``: never shown
+nor spoken either, and kept in the history as the model wrote it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,19 @@ import base64
 import json
 from typing import Any
 
-from conductor_local.bedrock_server import Step, block_stop, message, message_start, message_stop, metadata, tool_call
+import pytest
+
+from conductor_local.bedrock_server import (
+    Step,
+    Text,
+    block_stop,
+    message,
+    message_start,
+    message_stop,
+    metadata,
+    tool_call,
+)
+from lambdas import runtime
 from tests.handlers.conftest import Harness
 
 REASONING = "The user wants the file opened; I will call the tool."
@@ -85,3 +99,70 @@ def test_redacted_reasoning_is_stored_as_text_and_sent_back_as_the_same_bytes(co
     assert base64.b64decode(sent["reasoningContent"]["redactedContent"]) == REDACTED
     stored = conductor.history(conn.session_id)[1]["content"][0]
     assert stored == {"reasoningContent": {"redactedContent": base64.b64encode(REDACTED).decode()}}
+
+
+# ---- reasoning written inline, as text (Amazon Nova) -------------------------------------------
+
+NOVA = "us.amazon.nova-micro-v1:0"
+NOVA_THINKING = "<thinking>The user wants the build run. I should call build.run first.</thinking>"
+NOVA_AFTER = "<thinking>The build passed; I will tell the user.</thinking>\n\nThe build passed. No warnings."
+
+
+@pytest.fixture
+def nova(conductor: Harness, monkeypatch: pytest.MonkeyPatch) -> Harness:
+    monkeypatch.setenv("BEDROCK_MODEL_ID", NOVA)
+    runtime.reset()
+    return conductor
+
+
+def app_saw(harness: Harness, conn: object) -> tuple[list[str], list[str], list[str]]:
+    """The partials, finals and tts.speak texts the app received."""
+    partials, finals, speaks = [], [], []
+    for event in harness.events(conn):  # type: ignore[arg-type]
+        if event.kind_name == "assistantSpeechPartial":
+            partials.append(event.payload.text)
+        elif event.kind_name == "assistantSpeechFinal":
+            finals.append(event.payload.text)
+        elif event.kind_name == "toolCall" and event.payload.name == "tts.speak":
+            speaks.append(json.loads(event.payload.arguments)["text"])
+    return partials, finals, speaks
+
+
+@pytest.mark.parametrize("sentence_speech", [True, False], ids=["sentence-speech", "one-speak"])
+def test_nova_inline_thinking_is_never_shown_nor_spoken_and_the_history_keeps_it(
+    nova: Harness, sentence_speech: bool
+) -> None:
+    """Nova streams its reasoning as text, the tags split across deltas, then its answer and a tool use."""
+    first = message(Text(NOVA_THINKING + "I'll run the build.", chars_per_delta=3), tool_call("build.run", {}))
+    nova.script.push(first, message(Text(NOVA_AFTER, chars_per_delta=4)))
+    conn = nova.connect()
+    capabilities = {"capabilities": ["sentenceSpeech"]} if sentence_speech else {}
+    nova.send(conn, "sessionStart", {"sessionId": conn.session_id, **capabilities})
+    nova.say(conn, "run the build")
+    nova.answer(conn, nova.call_id(conn, "build.run"), '{"succeeded":true}')
+    assert {request.model_id for request in nova.script.requests} == {NOVA}
+
+    partials, finals, speaks = app_saw(nova, conn)
+    assert finals == ["I'll run the build.", "The build passed. No warnings."]
+    assert " ".join(speaks) == "I'll run the build. The build passed. No warnings."
+    assert partials and all(any(final.startswith(p) for final in finals) for p in partials)
+    for text in [*partials, *finals, *speaks]:
+        assert "<" not in text and "thinking" not in text and "user" not in text
+    stored = [block["text"] for m in nova.history(conn.session_id) for block in m["content"] if "text" in block]
+    assert NOVA_THINKING + "I'll run the build." in stored and NOVA_AFTER in stored  # as the model wrote it
+    resumed = nova.script.requests[-1].body["messages"]
+    assert resumed[1]["content"][0] == {"text": NOVA_THINKING + "I'll run the build."}
+
+
+def test_nova_message_that_is_only_thinking_and_a_tool_use_says_nothing_before_the_call(nova: Harness) -> None:
+    nova.script.push(
+        message(Text(NOVA_THINKING, chars_per_delta=5), tool_call("build.run", {})),
+        message("It built."),
+    )
+    conn = nova.connect()
+    nova.start_session(conn)
+    nova.say(conn, "run the build")
+    kinds = [(e.kind_name, getattr(e.payload, "name", None)) for e in nova.events(conn)]
+    assert kinds == [("toolCall", "convo.setState"), ("toolCall", "build.run")]  # no final, no speak, no partial
+    nova.answer(conn, nova.call_id(conn, "build.run"), '{"succeeded":true}')
+    assert app_saw(nova, conn)[1:] == (["It built."], ["It built."])
