@@ -49,6 +49,11 @@ class BedrockSettings(_Settings):
     region: Region | None = None
     inference_profile_regions: tuple[Region, ...] = ()
     max_tokens: int = Field(default=1024, ge=1, le=64_000)
+    # How hard the model thinks before it answers (BEDROCK_EFFORT, BEDROCK_THINKING): off where the
+    # model allows it; adaptive-only models think adaptively at this effort. Voice wants the first
+    # word soon, so both stages ask for little.
+    effort: Literal["low", "medium", "high", "xhigh", "max"] = "low"
+    thinking: Literal["off", "adaptive"] = "off"
 
     @property
     def profile_geography(self) -> str | None:
@@ -82,11 +87,26 @@ class BedrockSettings(_Settings):
         return self
 
 
+# Lambda's default concurrency quota of an account and region, and what it keeps unreserved: a function's
+# reserved concurrency may not bring the unreserved pool below 100 (Lambda refuses the deploy), and every
+# function without a reservation (connect, disconnect, the authorizer, ...) runs in that pool.
+DEFAULT_ACCOUNT_CONCURRENCY = 1_000
+MIN_UNRESERVED_CONCURRENCY = 100
+
+
 class LambdaSettings(_Settings):
     """Sizing of the Lambda functions.
 
     ``$default`` (message) only decides, commits and launches the turn, within API Gateway's 29 s
     integration timeout; the model stream runs in the turn runner, which may take minutes.
+
+    ``turn_reserved_concurrency`` caps the turn runner and sets those executions aside for it: a runner
+    holds its slot for up to ``turn_timeout_seconds``, so a burst of long turns would otherwise take the
+    account's whole pool and throttle ``$connect`` and ``$default``. Beyond the cap a launch waits in
+    Lambda's event queue (at most a minute) and then ends as an abandoned turn. ``reserved_concurrency``
+    does the same for ``$default``. Together they must leave ``MIN_UNRESERVED_CONCURRENCY`` of
+    ``account_concurrency`` (the account's Lambda quota in the stage's region, 1,000 unless raised; some
+    new accounts start lower: ask for the default or set the reservations to null).
     """
 
     message_memory_mb: int = Field(default=512, ge=128, le=10_240)
@@ -98,6 +118,8 @@ class LambdaSettings(_Settings):
     # connect/disconnect/authorizer: API Gateway gives up on an integration after 29 s.
     handler_timeout_seconds: int = Field(default=10, ge=1, le=29)
     reserved_concurrency: int | None = Field(default=None, ge=1)
+    turn_reserved_concurrency: int | None = Field(default=None, ge=1)
+    account_concurrency: int = Field(default=DEFAULT_ACCOUNT_CONCURRENCY, ge=MIN_UNRESERVED_CONCURRENCY)
 
     @model_validator(mode="after")
     def _reserve_below_timeout(self) -> LambdaSettings:
@@ -106,6 +128,18 @@ class LambdaSettings(_Settings):
             raise ValueError(
                 f"turn_reserve_ms ({self.turn_reserve_ms}) must leave at least 10 s of the "
                 f"turn timeout ({budget_ms} ms) for the turn"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _room_for_unreserved_functions(self) -> LambdaSettings:
+        reserved = (self.turn_reserved_concurrency or 0) + (self.reserved_concurrency or 0)
+        room = self.account_concurrency - MIN_UNRESERVED_CONCURRENCY
+        if reserved > room:
+            raise ValueError(
+                f"turn_reserved_concurrency + reserved_concurrency ({reserved}) must leave "
+                f"{MIN_UNRESERVED_CONCURRENCY} of account_concurrency ({self.account_concurrency}) unreserved "
+                f"for the other functions: at most {room}"
             )
         return self
 
@@ -216,6 +250,11 @@ class StageConfig(_Settings):
     # WebSocket access logging needs API Gateway's CloudWatch Logs role, one setting per account and
     # region: exactly one stage there owns it (sets it, keeps it on deletion); the others rely on it.
     api_gateway_cloudwatch_role: bool = False
+    # Access logs of the WebSocket stage. API Gateway refuses to deploy a stage with access logging in a
+    # region whose account setting names no CloudWatch Logs role, so by default ("auto") a stage logs
+    # only when it sets that role itself (api_gateway_cloudwatch_role): a stage deploys into a fresh
+    # account. "on": the role is known to be set (by another stage or by hand); "off": never.
+    access_logging: Literal["auto", "on", "off"] = "auto"
     bedrock: BedrockSettings
     lambdas: LambdaSettings = LambdaSettings()
     throttle: ThrottleSettings
@@ -277,6 +316,13 @@ class StageConfig(_Settings):
     @property
     def retain(self) -> bool:
         return self.removal_policy == "retain"
+
+    @property
+    def access_logs(self) -> bool:
+        """Whether the WebSocket stage writes access logs (see ``access_logging``)."""
+        if self.access_logging == "auto":
+            return self.api_gateway_cloudwatch_role
+        return self.access_logging == "on"
 
     @property
     def bedrock_region(self) -> str:

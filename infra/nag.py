@@ -56,6 +56,11 @@ DESTINATION_REASON = (
     "Granted by CDK's Lambda destination: Lambda invokes the turn runner's on-failure destination "
     "with the runner's role, on the destination function and its versions only."
 )
+ACCESS_LOGS_OFF_REASON = (
+    "This stage does not set API Gateway's account-level CloudWatch Logs role (api_gateway_cloudwatch_role) "
+    "and does not declare it set (access_logging 'on'), and API Gateway refuses a logging stage without "
+    "it: the stage deploys into a fresh account. Lambda logs, X-Ray traces and the API metrics remain."
+)
 APIGW_LOGS_ROLE_REASON = (
     "AmazonAPIGatewayPushToCloudWatchLogs is the AWS-documented policy of API Gateway's account-level "
     "logging role, which must create log groups for every API in the account and region."
@@ -126,6 +131,8 @@ def suppress_findings(stack: ConductorStack) -> None:
         acknowledge(_cfn(stack.api.routes[route_key]), "AwsSolutions-APIG4", ROUTE_AUTH_REASON)
     if stack.config.auth == "none":
         acknowledge(_cfn(stack.api.routes["$connect"]), "AwsSolutions-APIG4", CONNECT_AUTH_OFF_REASON)
+    if stack.api.access_logs is None:
+        acknowledge(_cfn(stack.api.stage), "AwsSolutions-APIG1", ACCESS_LOGS_OFF_REASON)
 
     if stack.api.cloudwatch_role is not None and stack.api.cloudwatch_policy is not None:
         policy = flatten_cfn_reference(Stack.of(stack).resolve(stack.api.cloudwatch_policy.managed_policy_arn))

@@ -17,12 +17,16 @@ from infra.constructs.functions import ConductorFunctions, removal_policy
 from infra.constructs.monitoring import ConductorAlarms, Watched
 from infra.nag import suppress_findings
 
+# The turn runner streams each answer (ConverseStream, authorized as InvokeModelWithResponseStream)
+# and folds the rolling summary with one Converse call (authorized as InvokeModel) on the same model.
 BEDROCK_STREAM_ACTION = "bedrock:InvokeModelWithResponseStream"
+BEDROCK_INVOKE_ACTION = "bedrock:InvokeModel"
+BEDROCK_ACTIONS: tuple[str, ...] = (BEDROCK_INVOKE_ACTION, BEDROCK_STREAM_ACTION)
 
 
 def bedrock_model_arns(stack: Stack, config: StageConfig) -> list[str]:
-    """ARNs ConverseStream is authorized against: the foundation model, or the inference profile
-    plus the foundation model in every region the profile routes to."""
+    """ARNs Converse and ConverseStream are authorized against: the foundation model, or the
+    inference profile plus the foundation model in every region the profile routes to."""
     bedrock = config.bedrock
     foundation = bedrock.foundation_model_id
     if not bedrock.is_inference_profile:
@@ -80,7 +84,12 @@ class ConductorStack(Stack):
         # The Cognito authorizer calls no AWS API (the pool's JWKS is public): it gets no grant.
         authorizer = self.functions.add_authorizer(self.auth.environment) if config.authorizer else None
         if self.auth.signing_secret is not None and authorizer is not None:
-            self.auth.signing_secret.grant_read(authorizer)
+            # GetSecretValue only (Powertools' get_secret); grant_read would add DescribeSecret.
+            authorizer.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["secretsmanager:GetSecretValue"], resources=[self.auth.signing_secret.secret_arn]
+                )
+            )
 
         self.api = ConductorApi(
             self,
@@ -94,7 +103,7 @@ class ConductorStack(Stack):
 
         functions = self.functions
         functions.turn.add_to_role_policy(
-            iam.PolicyStatement(actions=[BEDROCK_STREAM_ACTION], resources=bedrock_model_arns(self, config))
+            iam.PolicyStatement(actions=list(BEDROCK_ACTIONS), resources=bedrock_model_arns(self, config))
         )
         for fn in functions.posting:
             fn.add_to_role_policy(

@@ -70,7 +70,8 @@ class JsonAccessLogSettings:
 
 class ConductorApi(Construct):
     """``$connect``/``$default``/``$disconnect`` routes without route responses: the message
-    function answers through the management API and may run past the 29 s integration timeout."""
+    function answers through the management API and may run past the 29 s integration timeout.
+    The stage writes JSON access logs where the account's logging role is set (``access_logging``)."""
 
     def __init__(
         self,
@@ -104,7 +105,8 @@ class ConductorApi(Construct):
                 "$disconnect", integration=WebSocketLambdaIntegration("Disconnect", disconnect)
             ),
         }
-        self.access_logs = log_group(self, "AccessLogs", config)
+        # Access logging needs the account's API Gateway CloudWatch Logs role (config.access_logging).
+        self.access_logs = log_group(self, "AccessLogs", config) if config.access_logs else None
         self.stage = apigwv2.WebSocketStage(
             self,
             "Stage",
@@ -114,7 +116,7 @@ class ConductorApi(Construct):
             throttle=apigwv2.ThrottleSettings(
                 rate_limit=config.throttle.rate_limit, burst_limit=config.throttle.burst_limit
             ),
-            access_log_settings=JsonAccessLogSettings(self.access_logs),
+            access_log_settings=JsonAccessLogSettings(self.access_logs) if self.access_logs is not None else None,
         )
         self.cloudwatch_role: iam.Role | None = None
         self.cloudwatch_policy: iam.IManagedPolicy | None = None

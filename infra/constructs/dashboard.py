@@ -19,6 +19,8 @@ from infra.constructs.monitoring import (
     OUTPUT_TOKENS_METRIC,
     PERIOD,
     POSTS_METRIC,
+    SUMMARIES_WRITTEN_METRIC,
+    SUMMARY_FAILURES_METRIC,
     TOOL_ROUND_TRIP_METRIC,
     TURN_RUN_METRIC,
     TURNS_ABANDONED_METRIC,
@@ -199,6 +201,13 @@ class ConductorDashboard(Construct):
             graph(
                 "API Gateway errors",
                 [api_metric(stage, name) for name in ("IntegrationError", "ExecutionError", "ClientError")],
+            ),
+            graph(
+                "Rolling summary: folds written and failed",
+                [own_metric(config, name) for name in (SUMMARIES_WRITTEN_METRIC, SUMMARY_FAILURES_METRIC)],
+                right=[alarms.rates["SummaryFailureRate"]],
+                right_annotations=[limit(config.alarms.error_rate_percent, "alarm")],
+                right_y_axis=cloudwatch.YAxisProps(min=0, max=100),
             ),
         )
         for row in turn_section(config):

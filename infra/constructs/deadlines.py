@@ -11,6 +11,7 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sns as sns
@@ -62,14 +63,15 @@ class ConductorDeadlines(Construct):
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=MAX_RECEIVE_COUNT, queue=self.dead_letters),
             removal_policy=removal_policy(config),
         )
+        # The event source grants the consumer what Lambda's poller needs (receive, delete, ...).
         consumer.add_event_source(
             event_sources.SqsEventSource(self.queue, batch_size=BATCH_SIZE, report_batch_item_failures=True)
         )
         # The runner arms the first deadline; the consumer re-arms later ones and the next pending one.
-        self.queue.grant_send_messages(runner)
-        self.queue.grant_send_messages(consumer)
-        self.queue.grant_consume_messages(consumer)
+        # SendMessage only: the code has the queue's URL and calls nothing else (grant_send_messages
+        # would add GetQueueAttributes and GetQueueUrl).
         for fn in (runner, consumer):
+            fn.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn]))
             fn.add_environment(QUEUE_URL_ENV, self.queue.queue_url)
 
         self.alarm = cloudwatch.Alarm(

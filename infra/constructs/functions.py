@@ -19,16 +19,21 @@ RETENTION: dict[int, logs.RetentionDays] = dict(
     zip(LOG_RETENTION_DAYS, [member for member in logs.RetentionDays if member.name != "INFINITE"], strict=True)
 )
 
-# Item-level actions only, and only those shared/store.py calls: DynamoDB authorizes each item of a
-# TransactWriteItems as its own action (a Put as PutItem, an Update as UpdateItem), so these cover
-# the store's transactions too. No ConditionCheck items and no batch writes: not granted.
-CONNECTION_TABLE_ACTIONS: tuple[str, ...] = (
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
+# Item-level actions on the table, per function: exactly those its code can call (tests/infra/
+# test_grants_from_calls.py derives them from the code and fails on any difference). DynamoDB
+# authorizes each item of a TransactWriteItems as its own action (a Put as PutItem, an Update as
+# UpdateItem), so these cover the store's transactions too; state commits are transactions.
+_GET, _PUT, _UPDATE, _DELETE, _QUERY = (
+    f"dynamodb:{action}" for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query")
 )
-MESSAGE_TABLE_ACTIONS: tuple[str, ...] = (*CONNECTION_TABLE_ACTIONS, "dynamodb:Query")
+TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
+    "connect": (_GET, _PUT, _UPDATE),  # binds the connection and the session's principal
+    "disconnect": (_GET, _PUT, _UPDATE, _DELETE),  # forgets the connection
+    "message": (_GET, _PUT, _UPDATE, _QUERY),  # reads the history window and the outbox
+    "turn": (_GET, _PUT, _UPDATE, _QUERY),  # reads the history and what a summary folds
+    "turnAbandoned": (_GET, _PUT, _UPDATE),
+    "toolDeadline": (_GET, _PUT, _UPDATE),
+}
 # A function pins the layer version it was deployed with. When the lock changes, the update points
 # every function at the new version and then deletes the replaced one (a failed update rolls back
 # to it, untouched); a running invocation keeps its copy. Retaining them would keep one more
@@ -113,6 +118,8 @@ class ConductorFunctions(Construct):
             "BEDROCK_MODEL_ID": config.bedrock.model_id,
             "BEDROCK_REGION": config.bedrock_region,
             "BEDROCK_MAX_TOKENS": str(config.bedrock.max_tokens),
+            "BEDROCK_EFFORT": config.bedrock.effort,
+            "BEDROCK_THINKING": config.bedrock.thinking,
             "CONDUCTOR_MAX_TOOL_ROUNDS": str(config.max_tool_rounds),
             "CONDUCTOR_TURN_RESERVE_MS": str(lambdas.turn_reserve_ms),
             "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
@@ -166,6 +173,8 @@ class ConductorFunctions(Construct):
                 "Turn runner: streams the model for one turn, launched by $default",
                 lambdas.turn_memory_mb,
                 Duration.seconds(lambdas.turn_timeout_seconds),
+                # A turn holds its execution for minutes: capped, long turns cannot starve the routes.
+                lambdas.turn_reserved_concurrency,
             )
         )
         self.turn.configure_async_invoke(
@@ -189,12 +198,8 @@ class ConductorFunctions(Construct):
             fn.add_to_role_policy(
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.turn.function_arn])
             )
-        for fn in (self.connect, self.disconnect):
-            fn.add_to_role_policy(
-                iam.PolicyStatement(actions=list(CONNECTION_TABLE_ACTIONS), resources=[table.table_arn])
-            )
-        for fn in (self.message, self.turn, self.turn_abandoned, self.tool_deadline):
-            fn.add_to_role_policy(iam.PolicyStatement(actions=list(MESSAGE_TABLE_ACTIONS), resources=[table.table_arn]))
+        for name, fn in self.table_users.items():
+            fn.add_to_role_policy(iam.PolicyStatement(actions=list(TABLE_ACTIONS[name]), resources=[table.table_arn]))
 
     def add_authorizer(self, auth_environment: dict[str, str]) -> lambda_.Function:
         """The ``$connect`` REQUEST authorizer function; ``auth_environment`` says what it checks
@@ -215,6 +220,18 @@ class ConductorFunctions(Construct):
             },
         )
         return self.authorizer
+
+    @property
+    def table_users(self) -> dict[str, lambda_.Function]:
+        """The functions that use the table, by their name in ``TABLE_ACTIONS``."""
+        return {
+            "connect": self.connect,
+            "disconnect": self.disconnect,
+            "message": self.message,
+            "turn": self.turn,
+            "turnAbandoned": self.turn_abandoned,
+            "toolDeadline": self.tool_deadline,
+        }
 
     @property
     def handlers(self) -> tuple[lambda_.Function, ...]:

@@ -4,14 +4,15 @@ Errors alarm on rates, not single data points: CloudWatch metric math divides th
 they happened to (turns, invocations, integration calls), and an alarm fires when the rate is at or
 above ``alarms.error_rate_percent`` in 3 of 5 five-minute periods. Durations alarm near the
 function's timeout, throttles of the table and failed API executions when they last, and Bedrock
-output tokens when an hour's sum reaches the stage's ceiling (the spend guard).
+output tokens when an hour's sum reaches the stage's ceiling (the spend guard). Failed rolling-summary
+folds alarm per fold: the conversation goes on, so nothing else would tell.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Annotations, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -49,6 +50,13 @@ TOOL_ROUND_TRIP_METRIC = "ToolRoundTripMs"
 # Per runner invocation counts: DynamoDB calls and posts to the connection.
 DYNAMODB_REQUESTS_METRIC = "DynamoDBRequests"
 POSTS_METRIC = "Posts"
+# The rolling summary (shared/memory_keeper.py): folds written, and folds that failed (the conversation
+# goes on, but what left the window is forgotten until a later fold succeeds).
+SUMMARIES_WRITTEN_METRIC = "SummariesWritten"
+SUMMARY_FAILURES_METRIC = "SummaryFailures"
+# Who may publish to the alarm topic and use its key: CloudWatch, for alarms of this account and region.
+CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
+NO_SUBSCRIBER_WARNING = "@voiceide/conductor:alarmsWithoutSubscriber"
 # Error codes that mean the conductor failed the user (the others answer a malformed or refused frame).
 CONDUCTOR_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.CONDUCTOR_ERROR, ErrorCode.HANDLER_ERROR)
 BEDROCK_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.BEDROCK_ERROR,)
@@ -156,6 +164,11 @@ class ConductorAlarms(Construct):
             percent("abandoned turns per turn (%)", {"abandoned": own_metric(config, TURNS_ABANDONED_METRIC)}, turns),
             f"turns whose runner never ran or died (the user heard an apology) reached {threshold:g}%",
         )
+        self._rate(
+            "SummaryFailureRate",
+            self.summary_failure_rate(),
+            f"failed rolling-summary folds (the conversation forgets what left the window) reached {threshold:g}%",
+        )
 
         for name, fn in watched.functions.items():
             key = name.lower()  # metric ids are unique per graph: the dashboard shows every function's rate
@@ -225,6 +238,13 @@ class ConductorAlarms(Construct):
         self.topic = self._topic(config)
         if config.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+        else:
+            Annotations.of(self).add_warning_v2(
+                NO_SUBSCRIBER_WARNING,
+                f"Stage {config.name!r} has no alarm_email: its alarms notify the topic AlarmTopicArn, which "
+                "nobody subscribes to. Set alarm_email in cdk.json (stages.<name>.alarm_email) or subscribe "
+                "another channel to the topic (README, Operations).",
+            )
         action = cw_actions.SnsAction(self.topic)
         for alarm in self.alarms:
             alarm.add_alarm_action(action)
@@ -242,6 +262,16 @@ class ConductorAlarms(Construct):
             },
             label="DynamoDB throttles",
             period=PERIOD,
+        )
+
+    def summary_failure_rate(self) -> cloudwatch.MathExpression:
+        """Failed folds per fold attempted (written or failed), in %."""
+        config = self.watched.config
+        failures = {"summary_failures": own_metric(config, SUMMARY_FAILURES_METRIC)}
+        return percent(
+            "failed summary folds (%)",
+            failures,
+            {"summaries_written": own_metric(config, SUMMARIES_WRITTEN_METRIC), **failures},
         )
 
     def output_tokens_per_hour(self) -> cloudwatch.Metric:
@@ -270,7 +300,15 @@ class ConductorAlarms(Construct):
         self._alarm(construct_id, rate, self.watched.config.alarms.error_rate_percent, what)
 
     def _topic(self, config: StageConfig) -> sns.Topic:
-        # CloudWatch can only publish to an encrypted topic whose customer managed key lets it.
+        """The encrypted alarm topic. Its policy replaces SNS's default one (which let the account's
+        services publish): with only the SSL-only deny, CloudWatch could not publish and no alarm would
+        reach anyone. So the policy and the key's policy both let CloudWatch in, for alarms of this
+        account and region only (aws:SourceAccount, aws:SourceArn: no confused deputy)."""
+        stack = Stack.of(self)
+        from_own_alarms = {
+            "StringEquals": {"aws:SourceAccount": stack.account},
+            "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"},
+        }
         key = kms.Key(
             self,
             "TopicKey",
@@ -280,15 +318,27 @@ class ConductorAlarms(Construct):
         )
         key.add_to_resource_policy(
             iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                sid="CloudWatchAlarmsEncryptNotifications",
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],
+                conditions=from_own_alarms,
             )
         )
-        return sns.Topic(
+        topic = sns.Topic(
             self,
             "Topic",
             display_name=f"VoiceIDE conductor alarms ({config.name})",
             master_key=key,
             enforce_ssl=True,
         )
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions=from_own_alarms,
+            )
+        )
+        return topic

@@ -132,7 +132,11 @@ async def test_the_banner_of_local_auth_cognito_prints_a_sign_in_command_that_wo
         command = next(line for line in banner if line.startswith("  try it: ")).removeprefix("  try it: ")
         command = command.split("    (Ctrl-C")[0]
         argv = shlex.split(command)
-        assert argv[0] == ".venv/bin/voiceide-client"
+        # The client script installed beside the Python running the conductor (whichever virtualenv),
+        # shown relative to the checkout when it is inside it.
+        script = Path(sys.executable).parent / "voiceide-client"
+        assert REPO / argv[0] == script
+        assert Path(argv[0]).is_absolute() is not script.is_relative_to(REPO)
         assert any(line.startswith("  test user: dev / password ") for line in banner)
 
         client = await asyncio.create_subprocess_exec(

@@ -14,8 +14,11 @@ import pytest
 from infra.config import StageConfig, read_cdk_json_context
 
 # A stage that switches on every optional feature: alarm e-mail (SNS + KMS), reserved
-# concurrency, a global inference profile in another region, no account-level API Gateway role.
+# concurrency, a global inference profile in another region, no account-level API Gateway role
+# but access logging declared on (the role is set by someone else).
 VARIANT_STAGE = "staging"
+# A CI rig's stage: the $connect authorizer checks HMAC tokens signed with a generated secret.
+SIGNED_TOKEN_STAGE = "ci"
 
 
 def variant_stages() -> dict[str, Any]:
@@ -25,15 +28,32 @@ def variant_stages() -> dict[str, Any]:
         region="eu-west-1",
         alarm_email="oncall@example.com",
         api_gateway_cloudwatch_role=False,
+        access_logging="on",
         log_retention_days=30,
     )
     settings["lambdas"]["reserved_concurrency"] = 20
+    settings["lambdas"]["turn_reserved_concurrency"] = 200
     settings["bedrock"] = {
         "model_id": "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
         "inference_profile_regions": ["eu-west-1", "us-east-1"],
         "max_tokens": 4096,
     }
     return {VARIANT_STAGE: settings}
+
+
+def stage_like_prod(**changes: Any) -> dict[str, Any]:
+    settings = copy.deepcopy(read_cdk_json_context()["stages"]["prod"])
+    settings.update(changes)
+    return settings
+
+
+def signed_token_stages() -> dict[str, Any]:
+    settings = stage_like_prod(auth="dev-signed-token", removal_policy="destroy")
+    del settings["cognito"]
+    return {SIGNED_TOKEN_STAGE: settings}
+
+
+EXTRA_STAGES = {VARIANT_STAGE: variant_stages, SIGNED_TOKEN_STAGE: signed_token_stages}
 
 
 @dataclass
@@ -86,7 +106,7 @@ def synth_stage(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Syn
     def get(stage: str) -> Synth:
         if stage not in cache:
             outdir = tmp_path_factory.mktemp(f"cdk-{stage}")
-            extra = {"stages": variant_stages()} if stage == VARIANT_STAGE else {}
+            extra = {"stages": EXTRA_STAGES[stage]()} if stage in EXTRA_STAGES else {}
             cache[stage] = synthesize(outdir, stage, **extra)
         return cache[stage]
 
@@ -106,3 +126,8 @@ def prod(synth_stage: Callable[[str], Synth]) -> Synth:
 @pytest.fixture(scope="session")
 def variant(synth_stage: Callable[[str], Synth]) -> Synth:
     return synth_stage(VARIANT_STAGE)
+
+
+@pytest.fixture(scope="session")
+def signed_token(synth_stage: Callable[[str], Synth]) -> Synth:
+    return synth_stage(SIGNED_TOKEN_STAGE)

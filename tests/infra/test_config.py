@@ -10,6 +10,7 @@ import pytest
 
 from infra.config import (
     DEFAULT_STAGE,
+    MIN_UNRESERVED_CONCURRENCY,
     StageConfigError,
     UnknownStageError,
     is_true,
@@ -74,6 +75,11 @@ def test_missing_or_malformed_stages_context(raw: Any) -> None:
         (("bedrock", "model_id"), "anthropic.claude-haiku-5-5", "only applies to inference profile ids"),
         (("throttle", "rate_limit"), 0, "greater than 0"),
         (("unexpected_key",), True, "Extra inputs are not permitted"),
+        (("bedrock", "effort"), "extreme", "'low', 'medium', 'high', 'xhigh' or 'max'"),
+        (("bedrock", "thinking"), "enabled", "'off' or 'adaptive'"),
+        (("access_logging",), "yes", "'auto', 'on' or 'off'"),
+        (("lambdas", "turn_reserved_concurrency"), 0, "greater than or equal to 1"),
+        (("lambdas", "turn_reserved_concurrency"), 901, "must leave 100 of account_concurrency (1000)"),
     ],
 )
 def test_invalid_settings_name_the_stage_and_field(
@@ -162,3 +168,42 @@ def test_one_stage_per_account_and_region_owns_the_api_gateway_logging_role(stag
         if config.api_gateway_cloudwatch_role:
             owners[(config.account, config.region)].append(config.name)
     assert all(len(names) == 1 for names in owners.values()), owners
+
+
+def test_both_stages_say_how_the_model_thinks(stages: dict[str, Any]) -> None:
+    for name in ("dev", "prod"):
+        assert {"effort", "thinking"} <= set(stages[name]["bedrock"]), f"{name}: set effort and thinking explicitly"
+        bedrock = select_stage(stages, name).bedrock
+        assert (bedrock.effort, bedrock.thinking) == ("low", "off")
+    del stages["dev"]["bedrock"]["effort"], stages["dev"]["bedrock"]["thinking"]
+    defaults = select_stage(stages, "dev").bedrock
+    assert (defaults.effort, defaults.thinking) == ("low", "off")
+
+
+def test_the_turn_runner_has_reserved_concurrency_that_leaves_room_for_the_rest(stages: dict[str, Any]) -> None:
+    dev, prod = select_stage(stages, "dev"), select_stage(stages, "prod")
+    assert 1 <= dev.lambdas.turn_reserved_concurrency < prod.lambdas.turn_reserved_concurrency  # type: ignore[operator]
+    for config in (dev, prod):
+        lambdas = config.lambdas
+        reserved = (lambdas.turn_reserved_concurrency or 0) + (lambdas.reserved_concurrency or 0)
+        assert reserved <= lambdas.account_concurrency - MIN_UNRESERVED_CONCURRENCY
+    # Both reservations count: 850 + 60 leaves 90 of 1,000 unreserved.
+    stages["dev"]["lambdas"].update(turn_reserved_concurrency=850, reserved_concurrency=60)
+    with pytest.raises(StageConfigError, match="turn_reserved_concurrency \\+ reserved_concurrency \\(910\\)"):
+        select_stage(stages, "dev")
+    # An account with a raised quota says so; null turns the reservation off (a new account's low quota).
+    stages["dev"]["lambdas"]["account_concurrency"] = 5_000
+    assert select_stage(stages, "dev").lambdas.turn_reserved_concurrency == 850
+    stages["dev"]["lambdas"].update(turn_reserved_concurrency=None, reserved_concurrency=None)
+    assert select_stage(stages, "dev").lambdas.turn_reserved_concurrency is None
+
+
+def test_access_logs_only_where_the_account_role_is_known_to_be_set(stages: dict[str, Any]) -> None:
+    """API Gateway refuses a logging stage in a region whose account has no CloudWatch Logs role."""
+    assert select_stage(stages, "dev").access_logs is False  # auto, and dev does not set the role
+    assert select_stage(stages, "prod").access_logs is True  # auto, and prod sets it
+    del stages["dev"]["access_logging"]
+    assert select_stage(stages, "dev").access_logging == "auto"
+    for setting, owner, expected in (("on", False, True), ("off", True, False), ("auto", True, True)):
+        stages["dev"].update(access_logging=setting, api_gateway_cloudwatch_role=owner)
+        assert select_stage(stages, "dev").access_logs is expected, (setting, owner)

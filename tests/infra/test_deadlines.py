@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from infra.constructs.deadlines import QUEUE_URL_ENV
+from infra.constructs.functions import TABLE_ACTIONS
 from infra.nag import flatten_cfn_reference
 from tests.infra.conftest import Synth
 from tests.infra.test_stack import (
-    MESSAGE_TABLE_ACTIONS,
     TURN_HANDLER,
     function_role,
     grants,
@@ -105,7 +105,7 @@ def test_the_deadline_function_reads_the_table_posts_and_launches_only_the_runne
     turn_id, _ = any_stage.function(TURN_HANDLER)
     role = function_role(any_stage, DEADLINE_HANDLER)
     table_actions = {action for action, _ in grants(any_stage, role) if action.startswith("dynamodb:")}
-    assert table_actions == MESSAGE_TABLE_ACTIONS
+    assert table_actions == set(TABLE_ACTIONS["toolDeadline"])
     invokes = service_grants(any_stage, DEADLINE_HANDLER, "lambda")
     assert invokes == {("lambda:InvokeFunction", flatten_cfn_reference({"Fn::GetAtt": [turn_id, "Arn"]}))}
     posts = service_grants(any_stage, DEADLINE_HANDLER, "execute-api")

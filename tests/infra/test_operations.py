@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from infra.constructs.dashboard import TURN_TIMINGS
-from infra.constructs.monitoring import CONDUCTOR_FAULT_CODES, TABLE_OPERATIONS
+from infra.constructs.monitoring import (
+    CONDUCTOR_FAULT_CODES,
+    SUMMARIES_WRITTEN_METRIC,
+    SUMMARY_FAILURES_METRIC,
+    TABLE_OPERATIONS,
+)
 from infra.nag import flatten_cfn_reference
 from shared.commit import error_metric_name
 from shared.protocol import SENT_ERROR_CODES, SERVER_ERROR_CODES, ErrorCode
@@ -20,7 +25,13 @@ from tests.infra.conftest import Synth
 pytestmark = pytest.mark.infra
 
 ROOT = Path(__file__).resolve().parents[2]
-RATE_ALARMS = ("ConductorErrorRate", "BedrockErrorRate", "TurnsAbandonedRate", "ApiIntegrationErrorRate")
+RATE_ALARMS = (
+    "ConductorErrorRate",
+    "BedrockErrorRate",
+    "TurnsAbandonedRate",
+    "SummaryFailureRate",
+    "ApiIntegrationErrorRate",
+)
 
 
 @pytest.fixture(params=["dev", "prod", "variant"])
@@ -90,6 +101,26 @@ def test_error_rates_are_metric_math_over_turns_in_3_of_5_periods(any_stage: Syn
         "ErrorEvents.conductor_error",
         "ErrorEvents.handler_error",
     }
+
+
+def test_failed_summary_folds_alarm_as_a_share_of_the_folds(any_stage: Synth) -> None:
+    """A fold that fails leaves the conversation going but forgetting what left the window: e.g. a
+    role that may stream but not call Converse fails every fold, and only this alarm says so."""
+    config = any_stage.config
+    props = alarm(any_stage, "SummaryFailureRate")
+    own = (config.metrics_namespace, {"service": config.service_name}, "Sum", 300)
+    read = alarm_metrics(props)
+    assert {name for _, name, _, _, _ in read} == {SUMMARY_FAILURES_METRIC, SUMMARIES_WRITTEN_METRIC}
+    assert all((ns, dims, stat, period) == own for ns, _, dims, stat, period in read)
+    failures, attempts = "FILL(summary_failures, 0)", "FILL(summaries_written, 0) + FILL(summary_failures, 0)"
+    assert expression(props) == (
+        f"IF(({attempts}) > 0, 100 * ({failures}) / ({attempts}), IF(({failures}) > 0, 100, 0))"
+    )
+    assert (props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (5, 3)
+    assert props["Threshold"] == config.alarms.error_rate_percent
+    # The conductor emits both counts under these names (shared/memory_keeper.py).
+    keeper = (ROOT / "shared" / "memory_keeper.py").read_text(encoding="utf-8")
+    assert f'"{SUMMARY_FAILURES_METRIC}"' in keeper and f'"{SUMMARIES_WRITTEN_METRIC}"' in keeper
 
 
 def test_function_error_and_throttle_rates_per_invocation(any_stage: Synth) -> None:
@@ -224,6 +255,15 @@ def test_dashboard_graphs_turns_errors_latency_tokens_and_connections(any_stage:
     )
     [status] = [w for w in widgets if w["type"] == "alarm"]
     assert len(status["properties"]["alarms"]) == len(alarms(any_stage))
+
+    summary = next(w for w in widgets if w["properties"].get("title", "").startswith("Rolling summary"))
+    assert {(m, s) for _, m, s in widget_metrics(summary)} == {
+        (SUMMARIES_WRITTEN_METRIC, "Sum"),
+        (SUMMARY_FAILURES_METRIC, "Sum"),
+    }
+    [rate] = [row[-1] for row in summary["properties"]["metrics"] if "expression" in row[-1]]
+    assert rate["yAxis"] == "right" and "summary_failures" in rate["expression"]
+    assert summary["properties"]["annotations"]["horizontal"][0]["value"] == any_stage.config.alarms.error_rate_percent
 
 
 def graph_rows(widget: dict[str, Any]) -> list[tuple[str, str, dict[str, str], str, str | None]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import copy
 import json
 import re
 from pathlib import Path
@@ -16,11 +15,13 @@ from infra.config import (
     OPEN_STAGE_MAX_RATE_LIMIT,
     OPEN_STAGE_MAX_TURNS_PER_MINUTE,
     StageConfigError,
-    read_cdk_json_context,
     select_stage,
 )
+from infra.constructs.functions import TABLE_ACTIONS
+from infra.constructs.monitoring import NO_SUBSCRIBER_WARNING
 from infra.nag import flatten_cfn_reference
-from tests.infra.conftest import Synth, synthesize
+from tests.infra.conftest import Synth, stage_like_prod, synthesize
+from tests.infra.test_checks import findings
 from tests.infra.test_operations import alarm_metrics
 
 pytestmark = pytest.mark.infra
@@ -34,14 +35,16 @@ AUTHORIZER_HANDLER = "lambdas.authorizer.handler"
 TURN_HANDLER = "lambdas.turn.handler"
 TURN_ABANDONED_HANDLER = "lambdas.turn_abandoned.handler"
 GUARDED_SERVICES = ("bedrock", "execute-api", "dynamodb")
-# Transactions are authorized per item (a Put as PutItem, an Update as UpdateItem).
-CONNECTION_TABLE_ACTIONS = {
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
+TOOL_DEADLINE_HANDLER = "lambdas.tool_deadline.handler"
+# The name each table user has in infra/constructs/functions.py's TABLE_ACTIONS.
+TABLE_USERS = {
+    "connect": HANDLERS["$connect"],
+    "disconnect": HANDLERS["$disconnect"],
+    "message": HANDLERS["$default"],
+    "turn": TURN_HANDLER,
+    "turnAbandoned": TURN_ABANDONED_HANDLER,
+    "toolDeadline": TOOL_DEADLINE_HANDLER,
 }
-MESSAGE_TABLE_ACTIONS = CONNECTION_TABLE_ACTIONS | {"dynamodb:Query"}
 STORE = Path(__file__).resolve().parents[2] / "shared" / "store.py"
 # boto3 client method -> IAM action; transaction items -> the action DynamoDB authorizes each with.
 CLIENT_CALL_ACTIONS = {
@@ -127,7 +130,7 @@ def test_three_routes_each_proxy_to_its_function(any_stage: Synth) -> None:
     assert all("RouteResponseSelectionExpression" not in r for r in routes.values())
 
 
-def test_stage_auto_deploys_with_throttling_and_json_access_logs(any_stage: Synth) -> None:
+def test_stage_auto_deploys_with_throttling_and_json_access_logs_where_it_may(any_stage: Synth) -> None:
     _, stage = any_stage.one("AWS::ApiGatewayV2::Stage")
     props = stage["Properties"]
     assert props["StageName"] == any_stage.config.name
@@ -136,6 +139,9 @@ def test_stage_auto_deploys_with_throttling_and_json_access_logs(any_stage: Synt
         "ThrottlingBurstLimit": any_stage.config.throttle.burst_limit,
         "ThrottlingRateLimit": any_stage.config.throttle.rate_limit,
     }
+    if not any_stage.config.access_logs:
+        assert "AccessLogSettings" not in props
+        return
     log_group = any_stage.resources[ref_of(props["AccessLogSettings"]["DestinationArn"])]
     assert log_group["Type"] == "AWS::Logs::LogGroup"
     assert log_group["Properties"]["RetentionInDays"] == any_stage.config.log_retention_days
@@ -164,6 +170,36 @@ def test_account_logging_role_only_where_configured(dev: Synth, prod: Synth, var
             if role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
             == {"Service": "apigateway.amazonaws.com"}
         ]
+
+
+def needs_the_account_logging_role(stage: dict[str, Any]) -> list[str]:
+    """Settings of a WebSocket stage that API Gateway refuses without the account's CloudWatch Logs
+    role ("CloudWatch Logs role ARN must be set in account settings to enable logging")."""
+    props = stage["Properties"]
+    found = ["AccessLogSettings"] if "AccessLogSettings" in props else []
+    for name, settings in [("DefaultRouteSettings", props.get("DefaultRouteSettings", {}))] + [
+        (f"RouteSettings.{key}", value) for key, value in props.get("RouteSettings", {}).items()
+    ]:
+        if settings.get("LoggingLevel", "OFF") != "OFF" or settings.get("DataTraceEnabled"):
+            found.append(name)
+    return found
+
+
+def test_a_fresh_account_deploys_dev_and_prod_still_logs(dev: Synth, prod: Synth, variant: Synth) -> None:
+    """A stage logs only where the same template sets the account's logging role, or where the stage
+    declares it set (access_logging: on); dev does neither, so it deploys where no role was ever set."""
+    for synth in (dev, prod, variant):
+        _, stage = synth.one("AWS::ApiGatewayV2::Stage")
+        logging = needs_the_account_logging_role(stage)
+        sets_the_role = bool(synth.of_type("AWS::ApiGateway::Account"))
+        assert not logging or sets_the_role or synth.config.access_logging == "on", synth.config.name
+    assert dev.config.access_logging == "auto" and not dev.config.api_gateway_cloudwatch_role
+    assert needs_the_account_logging_role(dev.one("AWS::ApiGatewayV2::Stage")[1]) == []
+    assert not dev.of_type("AWS::ApiGateway::Account")
+    assert needs_the_account_logging_role(prod.one("AWS::ApiGatewayV2::Stage")[1]) == ["AccessLogSettings"]
+    assert prod.of_type("AWS::ApiGateway::Account")
+    assert variant.config.access_logging == "on" and not variant.of_type("AWS::ApiGateway::Account")
+    assert needs_the_account_logging_role(variant.one("AWS::ApiGatewayV2::Stage")[1]) == ["AccessLogSettings"]
 
 
 def connect_route(synth: Synth) -> dict[str, Any]:
@@ -274,17 +310,9 @@ def env_issuer(synth: Synth) -> Any:
     return synth.function(AUTHORIZER_HANDLER)[1]["Properties"]["Environment"]["Variables"]["CONDUCTOR_COGNITO_ISSUER"]
 
 
-def stage_like_prod(**changes: Any) -> dict[str, Any]:
-    settings = copy.deepcopy(read_cdk_json_context()["stages"]["prod"])
-    settings.update(changes)
-    return settings
-
-
 @pytest.fixture(scope="module")
-def signed_token_stage(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    stages = {"ci": stage_like_prod(auth="dev-signed-token", removal_policy="destroy")}
-    del stages["ci"]["cognito"]
-    return synthesize(tmp_path_factory.mktemp("cdk-ci"), "ci", stages=stages)
+def signed_token_stage(signed_token: Synth) -> Synth:
+    return signed_token
 
 
 @pytest.fixture(scope="module")
@@ -319,7 +347,6 @@ def test_a_dev_signed_token_stage_reads_only_its_generated_secret(signed_token_s
     assert not any(name.startswith("CONDUCTOR_COGNITO_") for name in env)
     assert service_grants(synth, AUTHORIZER_HANDLER, "secretsmanager") == {
         ("secretsmanager:GetSecretValue", f"<{secret_id}>"),
-        ("secretsmanager:DescribeSecret", f"<{secret_id}>"),
     }
     for handler in HANDLERS.values():
         assert not service_grants(synth, handler, "secretsmanager")
@@ -373,7 +400,7 @@ def test_cognito_findings_are_acknowledged_only_where_the_stage_chose_so(prod: S
     # prod: MFA optional and the Essentials plan, each acknowledged on the pool with its reason.
     assert acknowledged_rules(prod, "AWS::Cognito::UserPool") == {"AwsSolutions-COG2", "AwsSolutions-COG8"}
     report = json.loads((prod.outdir / "validation-report.json").read_text())
-    assert report["pluginReports"] == []
+    assert findings(report) == []
 
 
 @pytest.mark.parametrize(
@@ -418,9 +445,11 @@ def test_no_wildcards_on_bedrock_execute_api_or_dynamodb(any_stage: Synth) -> No
     assert checked > 0
 
 
-def test_only_the_turn_runner_streams_and_only_from_the_configured_model(
+def test_only_the_turn_runner_calls_the_model_and_only_the_configured_one(
     dev: Synth, prod: Synth, variant: Synth
 ) -> None:
+    """The runner streams answers (ConverseStream) and folds the rolling summary (Converse) with the
+    conversation's model: InvokeModelWithResponseStream and InvokeModel on the same ARNs."""
     handler = TURN_HANDLER
     for synth in (dev, prod):
         profile = synth.config.bedrock.model_id
@@ -431,9 +460,15 @@ def test_only_the_turn_runner_streams_and_only_from_the_configured_model(
             for region in synth.config.bedrock.inference_profile_regions
         }
         assert service_grants(synth, handler, "bedrock") == {
-            ("bedrock:InvokeModelWithResponseStream", arn) for arn in expected
+            (action, arn)
+            for arn in expected
+            for action in ("bedrock:InvokeModelWithResponseStream", "bedrock:InvokeModel")
         }
     assert prod.config.bedrock.inference_profile_regions == ("us-east-1", "us-east-2", "us-west-1", "us-west-2")
+    assert {a for a, _ in service_grants(variant, handler, "bedrock")} == {
+        "bedrock:InvokeModelWithResponseStream",
+        "bedrock:InvokeModel",
+    }
     variant_arns = {r for _, r in service_grants(variant, handler, "bedrock")}
     assert "arn:aws:bedrock:::foundation-model/anthropic.claude-sonnet-4-5-20250929-v1:0" in variant_arns
     assert (
@@ -486,10 +521,10 @@ def test_posting_functions_post_only_to_their_own_stage(any_stage: Synth) -> Non
 def test_table_access_is_item_level_on_this_table_only(any_stage: Synth) -> None:
     table_id, _ = any_stage.one("AWS::DynamoDB::Table")
     table_arn = f"<{table_id}.Arn>"
-    for handler in (HANDLERS["$default"], TURN_HANDLER, TURN_ABANDONED_HANDLER):
-        assert service_grants(any_stage, handler, "dynamodb") == {(a, table_arn) for a in MESSAGE_TABLE_ACTIONS}
-    for handler in (HANDLERS["$connect"], HANDLERS["$disconnect"]):
-        assert service_grants(any_stage, handler, "dynamodb") == {(a, table_arn) for a in CONNECTION_TABLE_ACTIONS}
+    for name, handler in TABLE_USERS.items():
+        assert service_grants(any_stage, handler, "dynamodb") == {(a, table_arn) for a in TABLE_ACTIONS[name]}
+    if any_stage.config.authorizer:
+        assert not service_grants(any_stage, AUTHORIZER_HANDLER, "dynamodb")
 
 
 def store_table_actions() -> set[str]:
@@ -521,15 +556,14 @@ def store_table_actions() -> set[str]:
 
 
 def test_every_granted_table_action_is_one_the_store_calls(any_stage: Synth) -> None:
+    """Each granted action is one the store calls, and each one it calls is granted to some function
+    (which function needs which: tests/infra/test_grants_from_calls.py)."""
     used = store_table_actions()
     assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"} <= used  # Update: transaction items
     granted: set[str] = set()
-    for handler in (*HANDLERS.values(), TURN_HANDLER, TURN_ABANDONED_HANDLER):
+    for handler in TABLE_USERS.values():
         granted |= {action for action, _ in service_grants(any_stage, handler, "dynamodb")}
-    assert granted <= used, f"granted but never called: {sorted(granted - used)}"
-    # The functions that run the whole store (decide, post, run turns) may do all of it.
-    for handler in (HANDLERS["$default"], TURN_HANDLER, TURN_ABANDONED_HANDLER):
-        assert {action for action, _ in service_grants(any_stage, handler, "dynamodb")} == used
+    assert granted == used, f"granted but never called: {sorted(granted - used)}; not granted: {sorted(used - granted)}"
 
 
 def test_function_roles_trust_lambda_and_carry_no_managed_policies(any_stage: Synth) -> None:
@@ -617,6 +651,8 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
         "BEDROCK_MODEL_ID": config.bedrock.model_id,
         "BEDROCK_REGION": config.bedrock_region,
         "BEDROCK_MAX_TOKENS": str(config.bedrock.max_tokens),
+        "BEDROCK_EFFORT": config.bedrock.effort,
+        "BEDROCK_THINKING": config.bedrock.thinking,
         "CONDUCTOR_MAX_TOOL_ROUNDS": str(config.max_tool_rounds),
         "CONDUCTOR_TURN_RESERVE_MS": str(config.lambdas.turn_reserve_ms),
         "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
@@ -627,6 +663,9 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
     }
     _, turn = any_stage.function(TURN_HANDLER)
     turn_props = turn["Properties"]
+    turn_env = turn_props["Environment"]["Variables"]
+    assert turn_env["BEDROCK_EFFORT"] == config.bedrock.effort
+    assert turn_env["BEDROCK_THINKING"] == config.bedrock.thinking
     assert turn_props["Timeout"] == config.lambdas.turn_timeout_seconds >= 300
     assert turn_props["MemorySize"] == config.lambdas.turn_memory_mb
     assert int(env["CONDUCTOR_TURN_RESERVE_MS"]) < turn_props["Timeout"] * 1000
@@ -636,13 +675,24 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
         assert fn["Properties"]["Environment"]["Variables"]["CONDUCTOR_TABLE"] == {"Ref": table_id}
 
 
-def test_reserved_concurrency_only_when_configured(prod: Synth, variant: Synth) -> None:
-    for fn in prod.of_type("AWS::Lambda::Function").values():
-        assert "ReservedConcurrentExecutions" not in fn["Properties"]
-    _, message = variant.function(HANDLERS["$default"])
-    assert message["Properties"]["ReservedConcurrentExecutions"] == 20
-    _, connect = variant.function(HANDLERS["$connect"])
-    assert "ReservedConcurrentExecutions" not in connect["Properties"]
+def test_the_turn_runner_has_its_reserved_concurrency_and_the_routes_only_when_configured(
+    dev: Synth, prod: Synth, variant: Synth
+) -> None:
+    reserved = {
+        synth.config.name: {
+            fn["Properties"]["Handler"]: fn["Properties"].get("ReservedConcurrentExecutions")
+            for fn in synth.of_type("AWS::Lambda::Function").values()
+            if "ReservedConcurrentExecutions" in fn["Properties"]
+        }
+        for synth in (dev, prod, variant)
+    }
+    assert reserved == {
+        "dev": {TURN_HANDLER: 10},
+        "prod": {TURN_HANDLER: 100},
+        "staging": {TURN_HANDLER: 200, HANDLERS["$default"]: 20},
+    }
+    for synth in (dev, prod, variant):
+        assert synth.config.lambdas.turn_reserved_concurrency == reserved[synth.config.name][TURN_HANDLER]
 
 
 # --- Alarms and outputs -------------------------------------------------------------------------
@@ -687,9 +737,8 @@ def test_alarms_notify_an_encrypted_topic_and_email_only_where_configured(prod: 
         for alarm in _alarms(synth).values():
             assert [ref_of(a) for a in alarm["AlarmActions"]] == [topic_id]
         _, topic_policy = synth.one("AWS::SNS::TopicPolicy")
-        assert topic_policy["Properties"]["PolicyDocument"]["Statement"][0]["Condition"] == {
-            "Bool": {"aws:SecureTransport": "false"}
-        }
+        statements = topic_policy["Properties"]["PolicyDocument"]["Statement"]
+        assert [s["Effect"] for s in statements if s.get("Condition") == SSL_ONLY] == ["Deny"]
     _, subscription = variant.one("AWS::SNS::Subscription")
     assert subscription["Properties"]["Protocol"] == "email"
     assert subscription["Properties"]["Endpoint"] == "oncall@example.com"
@@ -722,3 +771,59 @@ def test_stack_names_and_regions(dev: Synth, prod: Synth, variant: Synth) -> Non
     assert (dev.stack.stack_name, dev.stack.region) == ("VoiceIDEConductor-dev", "us-east-1")
     assert (prod.stack.stack_name, prod.stack.region) == ("VoiceIDEConductor-prod", "us-east-1")
     assert (variant.stack.stack_name, variant.stack.region) == ("VoiceIDEConductor-staging", "eu-west-1")
+
+
+SSL_ONLY = {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def flat_conditions(statement: dict[str, Any]) -> dict[str, dict[str, str]]:
+    conditions = statement["Condition"].items()
+    return {op: {key: flatten_cfn_reference(value) for key, value in keys.items()} for op, keys in conditions}
+
+
+def cloudwatch_statements(statements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [s for s in statements if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+
+
+def test_cloudwatch_may_publish_alarms_to_the_topic_and_use_its_key(any_stage: Synth) -> None:
+    """The topic's policy replaces SNS's default one: without its own statement CloudWatch could not
+    publish (nor encrypt with the key), and no alarm would reach anyone."""
+    region = any_stage.config.region
+    own_alarms = {
+        "StringEquals": {"aws:SourceAccount": "<AWS::AccountId>"},
+        "ArnLike": {"aws:SourceArn": f"arn:aws:cloudwatch:{region}:<AWS::AccountId>:alarm:*"},
+    }
+    topic_id, topic = any_stage.one("AWS::SNS::Topic")
+    _, policy = any_stage.one("AWS::SNS::TopicPolicy")
+    assert [ref_of(t) for t in policy["Properties"]["Topics"]] == [topic_id]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    [publish] = cloudwatch_statements(statements)
+    assert (publish["Effect"], as_list(publish["Action"])) == ("Allow", ["sns:Publish"])
+    assert [ref_of(r) for r in as_list(publish["Resource"])] == [topic_id]
+    assert flat_conditions(publish) == own_alarms
+    assert any(s["Effect"] == "Deny" and s.get("Condition") == SSL_ONLY for s in statements)
+
+    key = any_stage.resources[ref_of(topic["Properties"]["KmsMasterKeyId"])]["Properties"]
+    [use_key] = cloudwatch_statements(key["KeyPolicy"]["Statement"])
+    assert use_key["Effect"] == "Allow"
+    assert set(as_list(use_key["Action"])) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert flat_conditions(use_key) == own_alarms
+
+
+def synth_warnings(synth: Synth) -> list[str]:
+    """Warning annotations of the stack, as the CLI prints them after a synth."""
+    manifest = json.loads((synth.outdir / "manifest.json").read_text())
+    artifact = manifest["artifacts"][synth.stack.artifact_id]
+    metadata = artifact.get("metadata", {})
+    if "additionalMetadataFile" in artifact:  # newer assemblies keep it beside the manifest
+        metadata = {**metadata, **json.loads((synth.outdir / artifact["additionalMetadataFile"]).read_text())}
+    return [entry["data"] for entries in metadata.values() for entry in entries if entry["type"] == "aws:cdk:warning"]
+
+
+def test_a_stage_without_a_subscriber_says_so_when_it_synthesizes(dev: Synth, prod: Synth, variant: Synth) -> None:
+    for synth in (dev, prod):
+        assert synth.config.alarm_email is None
+        [warning] = [w for w in synth_warnings(synth) if NO_SUBSCRIBER_WARNING in w]
+        assert "alarm_email" in warning and f"'{synth.config.name}'" in warning
+    assert variant.config.alarm_email is not None
+    assert not [w for w in synth_warnings(variant) if NO_SUBSCRIBER_WARNING in w]
