@@ -17,6 +17,10 @@ Plain HTTP requests for ``@connections`` are told apart from WebSocket handshake
 request line before the bytes reach the ``websockets`` protocol, because its HTTP parser
 only understands bodiless handshake requests.
 
+Plain HTTP GETs on the same port get the voice console (``/console/``) when a console folder is
+given, and every WebSocket handshake's ``Origin`` is checked first: no ``Origin`` (native apps) and
+the console's own origin pass, any other is refused with 403 unless allowed (``apigw_console``).
+
 The Lambda proxy events live in ``apigw_events`` and the ``$connect`` authorizer's identity
 sources and policy evaluation in ``apigw_authorizer``; their public names are re-exported here.
 """
@@ -32,10 +36,11 @@ import socket
 import string
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -53,6 +58,13 @@ from conductor_local.apigw_authorizer import (
     policy_allows,
 )
 from conductor_local.apigw_connection import GatewayConnection
+from conductor_local.apigw_console import (
+    console_response,
+    is_websocket_handshake,
+    normalize_origin,
+    origin_allowed,
+    own_origins,
+)
 from conductor_local.apigw_events import (
     Invocation,
     authorizer_event,
@@ -144,6 +156,11 @@ class LocalApiGateway:
     the authorizer (``route.request.querystring.token``, ``route.request.header.Auth``): a
     handshake missing one is refused 401 without calling it. ``region`` and ``account_id`` go
     into the authorizer's ``methodArn``.
+
+    ``console_dir`` serves the voice console's files to plain HTTP GETs under ``/console/``, with
+    ``console_config`` as ``/console/config.json`` (None: no console). ``allowed_origins`` are the
+    browser origins allowed besides the console's own (``*``: any); a handshake from any other
+    ``Origin`` is refused with 403, one without ``Origin`` (a native app) is not checked.
     """
 
     def __init__(
@@ -162,6 +179,9 @@ class LocalApiGateway:
         authorizer_identity_source: Sequence[str] = (),
         region: str = "us-east-1",
         account_id: str = "123456789012",
+        console_dir: Path | None = None,
+        console_config: Mapping[str, Any] | None = None,
+        allowed_origins: Sequence[str] = (),
     ) -> None:
         self.handlers = handlers
         self.host = host
@@ -176,6 +196,10 @@ class LocalApiGateway:
         for source in self.authorizer_identity_source:
             if not source.startswith(("route.request.header.", "route.request.querystring.")):
                 raise ValueError(f"unsupported identity source {source!r}")
+        self.console_dir = console_dir
+        self.console_config = dict(console_config or {})
+        self.allowed_origins = frozenset(normalize_origin(origin) for origin in allowed_origins)
+        self._origins: frozenset[str] = frozenset()
         self._requested_port = port
         self._context_factory = context_factory
         self._on_log = on_log
@@ -255,6 +279,7 @@ class LocalApiGateway:
             self._session,
             sock=sock,
             create_connection=partial(GatewayConnection, gateway=self),  # type: ignore[arg-type]
+            process_request=self._check_request,
             process_response=self._connect,
             compression=None,
             ping_interval=None,
@@ -265,6 +290,7 @@ class LocalApiGateway:
             max_size=(self.max_message_bytes, self.max_frame_bytes),
         )
         self._port = sock.getsockname()[1]
+        self._origins = own_origins(self.host, self._port) | self.allowed_origins
 
     async def _close(self) -> None:
         assert self._server is not None
@@ -291,7 +317,25 @@ class LocalApiGateway:
         self._loop = self._thread = self._server = None
         self._open.clear()
 
+    @property
+    def console_url(self) -> str:
+        """The voice console, served on the gateway's own origin."""
+        return f"http://{self.domain_name}/console/"
+
     # ---- routes ---------------------------------------------------------------------------
+
+    def _check_request(self, ws: ServerConnection, request: Request) -> Response | None:
+        """``process_request`` hook: plain HTTP GETs get the console; a WebSocket handshake from a
+        browser origin that is not allowed is refused with 403 before ``$connect``."""
+        if not is_websocket_handshake(request) and self.console_dir is not None:
+            response = console_response(request, self.console_dir, self.console_config)
+            self._log(f"  http GET {request.path.split('?')[0]} → {response.status_code}")
+            return response
+        allowed, origin = origin_allowed(request, self._origins)
+        if allowed:
+            return None
+        self._log(f"x handshake from origin {origin!r} refused → 403 (allow it with --allow-origin)")
+        return handshake_refusal(403, "Forbidden")
 
     async def _connect(self, ws: ServerConnection, request: Request, response: Response) -> Response | None:
         """``process_response`` hook: a valid handshake is accepted only if ``$connect`` says so."""
@@ -472,5 +516,9 @@ class LocalApiGateway:
         return management.error_response(403, "ForbiddenException", f"{request.method} is not supported")
 
     def _log(self, line: str) -> None:
+        """One readable line; a line that cannot be written never breaks the connection it is about."""
         if self._on_log is not None:
-            self._on_log(line)
+            try:
+                self._on_log(line)
+            except Exception:
+                logger.warning("could not write a log line", exc_info=True)

@@ -33,7 +33,10 @@ def summarize(frame: str | bytes, limit: int = 120) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """At most ``limit`` characters, always writable as UTF-8: a lone surrogate (valid in JSON,
+    not in Unicode text) is shown as its escape, ``\\ud83d``."""
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def split_frames(payload: str | bytes, max_frame_bytes: int) -> list[str] | list[bytes]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from conductor_local import doctor
+from conductor_local.apigw_console import normalize_origin
 from conductor_local.offline_brain import ModelPace
 from conductor_local.stack import AUTH_MODES, LocalStack
 
@@ -50,6 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: ${MODEL_PACE_ENV} or %(default)s)",
     )
     local.add_argument("--quiet", action="store_true", help="do not log each event in and out")
+    local.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let web pages from this origin (scheme://host[:port], or * for any) open sessions; by default "
+        "only native apps (no Origin) and the console's own origin may; repeatable",
+    )
     local.add_argument(
         "--auth",
         choices=AUTH_MODES,
@@ -92,6 +101,11 @@ def run_local(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Metrics are off locally (no CloudWatch); Powertools still warns on every invocation.
     warnings.filterwarnings("ignore", message="No application metrics to publish")
+    try:
+        origins = tuple(normalize_origin(origin) for origin in args.allow_origin)
+    except ValueError as error:
+        print(f"voiceide-conductor: --allow-origin: {error}", file=sys.stderr)
+        return 2
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -110,6 +124,7 @@ def run_local(args: argparse.Namespace) -> int:
         env=env,
         auth=args.auth,
         model_pace=pace,
+        allowed_origins=origins,
     )
     try:
         stack.start()
@@ -130,6 +145,7 @@ def run_local(args: argparse.Namespace) -> int:
             print(f"  sign-in: Cognito user pool {pool.user_pool_id} (moto); connections need its ID token", flush=True)
             print(f"  test user: {pool.username} / password {pool.password}", flush=True)
             print(f"  try it: {sign_in_command(stack)}    (Ctrl-C to stop)", flush=True)
+        print(f"  console: {stack.console_url}    (talk to it in a browser)", flush=True)
         while not stop.wait(0.5):
             pass
     finally:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import boto3
 
 from conductor_local.apigw import AUTHORIZER_ROUTE, LocalApiGateway, RouteHandlers
+from conductor_local.apigw_console import CONSOLE_DIR
 from conductor_local.cognito import LocalUserPool, create_user_pool
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.service_process import ServiceProcess
@@ -65,7 +66,9 @@ def lambda_context(route_key: str) -> LocalLambdaContext:
 
 
 def _print_line(line: str) -> None:
-    print(line, flush=True)
+    """A log line on stdout; what its encoding cannot write is escaped, never an error."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    print(line.encode(encoding, "backslashreplace").decode(encoding), flush=True)
 
 
 class LocalStack:
@@ -99,10 +102,14 @@ class LocalStack:
         auth: AuthMode = "none",
         model_pace: ModelPace | None = None,
         service_processes: bool = False,
+        allowed_origins: tuple[str, ...] = (),
     ) -> None:
         """``service_processes``: DynamoDB, Bedrock and the Lambda service (the turn runner) each in a
         process of its own, reached over HTTP only, to use the other cores under load; by default
-        they run in this process, where tests and the benchmark's meters look into them."""
+        they run in this process, where tests and the benchmark's meters look into them.
+
+        The gateway serves the voice console at ``console_url``; browser origins other than its own
+        are refused at the handshake unless listed in ``allowed_origins`` (``*``: any)."""
         if auth not in AUTH_MODES:
             raise ValueError(f"auth must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
         self.host = host
@@ -118,6 +125,7 @@ class LocalStack:
         self._on_log = None if quiet else (on_log or _print_line)
         self._moto: Any = None
         self._service_processes = service_processes
+        self.allowed_origins = allowed_origins
         self.bedrock_server: Any = None
         """The ``LocalBedrockServer`` (None with real Bedrock); its ``responder`` may be swapped."""
         self.gateway: LocalApiGateway | None = None
@@ -160,6 +168,9 @@ class LocalStack:
                 context_factory=lambda_context,
                 on_log=self._on_log,
                 region=self.region,
+                console_dir=CONSOLE_DIR,
+                console_config=self._console_config(),
+                allowed_origins=self.allowed_origins,
             ).start()
             from conductor_local.deadline_queue import start_poller
 
@@ -211,6 +222,24 @@ class LocalStack:
     def ws_url(self) -> str:
         """``ws://HOST:PORT/``; clients add ``?sessionId=<uuid v4>`` (see ``session_url``)."""
         return self._running_gateway().url
+
+    @property
+    def console_url(self) -> str:
+        """The voice console (``/console/``), on the gateway's own origin."""
+        return self._running_gateway().console_url
+
+    def _console_config(self) -> dict[str, Any]:
+        """What the console reads from ``/console/config.json``: how to sign in, when it must."""
+        if self.user_pool is None:
+            return {"auth": "none"}
+        pool = self.user_pool
+        return {
+            "auth": "cognito",
+            "region": self.region,
+            "clientId": pool.client_id,
+            "cognitoEndpoint": pool.endpoint,
+            "testUser": {"username": pool.username, "password": pool.password},
+        }
 
     def session_url(self, session_id: str) -> str:
         return f"{self.ws_url}?sessionId={session_id}"
