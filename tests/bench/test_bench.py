@@ -84,9 +84,9 @@ def test_costs_use_the_stage_memory_and_the_cache_prices() -> None:
         message_bytes=[10, 10],
         lambda_invocations={"turn": 1},
         lambda_seconds={"turn": 2.0},
-        input_tokens=1000,
+        input_tokens=5000,
         output_tokens=100,
-        cacheable_tokens=800,
+        cacheable_tokens=4800,  # over both stages' caching minimums (Haiku 5.5: 4,096; Sonnet 5.5: 2,048)
     )
     dev_cost, prod_cost = cost_per_1000(usage, dev), cost_per_1000(usage, prod)
     assert dev_cost["apigw"] == pytest.approx(2 * PRICES["apigw_message"] * 1000)
@@ -95,11 +95,19 @@ def test_costs_use_the_stage_memory_and_the_cache_prices() -> None:
         assert cost["lambda"] == pytest.approx((gb_s * PRICES["lambda_gb_s"] + PRICES["lambda_request"]) * 1000)
     model = prod.model
     assert prod_cost["bedrock"] == pytest.approx(
-        (1000 * PRICES[f"{model}:input"] + 100 * PRICES[f"{model}:output"]) * 1000
+        (5000 * PRICES[f"{model}:input"] + 100 * PRICES[f"{model}:output"]) * 1000
     )
     assert prod_cost["bedrock_cached"] == pytest.approx(
-        (200 * PRICES[f"{model}:input"] + 800 * PRICES[f"{model}:cache_read"] + 100 * PRICES[f"{model}:output"]) * 1000
+        (200 * PRICES[f"{model}:input"] + 4800 * PRICES[f"{model}:cache_read"] + 100 * PRICES[f"{model}:output"]) * 1000
     )
+
+
+def test_a_prefix_under_the_models_caching_minimum_is_priced_as_plain_input() -> None:
+    dev, prod = stages()
+    usage = TurnUsage(turns=1, input_tokens=3000, output_tokens=100, cacheable_tokens=2800)
+    dev_cost, prod_cost = cost_per_1000(usage, dev), cost_per_1000(usage, prod)
+    assert dev_cost["bedrock_cached"] == pytest.approx(dev_cost["bedrock"])  # Haiku 5.5 caches from 4,096 tokens
+    assert prod_cost["bedrock_cached"] < prod_cost["bedrock"]  # Sonnet 5.5 from 2,048
 
 
 def test_one_measured_turn_on_a_local_stack() -> None:
