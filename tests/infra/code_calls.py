@@ -8,10 +8,12 @@ How it finds them:
   that is one of the service's operations in botocore's model is one operation.
 * Libraries that call AWS themselves (Powertools Parameters) are listed in ``LIBRARY_CALLS``.
 * Reach: from a handler function, every function it calls or names (callbacks), transitively.
-  ``self.<attribute>.<method>`` resolves through the attribute's annotated or constructed type;
-  any other ``<object>.<method>`` resolves to every method of that name in the code (an over-
-  approximation: a handler may be found to reach more, never less). Module bodies of the modules
-  a handler imports run at import, so they are reached too.
+  ``self.<attribute>.<method>`` and ``<local>.<method>`` resolve through the annotated or
+  constructed type (with its subclasses' overrides; a Protocol counts as unknown); a call on an
+  object of unknown type resolves to every method of that name in the code (an over-approximation),
+  a mere read of one to every property of that name. Module bodies of the modules a handler imports
+  run at import, so they are reached too. Not seen: a method of an object of unknown type passed
+  along without being called (``submit(thing.method)``), ``getattr`` with a computed name.
 
 Nothing here imports the code it reads.
 """
