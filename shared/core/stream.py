@@ -249,6 +249,8 @@ def _finish_abnormal(decision: Decision, turn: Turn, stream: ActiveStream, messa
         line, marker = (None if said else STALL_FALLBACK_LINE), ""
     if not said:
         rest = ""  # text not for the user: only the line is spoken (sentences already spoken stay so)
+    if rest:  # a code block or long list in what is still to be said goes on screen, as the speech says
+        show_cards(decision, split_answer(rest))
     shown = _with_note(split_answer(said).display if said else "", line, "\n\n")
     say = _with_note(speakable(rest) if rest else "", line, " ")
     if message.tool_uses:

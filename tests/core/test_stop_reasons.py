@@ -348,3 +348,17 @@ def test_a_cut_off_reply_that_was_only_reasoning_speaks_only_the_line() -> None:
 
 def _sentence_speech() -> SessionStart:
     return SessionStart(sessionId=SESSION, capabilities=("sentenceSpeech",))
+
+
+def test_a_code_block_in_cut_off_text_reaches_the_screen_the_speech_points_to() -> None:
+    session = Session()
+    stream_id = session.say("show the fix").run_model
+    assert stream_id
+    mark = len(session.sent)
+    written = "Here is the fix:\n\n```swift\nguard !input.isEmpty else { return [] }\n```\n\nThen run the"
+    session.stream(stream_id, [TextDelta(written)], CUT_OFF_STOP)
+    events = heard(session.since(mark))
+    assert ("AssistantUIPatch",) in events
+    spoken = [e[2]["text"] for e in events if e[:2] == ("toolCall", "tts.speak")][-1]
+    assert "on screen" in spoken and spoken.endswith(CUT_OFF_LINE)
+    assert events.index(("AssistantUIPatch",)) < events.index(next(e for e in events if e[0] == "final"))
