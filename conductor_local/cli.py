@@ -68,10 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check = commands.add_parser(
         "doctor",
-        help="check a deployed stage: model lifecycle and access, the stack, the table",
-        description="Check a deployed stage with your AWS credentials: the configured Bedrock model is Active "
-        "and answers, the stage's CloudFormation stack and WebSocket API are deployed, its DynamoDB table is "
-        "ACTIVE. One line per check; exit code 0 only when every check passed.",
+        help="check a stage's AWS account before and after a deploy: model access, profile regions, quotas, "
+        "the API Gateway logging role, the stack, the table",
+        description="Check a stage with your AWS credentials, before and after `cdk deploy`: the configured Bedrock "
+        "model is Active, the account may use it (Marketplace subscription, Anthropic's use-case form) and it "
+        "answers the request the conductor sends; the regions its inference profile routes to are the ones "
+        "cdk.json grants; the Bedrock and Lambda quotas leave room for the stage; the account has the API "
+        "Gateway CloudWatch Logs role the stage's access logging needs; after a deploy, the stack, WebSocket API "
+        "and DynamoDB table. One line per check ('!' for a warning); exit code 0 only when no check failed.",
     )
     check.add_argument("--stage", default=None, help="stage in cdk.json (default: dev)")
     check.add_argument("--region", default=None, help="region of the stack (default: the stage's region)")
