@@ -116,13 +116,9 @@ _CLAUDE: tuple[tuple[str, float, ModelRules], ...] = (
     ("mythos", 5.0, replace(_ADAPTIVE, family="Claude Mythos 5")),
 )  # fmt: skip
 
-NOVA = ModelRules(
+NOVA = replace(
+    CLAUDE_LEGACY,
     family="Amazon Nova",
-    sampling=True,
-    thinking="none",
-    thinks_by_default=False,
-    efforts=(),
-    default_effort=None,
     context_tokens=300_000,
     max_output_tokens=10_000,
     cache_min_tokens=1536,
@@ -133,17 +129,7 @@ NOVA = ModelRules(
 tool calls, and sometimes without them); caches system and messages but not tools."""
 _NOVA_SIZES = {"micro": (128_000, 1536), "lite": (300_000, 1536), "pro": (300_000, _K), "premier": (1_000_000, _K)}
 
-OTHER = ModelRules(
-    family="other",
-    sampling=True,
-    thinking="none",
-    thinks_by_default=False,
-    efforts=(),
-    default_effort=None,
-    context_tokens=200_000,
-    max_output_tokens=4096,
-    cache_min_tokens=None,
-)
+OTHER = replace(CLAUDE_LEGACY, family="other")
 """Any other provider (Llama, Titan, Mistral, gpt-oss, ...) and ids this table cannot read (an
 application inference profile's ARN): sampling accepted, no thinking fields, no prompt caching."""
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shared.core import inline_reasoning
 from shared.model_rules import (
     EFFORTS,
     THINKING_HEADROOM,
@@ -173,3 +174,9 @@ def test_every_request_fits_the_models_rules(
         budget = fields["additionalModelRequestFields"]["thinking"]["budget_tokens"]
         assert rules.thinking == "budget"
         assert 1024 <= budget < config["maxTokens"]
+
+
+def test_the_inline_reasoning_the_core_hides_is_the_tag_the_table_names() -> None:
+    tag = rules_for("us.amazon.nova-micro-v1:0").inline_reasoning_tag
+    assert (f"<{tag}>", f"</{tag}>") == (inline_reasoning.OPEN, inline_reasoning.CLOSE)
+    assert rules_for("amazon.nova-2-lite-v1:0").inline_reasoning_tag is None  # Nova 2 reasons in blocks
