@@ -49,7 +49,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -73,6 +73,7 @@ from voiceide_client import TurnTimeout
 
 RAMBLE = "ramble 100"
 RAMBLE_NAME = "plain 100-delta answer"
+THINKING_TURNS = 3  # a thinking turn on the paced model takes seconds: a few show the difference
 TOOL = 'call editor.openFile {"path": "Sources/App/main.swift"}'
 PACE_ENV = "CONDUCTOR_LOCAL_MODEL_PACE"
 STACK_ENV = {
@@ -409,7 +410,11 @@ def main(argv: list[str] | None = None) -> int:
     thinking: dict[str, dict[str, Result]] = {}
     for flow, flow_env in THINKING_FLOWS:
         with bench_stack(pace, False, {"BEDROCK_MODEL_ID": THINKING_MODEL, **flow_env}) as bench:
-            thinking[flow] = {s.name: asyncio.run(run_scenario(bench, s)) for s in scenarios if s.name != RAMBLE_NAME}
+            thinking[flow] = {
+                s.name: asyncio.run(run_scenario(bench, replace(s, turns=THINKING_TURNS)))
+                for s in scenarios
+                if s.name != RAMBLE_NAME
+            }
     report_thinking(thinking, out)
     out.flush()
 
