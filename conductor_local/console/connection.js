@@ -1,0 +1,161 @@
+/* The connection to the conductor: the WebSocket, sessionStart with lastSeq, reconnecting with
+ * backoff, the outbox of events sent while offline, receiving (replays dropped by id), tool results
+ * (resent as they were when a call comes again), and the record of what was sent and received. */
+
+import { CAPABILITIES, kindOf, makeEvent, wellFormed } from "./protocol.js";
+import { cognitoSignIn, lastSeq, saveLastSeq, settings, signIn } from "./settings.js";
+import { logEvent, note, setConnection } from "./view.js";
+
+const RECONNECT_DELAYS_S = [1, 2, 4, 8, 16];
+
+/** What the page sent and received, for the browser tests. */
+export const record = { sent: [], received: [], gatewayFrames: [] };
+
+const conn = { ws: null, attempt: 0, timer: null, outbox: [], started: false, userClosed: false };
+const seenIds = new Set();
+const answered = new Map(); // callId -> the toolResult event (resent as is when the call comes again)
+let handleEvent = () => {};
+
+/** Who handles each event received: `handler(kindName, payload)`. */
+export function onEvent(handler) {
+  handleEvent = handler;
+}
+
+export function isConnected() {
+  return Boolean(conn.ws && conn.started);
+}
+
+function tokenExpiry(token) {
+  try {
+    const claims = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+    return typeof claims.exp === "number" ? claims.exp * 1000 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+async function socketUrl() {
+  if (settings.token && signIn.password && tokenExpiry(settings.token) - Date.now() < 60000) {
+    await cognitoSignIn(); // refresh an ID token about to expire before the handshake
+  }
+  const url = new URL(settings.url);
+  url.searchParams.set("sessionId", settings.sessionId);
+  if (settings.token) url.searchParams.set("token", settings.token);
+  return url.toString();
+}
+
+export async function connect() {
+  clearTimeout(conn.timer);
+  conn.userClosed = false;
+  let url;
+  try {
+    url = await socketUrl();
+  } catch (error) {
+    setConnection(`cannot connect: ${error.message}`, "down");
+    return;
+  }
+  setConnection(conn.attempt ? `reconnecting (attempt ${conn.attempt})…` : "connecting…");
+  const ws = new WebSocket(url);
+  conn.ws = ws;
+  conn.started = false;
+  ws.onopen = () => {
+    if (conn.ws !== ws) return;
+    conn.attempt = 0;
+    const start = { sessionId: settings.sessionId, capabilities: CAPABILITIES };
+    if (lastSeq() > 0) start.lastSeq = lastSeq();
+    sendNow(makeEvent("sessionStart", start));
+    conn.started = true;
+    setConnection(`connected · session ${settings.sessionId}`, "live");
+    const waiting = conn.outbox.splice(0);
+    waiting.forEach(sendNow);
+  };
+  ws.onmessage = (message) => {
+    if (conn.ws === ws) receive(message.data);
+  };
+  ws.onclose = () => {
+    if (conn.ws !== ws) return;
+    conn.ws = null;
+    conn.started = false;
+    if (conn.userClosed) {
+      setConnection("disconnected");
+      return;
+    }
+    if (conn.attempt >= RECONNECT_DELAYS_S.length) {
+      setConnection("offline: every reconnection attempt failed (reconnect_failed)", "down");
+      note("Offline: the conductor cannot be reached. Use Connect to try again.", "error");
+      record.sent.push(makeEvent("error", { code: "reconnect_failed", message: "every reconnection attempt failed" }));
+      return;
+    }
+    const delay = RECONNECT_DELAYS_S[conn.attempt++];
+    setConnection(`connection lost: retrying in ${delay} s`, "down");
+    conn.timer = setTimeout(connect, delay * 1000);
+  };
+}
+
+function disconnect() {
+  conn.userClosed = true;
+  clearTimeout(conn.timer);
+  if (conn.ws) conn.ws.close(1000);
+}
+
+/** Close the connection and open a new one (new settings or a new session), backoff reset. */
+export function reconnect() {
+  disconnect();
+  conn.attempt = 0;
+  connect();
+}
+
+function sendNow(event) {
+  conn.ws.send(JSON.stringify(event));
+  record.sent.push(event);
+  logEvent("out", event);
+}
+
+export function send(event) {
+  if (conn.ws && conn.ws.readyState === WebSocket.OPEN && conn.started) sendNow(event);
+  else conn.outbox.push(event); // sent once a connection is back, with the same id
+}
+
+function receive(data) {
+  let event;
+  try {
+    event = JSON.parse(data);
+  } catch {
+    logEvent("in", { undecodable: String(data).slice(0, 200) });
+    return;
+  }
+  if (!event || typeof event !== "object" || !event.kind) {
+    record.gatewayFrames.push(event); // API Gateway's own frames: not events, only logged
+    logEvent("in", event);
+    return;
+  }
+  if (seenIds.has(event.id)) return; // a replayed event already handled
+  seenIds.add(event.id);
+  if (Number.isInteger(event.seq) && event.seq > lastSeq()) saveLastSeq(event.seq);
+  record.received.push(event);
+  logEvent("in", event);
+  const [name, payload] = kindOf(event);
+  try {
+    handleEvent(name, payload || {});
+  } catch (error) {
+    console.error("could not handle", event, error);
+  }
+}
+
+/** Answer a tool call with its toolResult. */
+export function answer(callId, result, error = null) {
+  const event = makeEvent("toolResult", {
+    callId,
+    result: result === null ? null : wellFormed(JSON.stringify(result)),
+    error: error === null ? null : wellFormed(String(error)),
+  });
+  answered.set(callId, event);
+  send(event);
+}
+
+/** A call already answered is answered again with the same result (same id): harmless. True if so. */
+export function answerAgain(callId) {
+  if (!answered.has(callId)) return false;
+  send(answered.get(callId));
+  return true;
+}

@@ -1,0 +1,67 @@
+/* Settings and sign-in: the conductor URL, token and session id (from the page's address or
+ * localStorage), the last sequence number seen, and Cognito sign-in for a stage that needs it. */
+
+import { $ } from "./dom.js";
+import { uuid4 } from "./protocol.js";
+
+const params = new URLSearchParams(location.search);
+
+export const store = {
+  get(key) {
+    try {
+      return localStorage.getItem(`voiceide.${key}`);
+    } catch {
+      return null;
+    }
+  },
+  set(key, value) {
+    try {
+      if (value === null) localStorage.removeItem(`voiceide.${key}`);
+      else localStorage.setItem(`voiceide.${key}`, value);
+    } catch {
+      /* storage may be off: the session lasts as long as the page */
+    }
+  },
+};
+
+export const defaultUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`;
+export const settings = {
+  url: params.get("url") || defaultUrl, // a stage's URL: ?url=wss://…&token=… or the settings
+  token: params.get("token") || null,
+  sessionId: (params.get("sessionId") || store.get("sessionId") || uuid4()).toLowerCase(),
+  speakAloud: store.get("speakAloud") !== "false",
+};
+store.set("sessionId", settings.sessionId);
+export const signIn = { password: null, expiresAt: 0, config: {} };
+
+export function lastSeq() {
+  return Number(store.get(`lastSeq.${settings.sessionId}`) || 0);
+}
+
+export function saveLastSeq(seq) {
+  store.set(`lastSeq.${settings.sessionId}`, String(seq));
+}
+
+export async function cognitoSignIn() {
+  const region = $("region").value.trim() || "us-east-1";
+  const endpoint = $("cognito-endpoint").value.trim() || `https://cognito-idp.${region}.amazonaws.com/`;
+  const password = $("password").value || signIn.password;
+  const response = await fetch(endpoint, {
+    method: "POST",
+    headers: {
+      "Content-Type": "application/x-amz-json-1.1",
+      "X-Amz-Target": "AWSCognitoIdentityProviderService.InitiateAuth",
+    },
+    body: JSON.stringify({
+      AuthFlow: "USER_PASSWORD_AUTH",
+      ClientId: $("client-id").value.trim(),
+      AuthParameters: { USERNAME: $("username").value.trim(), PASSWORD: password },
+    }),
+  });
+  const body = await response.json().catch(() => ({}));
+  const token = body.AuthenticationResult && body.AuthenticationResult.IdToken;
+  if (!response.ok || !token) throw new Error(`sign-in failed (${body.__type || response.status})`);
+  signIn.password = password; // kept in memory only, to sign in again before the token expires
+  $("password").value = "";
+  settings.token = token;
+}

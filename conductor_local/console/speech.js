@@ -1,0 +1,217 @@
+/* Speech: the answer spoken aloud (Web Speech synthesis, one tts.speak call after another, with
+ * what was heard of it), barge-in, and the user's requests, typed or heard by speech recognition
+ * (push-to-talk or hands-free), sent as transcript events. */
+
+import { answer, send } from "./connection.js";
+import { $ } from "./dom.js";
+import { makeEvent, wellFormed } from "./protocol.js";
+import { settings } from "./settings.js";
+import { startTurn } from "./timeline.js";
+import { currentState, dropInterim, note, showInterim, showUser } from "./view.js";
+
+const PARTIAL_EVERY_MS = 250;
+
+// ---- speaking: the answer played aloud ----------------------------------------------------------
+
+const speech = {
+  queue: [],
+  current: null,
+  heardParts: [], // what was heard of the answer being spoken
+  dropping: false, // after a barge-in, speech of the interrupted answer is not played
+
+  enqueue(callId, text) {
+    if (this.dropping) {
+      answer(callId, { spoken: false, heardText: wellFormed(this.heard()) });
+      return;
+    }
+    this.queue.push({ callId, text });
+    if (!this.current) this.next();
+  },
+
+  next() {
+    const item = this.queue.shift();
+    this.current = item || null;
+    if (!item) return;
+    item.heardUpTo = 0;
+    const synth = window.speechSynthesis;
+    if (!settings.speakAloud || !synth || typeof SpeechSynthesisUtterance === "undefined") {
+      setTimeout(() => this.done(item), 0); // shown, not spoken: answered as played
+      return;
+    }
+    const utterance = new SpeechSynthesisUtterance(item.text);
+    utterance.onboundary = (e) => {
+      if (item.cancelled || (e.name && e.name !== "word")) return;
+      const rest = item.text.slice(e.charIndex);
+      const length = e.charLength || (rest.match(/^\S+/) || [""])[0].length;
+      item.heardUpTo = Math.max(item.heardUpTo, e.charIndex + length);
+    };
+    utterance.onend = () => {
+      if (!item.cancelled) this.done(item);
+    };
+    utterance.onerror = () => {
+      if (item.cancelled) return;
+      item.cancelled = true;
+      answer(item.callId, { spoken: false, heardText: wellFormed(this.heard()) });
+      this.current = null;
+      this.next();
+    };
+    synth.speak(utterance);
+  },
+
+  done(item) {
+    if (item.cancelled) return;
+    this.heardParts.push(item.text);
+    answer(item.callId, { spoken: true });
+    this.current = null;
+    this.next();
+  },
+
+  heard() {
+    const parts = [...this.heardParts];
+    if (this.current && this.current.heardUpTo) parts.push(this.current.text.slice(0, this.current.heardUpTo));
+    return parts.join(" ").trim();
+  },
+
+  active() {
+    return Boolean(this.current || this.queue.length);
+  },
+
+  /** Stop playback; every speak call not played in full is answered as interrupted. */
+  stop(heard) {
+    const items = [this.current, ...this.queue].filter(Boolean);
+    this.queue = [];
+    this.current = null;
+    for (const item of items) item.cancelled = true;
+    if (window.speechSynthesis) window.speechSynthesis.cancel();
+    for (const item of items) answer(item.callId, { spoken: false, heardText: wellFormed(heard) });
+  },
+};
+
+/** A tts.speak call: played after the ones before it, answered once played (or interrupted). */
+export function speak(callId, text) {
+  speech.enqueue(callId, text);
+}
+
+/** The model's other tools end the answer being spoken: what was heard of it starts over. */
+export function forgetHeardAnswer() {
+  speech.heardParts = [];
+}
+
+/** The user talked over the answer (or pressed Escape): stop it, as the protocol says. */
+export function bargeIn(why) {
+  if (!speech.active() && currentState() === "idle") return false;
+  const heard = speech.heard();
+  send(makeEvent("error", { code: "audio.output.interrupted", message: why, heardText: wellFormed(heard) }));
+  speech.stop(heard);
+  speech.dropping = true;
+  return true;
+}
+
+// ---- talking: typed text and speech recognition -------------------------------------------------
+
+let lastPartialAt = 0;
+
+function sendPartial(text) {
+  const now = performance.now();
+  if (now - lastPartialAt < PARTIAL_EVERY_MS) return;
+  lastPartialAt = now;
+  send(makeEvent("userAudioTranscriptPartial", { text: wellFormed(text) }));
+}
+
+/** A request, typed or heard: shown, timed and sent as the final transcript. */
+export function sendFinal(text) {
+  text = wellFormed(text.trim());
+  if (!text) return;
+  if (speech.active()) bargeIn("the user started a new request");
+  speech.dropping = false;
+  speech.heardParts = [];
+  showUser(text);
+  startTurn(text);
+  send(makeEvent("userAudioTranscriptFinal", { text }));
+}
+
+const Recognition = window.SpeechRecognition || window.webkitSpeechRecognition;
+const mic = { rec: null, mode: null, heardInterim: false };
+
+function startListening(mode) {
+  if (!Recognition || mic.rec) return;
+  const rec = new Recognition();
+  rec.lang = navigator.language || "en-US";
+  rec.interimResults = true;
+  rec.continuous = mode === "hands-free";
+  mic.rec = rec;
+  mic.mode = mode;
+  rec.onresult = (e) => {
+    let interim = "";
+    for (let i = e.resultIndex; i < e.results.length; i++) {
+      const result = e.results[i];
+      const text = result[0] ? result[0].transcript : "";
+      if (result.isFinal) {
+        if (text.trim()) sendFinal(text);
+      } else interim += text;
+    }
+    if (interim.trim()) {
+      if (speech.active()) bargeIn("the user spoke over the answer");
+      showInterim(interim);
+      sendPartial(interim);
+    }
+  };
+  rec.onerror = (e) => {
+    if (e.error !== "no-speech" && e.error !== "aborted") note(`speech recognition: ${e.error}`, "error");
+  };
+  rec.onend = () => {
+    const wasHandsFree = mic.mode === "hands-free" && $("hands-free").checked;
+    mic.rec = null;
+    mic.mode = null;
+    dropInterim();
+    if (wasHandsFree) startListening("hands-free");
+    else $("listening").hidden = true;
+  };
+  $("listening").hidden = false;
+  rec.start();
+}
+
+function stopListening() {
+  if (mic.rec) mic.rec.stop();
+}
+
+/** The talk button (hold to talk: mouse, Space or Enter) and the hands-free switch, when the
+ * browser has speech recognition; otherwise the note that it has none. */
+export function wireTalking() {
+  if (!Recognition) {
+    $("no-recognition").hidden = false;
+    return;
+  }
+  const talk = $("talk");
+  talk.disabled = false;
+  $("hands-free").disabled = false;
+  const down = () => {
+    talk.classList.add("active");
+    talk.setAttribute("aria-pressed", "true");
+    startListening("push-to-talk");
+  };
+  const up = () => {
+    talk.classList.remove("active");
+    talk.setAttribute("aria-pressed", "false");
+    if (mic.mode === "push-to-talk") stopListening();
+  };
+  talk.addEventListener("pointerdown", down);
+  talk.addEventListener("pointerup", up);
+  talk.addEventListener("pointerleave", up);
+  talk.addEventListener("keydown", (e) => {
+    if ((e.key === " " || e.key === "Enter") && !e.repeat) {
+      e.preventDefault();
+      down();
+    }
+  });
+  talk.addEventListener("keyup", (e) => {
+    if (e.key === " " || e.key === "Enter") {
+      e.preventDefault();
+      up();
+    }
+  });
+  $("hands-free").addEventListener("change", (e) => {
+    if (e.target.checked) startListening("hands-free");
+    else stopListening();
+  });
+}
