@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.model_rules import Effort, ThinkingSetting
+
 DEFAULT_STAGE = "dev"
 CDK_JSON = Path(__file__).resolve().parent.parent / "cdk.json"
 
@@ -52,8 +54,8 @@ class BedrockSettings(_Settings):
     # How hard the model thinks before it answers (BEDROCK_EFFORT, BEDROCK_THINKING): off where the
     # model allows it; adaptive-only models think adaptively at this effort. Voice wants the first
     # word soon, so both stages ask for little.
-    effort: Literal["low", "medium", "high", "xhigh", "max"] = "low"
-    thinking: Literal["off", "adaptive"] = "off"
+    effort: Effort = "low"
+    thinking: ThinkingSetting = "off"
 
     @property
     def profile_geography(self) -> str | None:

@@ -144,7 +144,6 @@ class BedrockBrain:
         self._client = client
         self._model_id = model_id
         self.rules: ModelRules = rules_for(model_id)
-        self._inference = inference
         self._request_fields = request_fields(self.rules, inference)
         self._prompt_cache = prompt_cache
         self._history_window = history_window

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.core.conductor import CoreSettings
 from shared.core.wrapper import ClientTool
-from shared.model_rules import Inference
+from shared.model_rules import Effort, Inference, ThinkingSetting
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are the voice of VoiceIDE, a coding assistant the user talks to while working in their \
@@ -46,8 +46,8 @@ class Settings(BaseModel):
     max_tokens: int = Field(default=1024, ge=1)
     # How hard the model works before it speaks: voice wants the first word soon. ``thinking`` "off"
     # turns thinking off where the model allows it; a model that always thinks does so at ``effort``.
-    effort: Literal["low", "medium", "high", "xhigh", "max"] = "low"
-    thinking: Literal["off", "adaptive"] = "off"
+    effort: Effort = "low"
+    thinking: ThinkingSetting = "off"
     # Sent only to models that accept sampling parameters (none of Claude's from Opus 4.7 on).
     temperature: float | None = Field(default=None, ge=0, le=1)
     bedrock_connect_timeout_s: float = 5.0

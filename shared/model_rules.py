@@ -3,8 +3,9 @@
 
 Pure: no boto3, no I/O. Look a model up with ``rules_for(model_id)``: a foundation model id, a
 cross-region inference profile id (``us.``, ``eu.``, ``global.``, ...) or an ARN of either. A Claude id
-newer than the table (a version above the newest row) is treated as the newest row of its family, or
-of the newest family when the family is new too, so a new model works on the day it ships.
+newer than the table (a version above the newest row) is treated as the newest row of its family; a
+family the table does not know gets what every new Claude of the last year asks for (adaptive thinking
+it may not turn off, no sampling parameters), so a new model works on the day it ships.
 
 Why it matters: from Claude Opus 4.7 on, Bedrock refuses ``temperature``/``topP``/``top_k`` with a
 400; Claude 5.x models think adaptively unless told not to (and some cannot be told), their
@@ -17,17 +18,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 ThinkingMode = Literal["none", "budget", "adaptive"]
 """``none``: the model does not think. ``budget``: thinks only when asked (``thinking.type: enabled``
 with ``budget_tokens``). ``adaptive``: decides itself when and how much to think
 (``thinking.type: adaptive``); whether it may be turned off, and how, is in ``off``."""
 
-EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh", "max")
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+EFFORTS: tuple[str, ...] = get_args(Effort)
 """Every effort level Bedrock's ``outputConfig.effort`` knows, least first."""
 
 ThinkingSetting = Literal["off", "adaptive"]
+"""What a stage asks for: ``off`` where the model allows it, or ``adaptive``."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,9 @@ class ModelRules:
     caches_tools: bool = True  # a cachePoint after the tools is honoured
     inline_reasoning_tag: str | None = None  # reasoning written into the text, e.g. <thinking>…</thinking>
 
+
+BETWEEN_TOOLS = "between_tools"
+"""Sonnet 5.5's lowest thinking: none before it answers, some between its tool calls."""
 
 # ---- the table ---------------------------------------------------------------------------------
 # Sources: Bedrock's adaptive-thinking and prompt-caching guides, Anthropic's model pages and
@@ -98,7 +104,7 @@ _CLAUDE: tuple[tuple[str, float, ModelRules], ...] = (
     )),
     ("sonnet", 5.0, replace(_ADAPTIVE, family="Claude Sonnet 5", off="disabled", off_effort_cap="high")),
     ("sonnet", 5.5, replace(
-        _ADAPTIVE, family="Claude Sonnet 5.5", off="between_tools", off_effort_cap="high", cache_min_tokens=2048,
+        _ADAPTIVE, family="Claude Sonnet 5.5", off=BETWEEN_TOOLS, off_effort_cap="high", cache_min_tokens=2048,
     )),
     ("opus", 4.0, replace(_BUDGET, family="Claude Opus 4", max_output_tokens=32_000)),
     ("opus", 4.5, replace(_BUDGET, family="Claude Opus 4.5", cache_min_tokens=4096)),
@@ -211,7 +217,7 @@ class Inference:
     """How a request of this conductor asks a model to answer."""
 
     max_tokens: int  # for the answer itself; thinking gets its headroom on top
-    effort: str = "low"
+    effort: Effort = "low"
     thinking: ThinkingSetting = "off"
     temperature: float | None = None  # only for models that accept sampling parameters
 
@@ -253,6 +259,8 @@ def request_fields(rules: ModelRules, inference: Inference) -> dict[str, Any]:
             additional["thinking"] = {"type": rules.off}
             if effort is not None and rules.off_effort_cap is not None:
                 effort = min(effort, rules.off_effort_cap, key=EFFORTS.index)
+            if rules.off == BETWEEN_TOOLS:  # no thinking before the first word, but after tool results
+                max_tokens += THINKING_HEADROOM[effort or "low"]
     elif rules.thinking == "budget" and thinking:
         budget = BUDGET_THINKING_TOKENS[inference.effort if inference.effort in EFFORTS else "low"]
         additional["thinking"] = {"type": "enabled", "budget_tokens": budget}

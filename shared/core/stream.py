@@ -16,7 +16,7 @@ from shared.core.decision import (
 from shared.core.inline_reasoning import without_reasoning
 from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
 from shared.core.model_output import ModelMessage
-from shared.core.speakable import Answer, card_patch, speakable, split_answer
+from shared.core.speakable import Answer, card_patch, split_answer
 from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, ToolRound, Turn
 from shared.core.wrapper import RejectedUse, unwrap_tool_use
 from shared.protocol import AssistantSpeechFinal, AssistantUIPatch, ErrorCode, ToolCall
@@ -249,10 +249,11 @@ def _finish_abnormal(decision: Decision, turn: Turn, stream: ActiveStream, messa
         line, marker = (None if said else STALL_FALLBACK_LINE), ""
     if not said:
         rest = ""  # text not for the user: only the line is spoken (sentences already spoken stay so)
-    if rest:  # a code block or long list in what is still to be said goes on screen, as the speech says
-        show_cards(decision, split_answer(rest))
+    rest_answer = split_answer(rest) if rest else None
+    if rest_answer is not None:  # a code block or long list still to be said goes on screen, as the speech says
+        show_cards(decision, rest_answer)
     shown = _with_note(split_answer(said).display if said else "", line, "\n\n")
-    say = _with_note(speakable(rest) if rest else "", line, " ")
+    say = _with_note(rest_answer.speech if rest_answer is not None else "", line, " ")
     if message.tool_uses:
         decision.notes.append(f"{len(message.tool_uses)} tool use(s) dropped: stop reason {stop!r}")
     decision.history.add("assistant", [text_block(f"{written} {marker}".strip() or shown)])

@@ -180,3 +180,11 @@ def test_the_inline_reasoning_the_core_hides_is_the_tag_the_table_names() -> Non
     tag = rules_for("us.amazon.nova-micro-v1:0").inline_reasoning_tag
     assert (f"<{tag}>", f"</{tag}>") == (inline_reasoning.OPEN, inline_reasoning.CLOSE)
     assert rules_for("amazon.nova-2-lite-v1:0").inline_reasoning_tag is None  # Nova 2 reasons in blocks
+
+
+def test_sonnet_thinking_between_tools_gets_room_for_it_though_it_does_not_think_before_answering() -> None:
+    rules = rules_for("us.anthropic.claude-sonnet-5-5")
+    fields = request_fields(rules, Inference(max_tokens=2048, effort="low"))
+    assert fields["additionalModelRequestFields"]["thinking"] == {"type": "between_tools"}
+    assert not thinks(rules, Inference(max_tokens=2048, effort="low"))
+    assert fields["inferenceConfig"]["maxTokens"] == 2048 + THINKING_HEADROOM["low"]
