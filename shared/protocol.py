@@ -95,6 +95,9 @@ class ErrorCode(StrEnum):
     FRAME_TOO_LARGE = "frame_too_large"
     TRANSCRIPT_TOO_LONG = "transcript_too_long"
     RATE_LIMITED = "rate_limited"
+    # the person ended or erased the session through the sessions API: the connection closes next
+    SESSION_ENDED = "session_ended"
+    SESSION_ERASED = "session_erased"
     # client-side codes
     WS_ERROR = "ws_error"
     WS_CONNECT_FAILED = "ws_connect_failed"
@@ -121,6 +124,8 @@ SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode.FRAME_TOO_LARGE,
     ErrorCode.TRANSCRIPT_TOO_LONG,
     ErrorCode.RATE_LIMITED,
+    ErrorCode.SESSION_ENDED,
+    ErrorCode.SESSION_ERASED,
 )
 
 
@@ -152,6 +157,8 @@ class Handoff(_Payload):
     """A conversation moved from chat to voice: its summary and last turns, text only."""
 
     summary: StrictStr = Field(default="", max_length=MAX_HANDOFF_TEXT)
+    # Extension: the chat's title, which the session keeps.
+    title: StrictStr | None = Field(default=None, max_length=200)
     recent_turns: list[HandoffTurn] = Field(default_factory=list, alias="recentTurns", max_length=MAX_HANDOFF_TURNS)
 
 
@@ -163,6 +170,16 @@ class SessionStart(_Payload):
     capabilities: tuple[Capability, ...] | None = Field(default=None, max_length=MAX_CAPABILITIES)
     # Extension: seeds a new session's memory (ignored on a session that already has history).
     handoff: Handoff | None = None
+
+
+class SessionReady(_Payload):
+    """Extension: the conductor's answer to each ``sessionStart``, sent once the connection has
+    every kept event it missed. Unnumbered: ``lastSeq`` is the newest event the session has."""
+
+    resumed: StrictBool
+    title: StrictStr | None = None
+    last_seq: Annotated[int, Field(ge=0, strict=True)] = Field(alias="lastSeq")
+    capabilities: tuple[Capability, ...] = ()
 
 
 class UserAudioTranscriptPartial(_Payload):
@@ -215,6 +232,7 @@ class ErrorPayload(_Payload):
 
 Payload = (
     SessionStart
+    | SessionReady
     | UserAudioTranscriptPartial
     | UserAudioTranscriptFinal
     | AssistantSpeechPartial
@@ -228,6 +246,7 @@ Payload = (
 #: wire name of each kind -> payload model, exactly as the spec spells them
 KINDS: dict[str, type[_Payload]] = {
     "sessionStart": SessionStart,
+    "sessionReady": SessionReady,
     "userAudioTranscriptPartial": UserAudioTranscriptPartial,
     "userAudioTranscriptFinal": UserAudioTranscriptFinal,
     "assistantSpeechPartial": AssistantSpeechPartial,

@@ -34,6 +34,7 @@ from shared.protocol import (
     SessionStart,
     ToolResult,
     UserAudioTranscriptFinal,
+    make_event,
     parse_event,
 )
 from shared.store import ConnectionInfo, DuplicateEvent, RecentHistory, SessionStore
@@ -89,7 +90,9 @@ class ConductorService:
 
         try:
             self.committer.apply(
-                session_id, lambda state: connection.bind(state, connection_id, principal), create=True
+                session_id,
+                lambda state: connection.bind(state, connection_id, principal, now=time.time()),
+                create=True,
             )
         except connection.SessionOwnedElsewhere:
             return ConnectResult(403, "this session belongs to another user")
@@ -244,7 +247,9 @@ class ConductorService:
             self.log.info("duplicate event ignored", extra={"event_id": event_id, "session_id": session_id})
             stored = self.store.load(session_id)  # a retry after a reconnect still catches the app up
             if stored is not None and connection.needs_catch_up(stored, request.connection_id):
-                self.delivery.catch_up(request, stored, last_seq=None)
+                stored = self.delivery.catch_up(request, stored, last_seq=None) or stored
+            if stored is not None and isinstance(payload, SessionStart):
+                self._ready(request, stored, stored, payload)  # the app resent it: it missed the answer
             return
         except ConductorBusy:
             self.log.warning("session kept changing; event not applied", extra={"event_id": event_id})
@@ -265,10 +270,18 @@ class ConductorService:
             if last_seq is not None:
                 self.delivery.replay(request, state, last_seq)
             self.delivery.deliver(request.endpoint, committed)
+        if isinstance(payload, SessionStart):
+            self._ready(request, decided_on[-1], state, payload)
         if committed.run_model:
             self._time_tool_round(decided_on[-1], now)
             window = self._window_after(recent, decided_on[-1], committed) if recent is not None else None
             self._launch(TurnTask.for_stream(state, committed.run_model, request.endpoint, window))
+
+    def _ready(self, request: Request, before: SessionState, after: SessionState, start: SessionStart) -> None:
+        """Answer a sessionStart, after the events it caught up (unnumbered: never replayed)."""
+        ready = connection.session_ready(before, after, start, request.connection_id)
+        if ready is not None:
+            self.delivery.gateway.post(request.endpoint, request.connection_id, make_event(ready).to_json())
 
     def _time_tool_round(self, base: SessionState, now: float) -> None:
         """A round of the model's tool calls is complete: from the calls sent to the last result."""

@@ -4,9 +4,12 @@ Items (``pk`` / ``sk``):
 
 * ``CONN#<connectionId>`` / ``CONN`` — the session a connection belongs to (and its principal).
 * ``SESSION#<id>`` / ``STATE`` — the core's ``SessionState`` as JSON plus ``version``; every
-  change is a conditional write on that version.
-* ``SESSION#<id>`` / ``MSG#<seq>`` — one item per history message (content blocks as JSON), so
-  no session meets the 400 KB item limit and the recent window is one Query.
+  change is a conditional write on that version (and on ``incarnation``, made when the state is
+  first written: a session erased and started again never takes a write meant for the old one).
+  It also carries what the sessions index lists (``shared.session_records``).
+* ``SESSION#<id>`` / ``MSG#<seq>`` — one item per history message (content blocks as JSON, and
+  ``at``: when it was first written), so no session meets the 400 KB item limit and the recent
+  window is one Query.
 * ``SESSION#<id>`` / ``OUTBOX#<seq>`` — server events kept for replay to a reconnecting app.
 * ``SESSION#<id>`` / ``EVENT#<id>`` — client event ids already processed.
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +31,7 @@ from botocore.exceptions import ClientError
 from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp, ReplaceMessage
 from shared.core.messages import Message, is_plain_user_message, window_start
 from shared.core.state import SessionState
+from shared.session_records import index_attributes
 
 STATE_SK = "STATE"
 CONN_SK = "CONN"
@@ -79,7 +84,7 @@ class ConnectionInfo:
     principal: str | None
 
 
-def _session_pk(session_id: str) -> str:
+def session_pk(session_id: str) -> str:
     return f"SESSION#{session_id}"
 
 
@@ -153,7 +158,7 @@ class SessionStore:
     def load(self, session_id: str) -> SessionState | None:
         response = self._client.get_item(
             TableName=self._table,
-            Key={"pk": {"S": _session_pk(session_id)}, "sk": {"S": STATE_SK}},
+            Key={"pk": {"S": session_pk(session_id)}, "sk": {"S": STATE_SK}},
             ConsistentRead=True,
         )
         item = response.get("Item")
@@ -183,21 +188,31 @@ class SessionStore:
         """
         history = list(history)
         committed = state.model_copy(update={"version": state.version + 1})
+        if not committed.incarnation:
+            committed.incarnation = uuid.uuid4().hex
         if history:
             committed.history_version = committed.version
         state_put = {
             "TableName": self._table,
             "Item": {
-                "pk": {"S": _session_pk(state.session_id)},
+                "pk": {"S": session_pk(state.session_id)},
                 "sk": {"S": STATE_SK},
                 "version": {"N": str(committed.version)},
                 "data": {"S": committed.model_dump_json(exclude={"version"})},
+                "incarnation": {"S": committed.incarnation},
                 "expires_at": self._expires_at(),
+                **index_attributes(committed),
             },
         }
         if state.version == 0:
             state_put["ConditionExpression"] = "attribute_not_exists(pk)"
-        else:
+        elif state.incarnation:
+            state_put["ConditionExpression"] = "version = :expected AND incarnation = :incarnation"
+            state_put["ExpressionAttributeValues"] = {
+                ":expected": {"N": str(state.version)},
+                ":incarnation": {"S": state.incarnation},
+            }
+        else:  # written before incarnations: this write gives it one
             state_put["ConditionExpression"] = "version = :expected"
             state_put["ExpressionAttributeValues"] = {":expected": {"N": str(state.version)}}
         extra = self._history_writes(state.session_id, history, committed.version)
@@ -228,7 +243,7 @@ class SessionStore:
         writes: list[dict[str, Any]] = []
         written = {"N": str(version)}
         for op in ops:
-            key = {"pk": {"S": _session_pk(session_id)}, "sk": {"S": _msg_sk(op.seq)}}
+            key = {"pk": {"S": session_pk(session_id)}, "sk": {"S": _msg_sk(op.seq)}}
             blocks = {"L": [{"S": json.dumps(block, ensure_ascii=False)} for block in op.content]}
             if isinstance(op, AppendMessage):
                 writes.append(
@@ -240,6 +255,7 @@ class SessionStore:
                                 "role": {"S": op.role},
                                 "content": blocks,
                                 "v": written,
+                                "at": {"N": f"{self._clock():.3f}"},
                                 "expires_at": self._expires_at(),
                             },
                             "ConditionExpression": "attribute_not_exists(pk)",
@@ -305,7 +321,7 @@ class SessionStore:
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
             "ExpressionAttributeValues": {
-                ":pk": {"S": _session_pk(session_id)},
+                ":pk": {"S": session_pk(session_id)},
                 ":low": {"S": _msg_sk(start_seq)},
                 ":high": {"S": _msg_sk(end_seq - 1)},
             },
@@ -344,7 +360,7 @@ class SessionStore:
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": {"S": _session_pk(session_id)}, ":prefix": {"S": "MSG#"}},
+            "ExpressionAttributeValues": {":pk": {"S": session_pk(session_id)}, ":prefix": {"S": "MSG#"}},
             "ScanIndexForward": False,
             "ConsistentRead": True,
         }
@@ -377,7 +393,7 @@ class SessionStore:
                 "Put": {
                     "TableName": self._table,
                     "Item": {
-                        "pk": {"S": _session_pk(session_id)},
+                        "pk": {"S": session_pk(session_id)},
                         "sk": {"S": _outbox_sk(seq)},
                         "frame": {"S": frame},
                         "expires_at": self._expires_at(ttl_seconds),
@@ -397,7 +413,7 @@ class SessionStore:
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
             "ExpressionAttributeValues": {
-                ":pk": {"S": _session_pk(session_id)},
+                ":pk": {"S": session_pk(session_id)},
                 ":low": {"S": _outbox_sk(after_seq + 1)},
                 ":high": {"S": _outbox_sk(before_seq - 1)},
             },
@@ -417,7 +433,7 @@ class SessionStore:
         return {
             "TableName": self._table,
             "Item": {
-                "pk": {"S": _session_pk(session_id)},
+                "pk": {"S": session_pk(session_id)},
                 "sk": {"S": f"EVENT#{event_id}"},
                 "expires_at": self._expires_at(ttl_seconds),
             },

@@ -35,6 +35,7 @@ from shared.protocol import (
     Handoff,
     IgnoredEvent,
     ProtocolError,
+    SessionReady,
     ToolCall,
     UserAudioTranscriptFinal,
     make_event,
@@ -91,6 +92,9 @@ logger = logging.getLogger(__name__)
 EventCallback = Callable[[Event], Any]
 
 
+READY_TIMEOUT_S = 5.0
+
+
 class ConductorClient(ConnectionLifecycle):
     """Connects as the iOS app does, runs tool calls, and reports each turn.
 
@@ -130,6 +134,7 @@ class ConductorClient(ConnectionLifecycle):
         on_progress: Progress | None = None,
         capabilities: Sequence[str] = DEFAULT_CAPABILITIES,
         handoff: Handoff | Mapping[str, Any] | None = None,
+        ready_timeout: float = READY_TIMEOUT_S,
     ) -> None:
         if isinstance(tools, ToolRouter):
             if speaker is not None:
@@ -165,6 +170,9 @@ class ConductorClient(ConnectionLifecycle):
         self.connections = 0
         self.reconnect_attempts = 0
         self.stub: LocalConductorStub | None = None
+        self.ready_timeout = ready_timeout
+        self.session_ready: SessionReady | None = None  # the answer to the latest sessionStart
+        self._session_ready = asyncio.Event()
 
         self._link = Link.NEW
         self._ready = asyncio.Event()
@@ -205,6 +213,20 @@ class ConductorClient(ConnectionLifecycle):
             raise RuntimeError(f"connect() called on a {self._link} client")
         ws = await self._open_first(retries)
         self._supervisor = asyncio.create_task(self._supervise(ws), name="voiceide-client supervisor")
+        await self._wait_session_ready()
+
+    async def _wait_session_ready(self) -> None:
+        """Wait (at most ``ready_timeout``) for the ``sessionReady`` that answers the latest
+        ``sessionStart``: then the capabilities are set and nothing of the next answer is held back.
+        A conductor that never answers (an older one) costs the wait once per connection."""
+        if self._session_ready.is_set() or not self.connected:
+            return
+        try:
+            async with asyncio.timeout(self.ready_timeout):
+                await self._session_ready.wait()
+        except TimeoutError:
+            logger.info("no sessionReady within %.1f s; going on", self.ready_timeout)
+            self._session_ready.set()
 
     async def close(self) -> None:
         """Close the connection (with a close handshake) and cancel running tools."""
@@ -273,6 +295,7 @@ class ConductorClient(ConnectionLifecycle):
         self.tools.new_request()  # a barge-in held speech until the user's next request
         try:
             async with asyncio.timeout(timeout):
+                await self._wait_session_ready()
                 await self._send(make_event(UserAudioTranscriptFinal(text=text)))
                 await turn.done.wait()
         except TimeoutError:
@@ -418,6 +441,9 @@ class ConductorClient(ConnectionLifecycle):
         self._renderer.received(event)
         if isinstance(event.payload, AssistantUIPatch):
             self._apply_ui_patch(event.payload.patch)
+        elif isinstance(event.payload, SessionReady):
+            self.session_ready = event.payload
+            self._session_ready.set()
         self._notify()
         if isinstance(event.payload, ToolCall):
             self._tool_runs.take(event.payload, turn)

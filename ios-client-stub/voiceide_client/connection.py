@@ -134,6 +134,7 @@ class ConnectionLifecycle:
     _on_progress: Progress | None
     _link: Link
     _ready: asyncio.Event
+    _session_ready: asyncio.Event  # the latest sessionStart was answered
     _ws: ClientConnection | None
 
     if TYPE_CHECKING:
@@ -189,6 +190,7 @@ class ConnectionLifecycle:
                 handoff=self.handoff if self.connections == 0 else None,  # it seeds a new session only
             )
         )
+        self._session_ready.clear()
         try:
             await ws.send(frames_of(start.to_json(), self.max_frame_bytes))
         except ConnectionClosed:

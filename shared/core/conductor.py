@@ -27,6 +27,7 @@ from shared.core.decision import (
     new_id,
 )
 from shared.core.messages import INTERRUPTED_MARKER, text_block, tool_result_block
+from shared.core.session_index import clean_title, note_utterance
 from shared.core.speakable import split_answer
 from shared.core.state import ActiveStream, OwnPurpose, SessionState, Turn
 from shared.core.stream import (
@@ -130,6 +131,7 @@ def handle_transcript(state: SessionState, text: str, *, now: float, settings: C
         return decision.outcome()
     decision.state.turn_starts = [*recent, now]
     _cancel_turn(decision, "the user started a new request")
+    note_utterance(decision.state, text, now)
     turn = Turn(turn_id=new_id("turn"))
     decision.state.turn = turn
     decision.history.add("user", [text_block(text.strip())])
@@ -303,6 +305,8 @@ def _seed_from_handoff(decision: Decision, handoff: Handoff) -> None:
         decision.notes.append("handoff ignored: the session already has a conversation")
         return
     state.summary = handoff.summary.strip() or None
+    state.origin = "handoff"
+    state.title = state.title or clean_title(handoff.title or "")
     turns = list(handoff.recent_turns)
     while turns and turns[0].role == "assistant":  # the history starts with the user
         turns.pop(0)

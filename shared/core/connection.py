@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from shared.core.conductor import Outcome
 from shared.core.state import SessionState
+from shared.protocol import SessionReady, SessionStart
 
 # A catcher-up that has not finished in this time (its invocation died) may be replaced.
 CATCH_UP_TAKEOVER_S = 10.0
@@ -19,13 +20,17 @@ class SessionOwnedElsewhere(Exception):
     """The session belongs to another principal."""
 
 
-def bind(state: SessionState, connection_id: str, principal: str | None) -> Outcome:
-    """``$connect``: the session's events now go to this connection, once it is caught up."""
+def bind(state: SessionState, connection_id: str, principal: str | None, *, now: float = 0.0) -> Outcome:
+    """``$connect``: the session's events now go to this connection, once it is caught up. An
+    ended session is resumed."""
     if state.principal and state.principal != principal:
         raise SessionOwnedElsewhere(state.session_id)
     return Outcome(
         state.model_copy(
             update={
+                "created_at": state.created_at or now,
+                "last_active_at": max(state.last_active_at, now),
+                "ended_at": None,
                 "connection_id": connection_id,
                 "connection_start_seq": state.next_seq,
                 "connection_live": False,
@@ -85,4 +90,20 @@ def mark_live(state: SessionState) -> SessionState:
             "catch_up_owner": None,
             "catch_up_since": None,
         }
+    )
+
+
+def session_ready(
+    before: SessionState, after: SessionState, start: SessionStart, connection_id: str
+) -> SessionReady | None:
+    """The answer to a ``sessionStart`` once its catch-up is through: whether the session had a
+    conversation before it, its title, the newest seq and the capabilities taken. None when the
+    start was refused (another session's id) or the session has moved on to a newer connection."""
+    if start.session_id.lower() != after.session_id or after.connection_id != connection_id:
+        return None
+    return SessionReady(
+        resumed=bool(before.history_len or before.summary or before.turn is not None),
+        title=after.title,
+        lastSeq=after.next_seq - 1,
+        capabilities=tuple(after.capabilities),
     )

@@ -105,6 +105,13 @@ def visible(text: str, reasoning: Reasoning | None = None) -> Visible:
     return Visible("".join(pieces), tuple(at), tuple(cut), tuple(end for _, end in reasoning.spans))
 
 
+def reasoning_words(text: str) -> str:
+    """The words inside ``text``'s closed reasoning regions, without the tags."""
+    regions = find_reasoning(text).spans
+    inner = (text[start:end].removeprefix(OPEN).removesuffix(CLOSE).strip() for start, end in regions)
+    return " ".join(part for part in inner if part)
+
+
 def without_reasoning(text: str) -> str:
     """What of ``text`` may be shown or spoken."""
     return visible(text).text

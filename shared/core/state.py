@@ -120,6 +120,15 @@ class SessionState(_Model):
     chars_per_token: float = 4.0  # of this conversation's requests, from Bedrock's input token counts
     # Messages the model's context window held when it last overflowed: later requests send fewer.
     window_cap: int | None = None
+    # What the person's session list shows (shared.core.session_index): kept by the same commits.
+    title: str | None = None
+    created_at: float = 0.0  # epoch seconds
+    last_active_at: float = 0.0
+    turn_count: int = 0
+    origin: Literal["voice", "handoff"] = "voice"
+    last_utterance: str | None = None
+    ended_at: float | None = None  # the person ended it; a later connect resumes it
+    incarnation: str = ""  # made by the store when the state is first written
 
     def own_call(self, call_id: str) -> OwnCall | None:
         return next((call for call in self.own_calls if call.call_id == call_id), None)

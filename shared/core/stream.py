@@ -13,7 +13,7 @@ from shared.core.decision import (
     close_round,
     error_payload,
 )
-from shared.core.inline_reasoning import without_reasoning
+from shared.core.inline_reasoning import reasoning_words, without_reasoning
 from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
 from shared.core.model_output import ModelMessage
 from shared.core.speakable import Answer, card_patch, split_answer
@@ -338,12 +338,16 @@ def end_lost_stream(decision: Decision, now: float, settings: CoreSettings) -> N
 def finalize_segment(decision: Decision, turn: Turn, stream: ActiveStream, purpose: OwnPurpose) -> bool:
     """Send the segment's cards (code, diffs, long lists), its final (the whole text as shown: the
     code is on the cards) and a tts.speak of what was not spoken yet, made speakable; False when
-    nothing was sent to speak. A segment that is only reasoning (``<thinking>…</thinking>`` before
-    a tool call) has no final: the fallback to the text as written never shows reasoning."""
+    nothing was sent to speak. Reasoning is never spoken: a segment that is only reasoning before
+    the model's tool calls (Nova writes its plan as ``<thinking>…</thinking>`` and acts) shows the
+    plan's words, without the tags, as the segment's final, and says nothing."""
     text = without_reasoning(stream.text).strip()
     rest = stream.text[stream.spoken :].strip()
+    plan = reasoning_words(stream.text) if not text and purpose is OwnPurpose.SPEAK_BEFORE_TOOLS else ""
     stream.said += stream.text
     stream.text, stream.spoken = "", 0
+    if plan:
+        decision.send(AssistantSpeechFinal(text=plan))
     if not text:
         return False
     rest_answer = split_answer(rest)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from shared.core import conductor
 from shared.core.conductor import CoreSettings
-from shared.core.inline_reasoning import find_reasoning, pending_tag, visible, without_reasoning
+from shared.core.inline_reasoning import find_reasoning, pending_tag, reasoning_words, visible, without_reasoning
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta, ToolUseRequest, ToolUseStarted
 from shared.core.speakable import split_answer, unfinished_block_start
 from shared.core.speech import Pacing, SegmentText
@@ -139,11 +139,18 @@ def test_nova_thinking_then_text_then_a_tool_use_shows_and_speaks_only_the_text(
         assert NOVA in seen.history  # the model's words, as written
 
 
-def test_a_message_of_only_thinking_and_a_tool_use_has_no_final_and_no_speech() -> None:
+def test_a_message_of_only_thinking_and_a_tool_use_shows_the_plan_without_tags_and_says_nothing() -> None:
     thinking = "<thinking>The user wants the build run. I should call build.run.</thinking>\n"
     seen = stream([thinking[i : i + 4] for i in range(0, len(thinking), 4)], tool=True)
-    assert seen.everything() == []
+    assert seen.finals == ["The user wants the build run. I should call build.run."]
+    assert seen.speaks == [] and seen.partials == []
     assert thinking.strip() in seen.history[0]
+
+
+def test_a_message_of_only_thinking_that_ends_the_turn_shows_nothing() -> None:
+    thinking = "<thinking>Nothing to add.</thinking>"
+    seen = stream([thinking[i : i + 5] for i in range(0, len(thinking), 5)])
+    assert seen.finals == [] and seen.speaks == [] and seen.partials == []
 
 
 def test_an_unclosed_region_at_the_message_end_is_never_shown() -> None:
@@ -198,7 +205,11 @@ def test_no_split_of_a_text_with_thinking_ever_shows_or_speaks_any_of_it(
     bounds = [0, *sorted(cut for cut in cuts if cut < len(text)), len(text)]
     deltas = [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
     seen = stream(deltas, sentence_speech=sentence_speech, tool=tool)
-    for said in seen.everything():
+    plan_only = tool and not without_reasoning(text).strip() and reasoning_words(text)
+    shown = [final for final in seen.finals if not plan_only or final != reasoning_words(text)]
+    for said in [*seen.speaks, *seen.partials, *shown]:
         for secret in ("Zorblat", "Quixvo", "Mibbet", "Frozzle", "Wuggen", "Yarrow", "Plink", "<", "thinking"):
             assert secret not in said, (secret, said, deltas)
+    assert all("<" not in final and "thinking" not in final for final in seen.finals)
+    assert not plan_only or seen.finals == [reasoning_words(text)]  # a plan alone is shown, never said
     assert text.strip() in " ".join(seen.history) or not text.strip()  # the history keeps it as written

@@ -1,0 +1,66 @@
+"""What a person's session list shows of a session, kept by the commits the conductor already makes.
+
+The store writes these fields beside the session's state (a global secondary index keyed by the
+person, newest activity first), so listing sessions is one Query and no turn pays a DynamoDB call
+for it. Pure: the times are the caller's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from shared.core.state import SessionState
+
+TITLE_MAX_CHARS = 60
+UTTERANCE_MAX_CHARS = 120
+LOCAL_PRINCIPAL = "local"  # the one person of a stage without sign-in
+
+Status = Literal["active", "idle", "ended"]
+STATUSES: tuple[Status, ...] = ("active", "idle", "ended")
+
+_SPACE = re.compile(r"\s+")
+_QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb"
+
+
+def _shorten(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters, cut at a word with an ellipsis when long."""
+    line = _SPACE.sub(" ", text).strip()
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
+def clean_title(text: str) -> str | None:
+    """A title as a person would read it in a list: one line, no wrapping quotes or trailing
+    full stop, at most ``TITLE_MAX_CHARS``; None when nothing is left."""
+    line = _SPACE.sub(" ", text).strip().strip(_QUOTES).strip()
+    line = re.sub(r"^(title|session title)\s*:\s*", "", line, flags=re.IGNORECASE).strip(_QUOTES).strip()
+    line = line.rstrip(".").strip()
+    return _shorten(line, TITLE_MAX_CHARS) or None
+
+
+def note_utterance(state: SessionState, text: str, now: float) -> None:
+    """A final transcript that starts a turn: the session's last words, activity and turn count."""
+    state.last_utterance = _shorten(text, UTTERANCE_MAX_CHARS) or None
+    state.last_active_at = max(state.last_active_at, now)
+    state.turn_count += 1
+
+
+def status_of(state: SessionState) -> Status:
+    if state.ended_at is not None:
+        return "ended"
+    return "active" if state.connection_id is not None else "idle"
+
+
+def owner_of(state: SessionState) -> str:
+    """The index's partition: the signed-in person, or the local one."""
+    return state.principal or LOCAL_PRINCIPAL
+
+
+def needs_title(state: SessionState) -> bool:
+    """A title is made once, after the first complete turn (a rename replaces it)."""
+    return state.title is None and state.turn_count >= 1 and state.turn is None and state.history_len >= 2

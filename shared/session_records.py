@@ -1,0 +1,186 @@
+"""The session list's view of the table: what each state write carries for the sessions index,
+the index's pages, and erasing a session.
+
+The ``STATE`` item of a session carries, beside its JSON, the fields a session list shows
+(``shared.core.session_index``) and the index keys: ``owner`` (the person) and ``last_active``.
+The global secondary index ``by-owner`` projects only those, so a page of sessions is one Query
+of small items, and keeping it current costs no request of its own: it is written with the state.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.core.session_index import Status, owner_of, status_of
+from shared.core.state import SessionState
+
+SESSIONS_INDEX = "by-owner"
+SESSIONS_INDEX_PROJECTED = ("session_id", "title", "created_at", "turns", "status", "origin", "last_said")
+BATCH_DELETE_MAX = 25  # DynamoDB's BatchWriteItem limit
+ERASE_ATTEMPTS = 8
+
+
+def index_attributes(state: SessionState) -> dict[str, dict[str, str]]:
+    """The index keys and listed fields of ``state``, as attributes of its ``STATE`` item."""
+    attributes = {
+        "owner": {"S": owner_of(state)},
+        "last_active": {"N": f"{state.last_active_at or state.created_at:.3f}"},
+        "session_id": {"S": state.session_id},
+        "created_at": {"N": f"{state.created_at:.3f}"},
+        "turns": {"N": str(state.turn_count)},
+        "status": {"S": status_of(state)},
+        "origin": {"S": state.origin},
+    }
+    if state.title:
+        attributes["title"] = {"S": state.title}
+    if state.last_utterance:
+        attributes["last_said"] = {"S": state.last_utterance}
+    return attributes
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """One session as the index lists it."""
+
+    session_id: str
+    title: str | None
+    created_at: float
+    last_active_at: float
+    turns: int
+    status: Status
+    origin: str
+    last_utterance: str | None
+
+    @classmethod
+    def of_item(cls, item: dict[str, Any]) -> SessionRow:
+        return cls(
+            session_id=item["session_id"]["S"],
+            title=item.get("title", {}).get("S"),
+            created_at=float(item["created_at"]["N"]),
+            last_active_at=float(item["last_active"]["N"]),
+            turns=int(item["turns"]["N"]),
+            status=item["status"]["S"],  # type: ignore[arg-type]
+            origin=item["origin"]["S"],
+            last_utterance=item.get("last_said", {}).get("S"),
+        )
+
+    @classmethod
+    def of_state(cls, state: SessionState) -> SessionRow:
+        return cls.of_item(index_attributes(state))
+
+
+@dataclass(frozen=True)
+class SessionPage:
+    rows: list[SessionRow]
+    cursor: str | None  # opaque: the next page, or None at the end
+
+
+class BadCursor(ValueError):
+    """A cursor this service did not hand to this person."""
+
+
+def encode_cursor(key: dict[str, Any]) -> str:
+    plain = {name: next(iter(value.values())) for name, value in key.items()}
+    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, owner: str) -> dict[str, Any]:
+    """The index key a cursor stands for; raises BadCursor unless it is one of ``owner``'s."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        plain = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError) as error:
+        raise BadCursor("the cursor is not one this API handed out") from error
+    if not isinstance(plain, dict) or set(plain) != {"pk", "sk", "owner", "last_active"}:
+        raise BadCursor("the cursor is not one this API handed out")
+    if plain["owner"] != owner or not all(isinstance(value, str) for value in plain.values()):
+        raise BadCursor("the cursor is not one this API handed out")
+    try:
+        float(plain["last_active"])
+    except ValueError as error:
+        raise BadCursor("the cursor is not one this API handed out") from error
+    return {
+        "pk": {"S": plain["pk"]},
+        "sk": {"S": plain["sk"]},
+        "owner": {"S": plain["owner"]},
+        "last_active": {"N": plain["last_active"]},
+    }
+
+
+class SessionRecords:
+    """Listing a person's sessions and erasing one, through the low-level boto3 client."""
+
+    def __init__(self, client: Any, table_name: str, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._client = client
+        self._table = table_name
+        self._sleep = sleep
+
+    def page(self, owner: str, *, limit: int, cursor: str | None = None, status: Status | None = None) -> SessionPage:
+        """Up to ``limit`` of ``owner``'s sessions, newest activity first, after ``cursor``;
+        with ``status``, only those (read on until the page is full or the index ends)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": SESSIONS_INDEX,
+            "KeyConditionExpression": "#owner = :owner",
+            "ExpressionAttributeNames": {"#owner": "owner"},
+            "ExpressionAttributeValues": {":owner": {"S": owner}},
+            "ScanIndexForward": False,
+        }
+        if status is not None:
+            kwargs["FilterExpression"] = "#status = :status"
+            kwargs["ExpressionAttributeNames"]["#status"] = "status"
+            kwargs["ExpressionAttributeValues"][":status"] = {"S": status}
+        if cursor is not None:
+            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, owner)
+        rows: list[SessionRow] = []
+        while True:
+            kwargs["Limit"] = limit - len(rows)
+            response = self._client.query(**kwargs)
+            items = response.get("Items", [])
+            rows.extend(SessionRow.of_item(item) for item in items)
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return SessionPage(rows, None)
+            if len(rows) >= limit:
+                key = {"pk": last["pk"], "sk": last["sk"], "owner": last["owner"], "last_active": last["last_active"]}
+                return SessionPage(rows, encode_cursor(key))
+            kwargs["ExclusiveStartKey"] = last
+
+    def erase(self, session_pk: str, connection_ids: list[str]) -> int:
+        """Delete every item of the session: its state first (so no writer can commit after it:
+        every state write is conditional on the stored version), then all the rest under its key,
+        then the connections' mappings. Returns how many items were deleted."""
+        self._client.delete_item(TableName=self._table, Key={"pk": {"S": session_pk}, "sk": {"S": "STATE"}})
+        keys = [{"pk": {"S": f"CONN#{connection_id}"}, "sk": {"S": "CONN"}} for connection_id in connection_ids]
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": session_pk}},
+            "ProjectionExpression": "pk, sk",
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self._client.query(**kwargs)
+            keys.extend({"pk": item["pk"], "sk": item["sk"]} for item in response.get("Items", []))
+            if not response.get("LastEvaluatedKey"):
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for start in range(0, len(keys), BATCH_DELETE_MAX):
+            self._delete_batch(keys[start : start + BATCH_DELETE_MAX])
+        return len(keys) + 1
+
+    def _delete_batch(self, keys: list[dict[str, Any]]) -> None:
+        requests = [{"DeleteRequest": {"Key": key}} for key in keys]
+        for attempt in range(ERASE_ATTEMPTS):
+            response = self._client.batch_write_item(RequestItems={self._table: requests})
+            requests = response.get("UnprocessedItems", {}).get(self._table, [])
+            if not requests:
+                return
+            self._sleep(min(2.0, 0.05 * 2**attempt))
+        raise RuntimeError(f"{len(requests)} items of the session could not be deleted")
