@@ -10,7 +10,7 @@ ALL_STAMP := $(VENV)/.installed-all
 PORT ?= 8080
 HOST ?= 127.0.0.1
 
-.PHONY: run test lint format schema synth lock bench clean
+.PHONY: run test lint format schema openapi synth lock bench clean
 
 $(BIN)/python:
 	@echo "==> creating the virtualenv in $(VENV)"
@@ -51,6 +51,10 @@ format: $(DEV_STAMP)
 ## Regenerate the protocol's JSON Schema (schema/voiceide-event.schema.json).
 schema: $(RUN_STAMP)
 	$(BIN)/python -m shared.schema_export
+
+## Regenerate the sessions API's OpenAPI 3.1 document (docs/openapi.json) from the sessions Lambda.
+openapi: $(RUN_STAMP)
+	$(BIN)/python -m shared.openapi_export
 
 ## Synthesize the CloudFormation templates of every stage into cdk.out/ (no AWS account needed).
 synth: $(ALL_STAMP)

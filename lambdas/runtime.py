@@ -32,6 +32,8 @@ from shared.delivery import Delivery
 from shared.gateway import ConnectionGateway
 from shared.memory_keeper import MemoryKeeper
 from shared.service import ConductorService
+from shared.session_records import SessionRecords
+from shared.session_service import SessionService
 from shared.store import SessionStore
 from shared.turn_launcher import LambdaTurnLauncher
 from shared.turn_runner import TurnRunner
@@ -55,6 +57,7 @@ STORE_CALLS = (
     "history",
     "messages",
     "outbox",
+    "transcript_items",
 )
 
 _AWS_CONFIG = Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 5})
@@ -179,7 +182,7 @@ def gateway() -> ConnectionGateway:
         client.meta.events.register("before-call.apigatewaymanagementapi", call_counts.counting(POSTS_METRIC))
         return client
 
-    return traced(ConnectionGateway(management_client), "post")
+    return traced(ConnectionGateway(management_client), "post", "close")
 
 
 @cache
@@ -230,7 +233,35 @@ def deadline_alarms() -> SqsDeadlineAlarms | None:
     return SqsDeadlineAlarms(boto3.client("sqs", config=_AWS_CONFIG), queue_url)
 
 
+# The sessions API: the WebSocket stage's management endpoint (https://<api>.execute-api.<region>.
+# amazonaws.com/<stage>), to tell an ended or erased session's connection and close it, and how long
+# an ended session is kept.
+WEBSOCKET_CALLBACK_URL_ENV = "CONDUCTOR_WEBSOCKET_CALLBACK_URL"
+ENDED_RETENTION_ENV = "CONDUCTOR_ENDED_RETENTION_SECONDS"
+DEFAULT_ENDED_RETENTION_SECONDS = 30 * 24 * 3600
+
+
+@cache
+def session_records() -> SessionRecords:
+    client = boto3.client("dynamodb", config=_AWS_CONFIG)
+    client.meta.events.register("before-call.dynamodb", call_counts.counting(DYNAMODB_REQUESTS_METRIC))
+    return traced(SessionRecords(client, settings().table_name), "page", "erase", "session_keys", "set_expiry")
+
+
+@cache
+def session_service() -> SessionService:
+    retention = os.environ.get(ENDED_RETENTION_ENV)
+    return SessionService(
+        store=store(),
+        records=session_records(),
+        committer=Committer(store(), settings(), PowertoolsMetrics()),
+        gateway=gateway(),
+        websocket_endpoint=os.environ.get(WEBSOCKET_CALLBACK_URL_ENV) or None,
+        ended_retention_seconds=int(retention) if retention else DEFAULT_ENDED_RETENTION_SECONDS,
+    )
+
+
 def reset() -> None:
     """Forget the container's clients and settings (the local stack and tests re-point them)."""
-    for built in (settings, store, service, gateway, turn_runner, deadline_alarms):
+    for built in (settings, store, service, gateway, turn_runner, deadline_alarms, session_records, session_service):
         built.cache_clear()

@@ -53,6 +53,19 @@ class ConnectionGateway:
             return False
         return True
 
+    def close(self, endpoint: str, connection_id: str) -> bool:
+        """Close a connection (API Gateway closes it with code 1000); True when it is closed now
+        or was already gone, False when closing failed."""
+        try:
+            self._client(endpoint).delete_connection(ConnectionId=connection_id)
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "GoneException":
+                return False
+        except BotoCoreError:
+            return False
+        self._remember_gone(connection_id)
+        return True
+
     def _remember_gone(self, connection_id: str) -> None:
         with self._lock:
             self._gone[connection_id] = None

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from shared.core.session_index import Status, owner_of, status_of
 from shared.core.state import SessionState
 
@@ -174,6 +176,43 @@ class SessionRecords:
         for start in range(0, len(keys), BATCH_DELETE_MAX):
             self._delete_batch(keys[start : start + BATCH_DELETE_MAX])
         return len(keys) + 1
+
+    def session_keys(self, session_pk: str) -> list[dict[str, Any]]:
+        """The keys of every item under the session's partition (state, history, outbox, event ids)."""
+        keys: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": session_pk}},
+            "ProjectionExpression": "pk, sk",
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self._client.query(**kwargs)
+            keys.extend({"pk": item["pk"], "sk": item["sk"]} for item in response.get("Items", []))
+            if not response.get("LastEvaluatedKey"):
+                return keys
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def set_expiry(self, session_pk: str, expires_at: int) -> int:
+        """Rewrite the time to live of every item of the session (an ended session's retention);
+        an item deleted meanwhile is not written back. Returns how many items were updated."""
+        updated = 0
+        for key in self.session_keys(session_pk):
+            try:
+                self._client.update_item(
+                    TableName=self._table,
+                    Key=key,
+                    UpdateExpression="SET expires_at = :expires",
+                    ConditionExpression="attribute_exists(pk)",
+                    ExpressionAttributeValues={":expires": {"N": str(expires_at)}},
+                )
+            except ClientError as error:
+                if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+                continue
+            updated += 1
+        return updated
 
     def _delete_batch(self, keys: list[dict[str, Any]]) -> None:
         requests = [{"DeleteRequest": {"Key": key}} for key in keys]

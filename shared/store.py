@@ -31,6 +31,7 @@ from botocore.exceptions import ClientError
 from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp, ReplaceMessage
 from shared.core.messages import Message, is_plain_user_message, window_start
 from shared.core.state import SessionState
+from shared.core.transcript import StoredMessage
 from shared.session_records import index_attributes
 
 STATE_SK = "STATE"
@@ -334,6 +335,36 @@ class SessionStore:
                 break
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return [_message(item) for item in items]
+
+    def transcript_items(self, session_id: str, start_seq: int, limit: int) -> list[StoredMessage]:
+        """Up to ``limit`` stored messages from ``start_seq`` on, oldest first, each with its seq
+        and when it was stored (the sessions API's transcript); fewer only at the end."""
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": session_pk(session_id)},
+                ":low": {"S": _msg_sk(max(start_seq, 0))},
+                ":high": {"S": _msg_sk(MAX_SEQ)},
+            },
+            "ConsistentRead": True,
+        }
+        while len(items) < limit:
+            response = self._client.query(**kwargs, Limit=limit - len(items))
+            items.extend(response.get("Items", []))
+            if not response.get("LastEvaluatedKey"):
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [
+            StoredMessage(
+                seq=int(item["sk"]["S"].split("#", 1)[1]),
+                at=float(item["at"]["N"]) if "at" in item else None,
+                role=item["role"]["S"],
+                content=_message(item)["content"],
+            )
+            for item in items
+        ]
 
     def recent_history(self, session_id: str, limit: int, *, max_chars: int | None = None) -> RecentHistory:
         """The last ``limit`` messages as stored (about ``max_chars`` of text), with where they

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from shared.core.decision import Outcome
 from shared.core.state import SessionState
 
 TITLE_MAX_CHARS = 60
@@ -64,3 +65,31 @@ def owner_of(state: SessionState) -> str:
 def needs_title(state: SessionState) -> bool:
     """A title is made once, after the first complete turn (a rename replaces it)."""
     return state.title is None and state.turn_count >= 1 and state.turn is None and state.history_len >= 2
+
+
+class EmptyTitle(ValueError):
+    """A rename to a title with nothing left once cleaned."""
+
+
+def rename(state: SessionState, title: str) -> Outcome:
+    """The person's own title for the session; it replaces a made one and is never made again."""
+    cleaned = clean_title(title)
+    if cleaned is None:
+        raise EmptyTitle("the title is empty")
+    return Outcome(state.model_copy(update={"title": cleaned}))
+
+
+def end_session(state: SessionState, now: float) -> Outcome:
+    """The person ended the session: it is listed as ended from ``now`` (an ended one keeps the
+    time it ended) and its connection no longer hears its events (the caller closes it). A later
+    ``$connect`` with its id resumes it (``shared.core.connection.bind``)."""
+    return Outcome(
+        state.model_copy(
+            update={
+                "ended_at": state.ended_at if state.ended_at is not None else now,
+                "connection_id": None,
+                "catch_up_owner": None,
+                "catch_up_since": None,
+            }
+        )
+    )
