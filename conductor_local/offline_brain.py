@@ -104,7 +104,7 @@ from conductor_local.bedrock_server import (
     split_words,
     text_delta,
 )
-from conductor_local.offline_recall import is_recall, recall_answer, summary_answer
+from conductor_local.offline_recall import is_recall, recall_answer, summary_answer, title_answer
 
 MAX_COUNT = 1000
 COUNT_PAUSE = 0.05
@@ -175,6 +175,8 @@ class OfflineBrain:
         input_tokens = estimate_input_tokens(request)
         if (summary := summary_answer(request)) is not None:  # the conductor's rolling summary call
             return message(summary, input_tokens=input_tokens)
+        if (title := title_answer(request)) is not None:  # the session's title
+            return message(title, input_tokens=input_tokens)
         user_at = next((i for i in reversed(range(len(messages))) if messages[i].get("role") == "user"), None)
         if user_at is None:
             return message("I did not hear anything.", input_tokens=input_tokens)

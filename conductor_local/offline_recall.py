@@ -5,6 +5,7 @@ which turns a request still holds and what the rolling summary says: the summary
 section ``with_summary`` put in the system prompt), then one line per message,
 ``<role>: <its first 80 characters>``.
 
+A title request (``title_request``'s) gets the first words of the first request, capitalised.
 A summary request (``summary_request``'s system prompt) gets a deterministic summary instead of a
 model's: ``Summary: `` and the first 60 characters of each thing the user said, the previous
 summary's items first, the newest ``MAX_SUMMARY_ITEMS`` kept, joined by ``; ``.
@@ -29,10 +30,12 @@ from shared.core.memory import (
     result_text,
     summary_of,
 )
+from shared.core.title import TITLE_SYSTEM_PROMPT
 
 RECALL_LINE_CHARS = 80
 SUMMARY_ITEM_CHARS = 60
 MAX_SUMMARY_ITEMS = 20
+TITLE_WORDS = 6
 SUMMARY_PREFIX = "Summary: "
 SUMMARY_SEPARATOR = "; "
 NOTHING = "(nothing)"
@@ -127,13 +130,31 @@ def summary_answer(request_body: dict[str, Any]) -> str | None:
     return SUMMARY_PREFIX + SUMMARY_SEPARATOR.join(items[-MAX_SUMMARY_ITEMS:])
 
 
+def title_answer(request_body: dict[str, Any]) -> str | None:
+    """A deterministic title when the request is a title request, else None: the first thing the
+    user said, its first ``TITLE_WORDS`` words, capitalised."""
+    if _system_text(request_body).strip() != TITLE_SYSTEM_PROMPT:
+        return None
+    messages = request_body.get("messages") or []
+    text = "\n".join(str(block["text"]) for sent in messages for block in sent.get("content") or [] if "text" in block)
+    said = next((line[len("user: ") :].strip() for line in text.splitlines() if line.startswith("user: ")), "")
+    words = said.split()[:TITLE_WORDS]
+    if not words:
+        return "A new session"
+    title = " ".join(words).rstrip(".?!,;:")
+    return title[:1].upper() + title[1:]
+
+
 def answering_summaries(responder: Responder) -> Responder:
-    """``responder`` with summary requests answered by ``summary_answer`` (they never reach it)."""
+    """``responder`` with summary and title requests answered by ``summary_answer`` and
+    ``title_answer`` (they never reach it)."""
 
     def respond(model_id: str, request: dict[str, Any]) -> Script | RejectRequest:
-        summary = summary_answer(request)
-        if summary is not None:
-            return message(summary, input_tokens=estimate_input_tokens(request))
+        made = summary_answer(request)
+        if made is None:
+            made = title_answer(request)
+        if made is not None:
+            return message(made, input_tokens=estimate_input_tokens(request))
         return responder(model_id, request)
 
     return respond

@@ -19,7 +19,9 @@ from shared.config import Settings
 from shared.core import conductor
 from shared.core.memory import Budget, calibrated, fit_budget, message_chars, summary_request, with_summary
 from shared.core.messages import Message
+from shared.core.session_index import clean_title, keep_title, needs_title
 from shared.core.state import SessionState
+from shared.core.title import TITLE_MAX_TOKENS, title_request
 from shared.core.wrapper import wrapper_tool_spec
 from shared.store import SessionStore
 
@@ -28,7 +30,9 @@ CALIBRATION_STEP = 0.1
 
 
 class Summarizer(Protocol):
-    def summarize(self, system: str, messages: list[Message], *, model_id: str | None = None) -> str: ...
+    def summarize(
+        self, system: str, messages: list[Message], *, model_id: str | None = None, max_tokens: int = 400
+    ) -> str: ...
 
 
 @dataclass
@@ -86,13 +90,31 @@ class MemoryKeeper:
     def after_turn(self, session_id: str, state: SessionState | None, fitted: Fitted | None) -> None:
         """Fold what left the window into the summary, starting from the state the run last
         committed; whatever fails here, the conversation goes on (the next turn tries again)."""
-        if fitted is None or state is None:
+        if state is None:
             return
-        try:
-            self._summarize(session_id, state, fitted)
-        except Exception:
-            self.log.exception("memory not updated", extra={"session_id": session_id})
-            self.metrics.count("SummaryFailures")
+        if fitted is not None:
+            try:
+                self._summarize(session_id, state, fitted)
+            except Exception:
+                self.log.exception("memory not updated", extra={"session_id": session_id})
+                self.metrics.count("SummaryFailures")
+        if needs_title(state):
+            try:
+                self._name(session_id, state)
+            except Exception:
+                self.log.exception("session not named", extra={"session_id": session_id})
+                self.metrics.count("TitleFailures")
+
+    def _name(self, session_id: str, state: SessionState) -> None:
+        """The session's title, from its first turns, by the summary model."""
+        system, messages = title_request(self.store.messages_between(session_id, 0, min(state.history_len, 8)))
+        made = self.summarizer.summarize(
+            system, messages, model_id=self.settings.summary_model_id, max_tokens=TITLE_MAX_TOKENS
+        )
+        if clean_title(made) is None:
+            return
+        self.metrics.count("TitlesMade")
+        self.committer.apply(session_id, lambda fresh: keep_title(fresh, made), hint=state)
 
     def _summarize(self, session_id: str, state: SessionState, fitted: Fitted) -> None:
         until = fitted.fold_until

@@ -20,11 +20,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictStr,
     ValidationError,
     field_serializer,
     field_validator,
+    model_serializer,
 )
 
 UUID_V4_PATTERN = re.compile(
@@ -157,8 +159,15 @@ class Handoff(_Payload):
     """A conversation moved from chat to voice: its summary and last turns, text only."""
 
     summary: StrictStr = Field(default="", max_length=MAX_HANDOFF_TEXT)
-    # Extension: the chat's title, which the session keeps.
+    # Extension: the chat's title, which the session keeps (left out of the wire when None).
     title: StrictStr | None = Field(default=None, max_length=200)
+
+    @model_serializer(mode="wrap")
+    def _without_no_title(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        wire: dict[str, Any] = handler(self)
+        if wire.get("title") is None:
+            wire.pop("title", None)
+        return wire
     recent_turns: list[HandoffTurn] = Field(default_factory=list, alias="recentTurns", max_length=MAX_HANDOFF_TURNS)
 
 

@@ -52,6 +52,9 @@ function handle(name, payload) {
     case "toolCall":
       onToolCall(payload);
       break;
+    case "sessionReady":
+      if (payload.resumed) note(`Session resumed${payload.title ? `: ${payload.title}` : ""}.`);
+      break;
     case "error":
       note(`error ${payload.code}: ${payload.message || ""}`, "error");
       break;

@@ -63,8 +63,15 @@ def owner_of(state: SessionState) -> str:
 
 
 def needs_title(state: SessionState) -> bool:
-    """A title is made once, after the first complete turn (a rename replaces it)."""
-    return state.title is None and state.turn_count >= 1 and state.turn is None and state.history_len >= 2
+    """A title is made once, after the model's first answer (a rename replaces it)."""
+    return state.title is None and state.turn_count >= 1 and state.history_len >= 2 and state.last_role == "assistant"
+
+
+def keep_title(state: SessionState, title: str) -> Outcome:
+    """A made title, unless the session got one meanwhile (a rename wins)."""
+    if state.title is None:
+        state = state.model_copy(update={"title": clean_title(title)})
+    return Outcome(state)
 
 
 class EmptyTitle(ValueError):

@@ -28,6 +28,7 @@ from shared.protocol import (
     ErrorPayload,
     Event,
     ParseOutcome,
+    SessionReady,
     SessionStart,
     ToolCall,
     ToolResult,
@@ -225,6 +226,7 @@ class FakeConductor:
         self.sessions: dict[str, FakeSession] = {}
         self.refuse_handshakes = 0
         self.handshakes = 0
+        self.answers_session_start = True  # False: a conductor from before sessionReady
         self.changes = Changes()
         self.turn_errors: list[BaseException] = []
         self._turns: set[asyncio.Task[None]] = set()
@@ -281,6 +283,13 @@ class FakeConductor:
                 connection.outcomes.append(outcome)
                 if isinstance(outcome, Event):
                     session._on_event(connection, outcome)
+                    if isinstance(outcome.payload, SessionStart) and self.answers_session_start:
+                        ready = SessionReady(
+                            resumed=bool(session.transcripts()[:-1] or session.sent),
+                            lastSeq=len([e for e in session.sent if e.seq is not None]),
+                            capabilities=tuple(outcome.payload.capabilities or ()),
+                        )
+                        await ws.send(make_event(ready).to_json())
                     if isinstance(outcome.payload, UserAudioTranscriptFinal):
                         self._start_turn(session, outcome.payload.text)
                 self.changes.notify()

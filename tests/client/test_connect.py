@@ -57,3 +57,22 @@ async def test_first_connection_failure_reports_ws_connect_failed() -> None:
     assert client.error_codes == [ErrorCode.WS_CONNECT_FAILED]
     assert seen == client.errors
     assert client.connections == 0 and client.reconnect_attempts == 0
+
+
+@async_test
+async def test_connect_waits_for_session_ready_and_keeps_what_it_says() -> None:
+    async with FakeConductor() as fake, ConductorClient(fake.url, capabilities=("sentenceSpeech",)) as client:
+        assert client.session_ready is not None  # connect() returned only once it arrived
+        assert client.session_ready.capabilities == ("sentenceSpeech",) and not client.session_ready.resumed
+        turn = await client.say("hello")
+        assert turn.completed
+
+
+@async_test
+async def test_a_conductor_that_never_answers_session_start_costs_the_ready_timeout_once() -> None:
+    async with FakeConductor() as fake:
+        fake.answers_session_start = False
+        async with ConductorClient(fake.url, ready_timeout=0.2) as client:
+            assert client.session_ready is None
+            turn = await client.say("hello")
+            assert turn.completed and fake.session(client.session_id).transcripts() == ["hello"]

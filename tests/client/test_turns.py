@@ -51,7 +51,8 @@ async def test_full_turn_returns_partials_final_speech_and_states() -> None:
         ]
         assert speaker.spoken == ["Hi there friend"]
         assert client.state == "idle"
-        assert seen == client.events == result.events
+        assert [e.kind_name for e in client.events] == ["sessionReady", *(e.kind_name for e in result.events)]
+        assert seen == client.events and client.events[1:] == result.events
         assert client.last_seq == 4  # thinking, final, tts.speak, idle: partials are unnumbered
 
         session = fake.sessions[client.session_id]

@@ -212,10 +212,13 @@ class Harness:
 
 
 def summarize(events: list[Event]) -> list[tuple[Any, ...]]:
-    """Events as short tuples, so a whole turn reads as one list in a test."""
+    """Events as short tuples, so a whole turn reads as one list in a test (without the
+    ``sessionReady`` that answers each ``sessionStart``: test_session_ready.py checks it)."""
     out: list[tuple[Any, ...]] = []
     for event in events:
         payload = event.payload
+        if event.kind_name == "sessionReady":
+            continue
         if event.kind_name == "toolCall":
             arguments = json.loads(payload.arguments)
             out.append(("toolCall", payload.name, arguments))

@@ -154,7 +154,7 @@ def test_nova_inline_thinking_is_never_shown_nor_spoken_and_the_history_keeps_it
     assert resumed[1]["content"][0] == {"text": NOVA_THINKING + "I'll run the build."}
 
 
-def test_nova_message_that_is_only_thinking_and_a_tool_use_says_nothing_before_the_call(nova: Harness) -> None:
+def test_nova_message_that_is_only_thinking_and_a_tool_use_shows_its_plan_and_says_nothing(nova: Harness) -> None:
     nova.script.push(
         message(Text(NOVA_THINKING, chars_per_delta=5), tool_call("build.run", {})),
         message("It built."),
@@ -162,7 +162,11 @@ def test_nova_message_that_is_only_thinking_and_a_tool_use_says_nothing_before_t
     conn = nova.connect()
     nova.start_session(conn)
     nova.say(conn, "run the build")
-    kinds = [(e.kind_name, getattr(e.payload, "name", None)) for e in nova.events(conn)]
-    assert kinds == [("toolCall", "convo.setState"), ("toolCall", "build.run")]  # no final, no speak, no partial
+    events = [e for e in nova.events(conn) if e.kind_name != "sessionReady"]
+    kinds = [(e.kind_name, getattr(e.payload, "name", None)) for e in events]
+    # the plan as a final (untagged), then the call: no partial, no speech
+    assert kinds == [("toolCall", "convo.setState"), ("assistantSpeechFinal", None), ("toolCall", "build.run")]
+    plan = events[1].payload.text
+    assert plan == NOVA_THINKING.strip().removeprefix("<thinking>").removesuffix("</thinking>").strip()
     nova.answer(conn, nova.call_id(conn, "build.run"), '{"succeeded":true}')
-    assert app_saw(nova, conn)[1:] == (["It built."], ["It built."])
+    assert app_saw(nova, conn)[1:] == ([plan, "It built."], ["It built."])  # the plan shown, never spoken

@@ -68,10 +68,21 @@ def launches_held(harness: Harness) -> Iterator[list[dict[str, Any]]]:
         functions[TURN_FUNCTION] = original
 
 
-def launched_turn(harness: Harness, text: str = "hello") -> tuple[Connection, dict[str, Any]]:
+def named(conn: Connection) -> None:
+    """Give the session a title, so no title is made after its first answer (tests counting the
+    turn's own requests; test_the_title_is_made_after_the_first_answers_last_write checks it)."""
+    store = runtime.store()
+    state = store.load(conn.session_id)
+    assert state is not None
+    store.commit(state.model_copy(update={"title": "A session with a name"}))
+
+
+def launched_turn(harness: Harness, text: str = "hello", *, titled: bool = True) -> tuple[Connection, dict[str, Any]]:
     """A connected session whose turn was decided and launched, but whose runner has not run."""
     conn = harness.connect()
     harness.start_session(conn)
+    if titled:
+        named(conn)
     with launches_held(harness) as tasks:
         harness.say(conn, text)
     assert len(tasks) == 1
@@ -150,7 +161,7 @@ def test_two_deliveries_at_the_same_instant_stream_to_the_app_once(conductor: Ha
     assert said == [*PARTIALS, ("final", ANSWER)], said
     speaks = [item for item in conductor.summary(conn) if item[:2] == ("toolCall", "tts.speak")]
     assert speaks == [("toolCall", "tts.speak", {"text": ANSWER})]
-    kept = [event for event in conductor.events(conn) if event.kind_name != "assistantSpeechPartial"]
+    kept = [e for e in conductor.events(conn) if e.kind_name not in ("assistantSpeechPartial", "sessionReady")]
     assert [event.seq for event in kept] == list(range(1, len(kept) + 1))
     assert conductor.history(conn.session_id)[1:] == [{"role": "assistant", "content": [{"text": ANSWER}]}]
 
@@ -488,6 +499,7 @@ def test_a_paced_answer_gets_coalesced_partials_and_no_write_per_delta(
     conductor.script.push(message(Text(words, pause=0.01)))  # 100 deltas over about a second
     conn = conductor.connect()
     conductor.start_session(conn)
+    named(conn)
     log: list[str] = []
     with dynamodb_calls(log):
         conductor.say(conn, "talk")
@@ -498,6 +510,25 @@ def test_a_paced_answer_gets_coalesced_partials_and_no_write_per_delta(
     writes = [call for call in log if call in ("PutItem", "TransactWriteItems", "UpdateItem")]
     assert len(writes) == 3, log  # the transcript's commit, the claim, the message's end
     assert log.count("GetItem") <= len(partials), log  # at most one check per partial
+
+
+def test_the_title_is_made_after_the_first_answers_last_write(conductor: Harness) -> None:
+    conn, task = launched_turn(conductor, "fix the login test please", titled=False)
+    conductor.script.push(message(ANSWER))
+    log: list[str] = []
+    with dynamodb_calls(log):
+        assert turn.handler(task, turn_context()) == {"ran": True}
+    writes = [call for call in log if call in ("PutItem", "TransactWriteItems", "UpdateItem")]
+    assert writes == ["PutItem", "TransactWriteItems", "PutItem"], log  # claim, message end, then the title
+    after_end = log[log.index("TransactWriteItems") :]
+    assert "Query" in after_end and after_end.index("Query") > after_end.index("post:assistantSpeechFinal"), log
+    stored = runtime.store().load(conn.session_id)
+    assert stored is not None and stored.title == "Fix the login test please"
+    conductor.finish_turn(conn)
+    conductor.script.push(message("Again."))
+    conductor.say(conn, "and again")
+    again = runtime.store().load(conn.session_id)
+    assert again is not None and again.title == "Fix the login test please"  # made once
 
 
 def test_the_measured_characters_per_token_ride_on_the_commit_that_ends_the_message(conductor: Harness) -> None:
