@@ -157,7 +157,13 @@ def settings() -> Settings:
 def store() -> SessionStore:
     client = boto3.client("dynamodb", config=_AWS_CONFIG)
     client.meta.events.register("before-call.dynamodb", call_counts.counting(DYNAMODB_REQUESTS_METRIC))
-    return traced(SessionStore(client, settings().table_name, ttl_seconds=settings().session_ttl_seconds), *STORE_CALLS)
+    store = SessionStore(
+        client,
+        settings().table_name,
+        ttl_seconds=settings().session_ttl_seconds,
+        ended_ttl_seconds=settings().ended_retention_seconds,
+    )
+    return traced(store, *STORE_CALLS)
 
 
 @cache
@@ -234,11 +240,8 @@ def deadline_alarms() -> SqsDeadlineAlarms | None:
 
 
 # The sessions API: the WebSocket stage's management endpoint (https://<api>.execute-api.<region>.
-# amazonaws.com/<stage>), to tell an ended or erased session's connection and close it, and how long
-# an ended session is kept.
+# amazonaws.com/<stage>), to tell an ended or erased session's connection and close it.
 WEBSOCKET_CALLBACK_URL_ENV = "CONDUCTOR_WEBSOCKET_CALLBACK_URL"
-ENDED_RETENTION_ENV = "CONDUCTOR_ENDED_RETENTION_SECONDS"
-DEFAULT_ENDED_RETENTION_SECONDS = 30 * 24 * 3600
 
 
 @cache
@@ -250,14 +253,13 @@ def session_records() -> SessionRecords:
 
 @cache
 def session_service() -> SessionService:
-    retention = os.environ.get(ENDED_RETENTION_ENV)
     return SessionService(
         store=store(),
         records=session_records(),
         committer=Committer(store(), settings(), PowertoolsMetrics()),
         gateway=gateway(),
         websocket_endpoint=os.environ.get(WEBSOCKET_CALLBACK_URL_ENV) or None,
-        ended_retention_seconds=int(retention) if retention else DEFAULT_ENDED_RETENTION_SECONDS,
+        ended_retention_seconds=settings().ended_retention_seconds,
     )
 
 

@@ -55,6 +55,9 @@ class Settings(BaseModel):
     max_tool_rounds: int = Field(default=8, ge=1)
     history_window: int = Field(default=80, ge=2)
     session_ttl_seconds: int = Field(default=7 * 24 * 3600, ge=60)
+    # How long an ended session is kept after it ended (the sessions API's end rewrites every item's
+    # expiry; later writes of the ended state keep it).
+    ended_retention_seconds: int = Field(default=30 * 24 * 3600, ge=60)
     turn_reserve_ms: int = Field(default=15_000, ge=0)
     require_principal: bool = False
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -127,6 +130,7 @@ class Settings(BaseModel):
             "max_tool_rounds": "CONDUCTOR_MAX_TOOL_ROUNDS",
             "history_window": "CONDUCTOR_HISTORY_WINDOW",
             "session_ttl_seconds": "CONDUCTOR_SESSION_TTL_SECONDS",
+            "ended_retention_seconds": "CONDUCTOR_ENDED_RETENTION_SECONDS",
             "turn_reserve_ms": "CONDUCTOR_TURN_RESERVE_MS",
             "require_principal": "CONDUCTOR_REQUIRE_PRINCIPAL",
             "system_prompt": "CONDUCTOR_SYSTEM_PROMPT",

@@ -110,15 +110,24 @@ class SessionStore:
         table_name: str,
         *,
         ttl_seconds: int,
+        ended_ttl_seconds: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._client = client
         self._table = table_name
         self._ttl = ttl_seconds
+        self._ended_ttl = ttl_seconds if ended_ttl_seconds is None else ended_ttl_seconds
         self._clock = clock
 
     def _expires_at(self, seconds: int | None = None) -> dict[str, str]:
         return {"N": str(int(self._clock()) + (seconds or self._ttl))}
+
+    def _state_expires_at(self, state: SessionState) -> dict[str, str]:
+        """An ended session is kept for the ended retention after it ended, whatever writes it
+        still gets; any other session for the session TTL after its last change."""
+        if state.ended_at is not None:
+            return {"N": str(int(state.ended_at) + self._ended_ttl)}
+        return self._expires_at()
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -201,7 +210,7 @@ class SessionStore:
                 "version": {"N": str(committed.version)},
                 "data": {"S": committed.model_dump_json(exclude={"version"})},
                 "incarnation": {"S": committed.incarnation},
-                "expires_at": self._expires_at(),
+                "expires_at": self._state_expires_at(committed),
                 **index_attributes(committed),
             },
         }

@@ -121,6 +121,9 @@ def handle_transcript(state: SessionState, text: str, *, now: float, settings: C
     if not text.strip():
         decision.send(error_payload(ErrorCode.EMPTY_TRANSCRIPT, "the transcript is empty"))
         return decision.outcome()
+    if state.ended_at is not None:  # sent before the end's close reached the app
+        decision.send(error_payload(ErrorCode.SESSION_ENDED, "the session was ended; reconnect to resume it"))
+        return decision.outcome()
     recent = [started for started in decision.state.turn_starts if now - started < 60]
     if len(recent) >= settings.max_turns_per_minute:
         decision.send(

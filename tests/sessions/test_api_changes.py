@@ -8,8 +8,12 @@ import uuid
 
 import pytest
 
+from lambdas import runtime
+from shared.core import conductor
+from shared.core.decision import DEFAULT_SETTINGS
 from shared.core.messages import text_block
 from shared.core.state import ActiveStream, Turn
+from shared.protocol import ErrorCode
 from tests.sessions.conftest import CALLBACK_URL, OTHER, PERSON, RETENTION_SECONDS, Api, conversation, error_code
 
 BAD_REQUEST = "bad_request"
@@ -160,3 +164,20 @@ def test_erase_leaves_no_item_and_is_idempotent(api: Api) -> None:
 def test_erase_of_a_session_never_seen_is_204(api: Api) -> None:
     status, body = api.call("DELETE", f"/sessions/{uuid.uuid4()}")
     assert (status, body) == (204, None)
+
+
+def test_writes_an_ended_session_still_gets_keep_the_end_expiry_and_a_late_transcript_starts_nothing(
+    api: Api,
+) -> None:
+    state = api.seed()
+    status, _ = api.call("POST", f"/sessions/{state.session_id}/end")
+    assert status == 200
+    store = runtime.store()  # as the WebSocket Lambdas build it: the stage's retention from the env
+    ended = store.load(state.session_id)
+    assert ended is not None and ended.ended_at is not None
+    late = conductor.handle_transcript(ended, "one more thing", now=ended.ended_at + 1, settings=DEFAULT_SETTINGS)
+    assert late.run_model is None and late.state.turn is None
+    assert [getattr(event, "code", None) for event in late.events] == [ErrorCode.SESSION_ENDED]
+    store.commit(late.state)  # a write after the end (the refusal's event) keeps the end's expiry
+    (item,) = [i for i in api.items(state.session_id) if i["sk"]["S"] == "STATE"]
+    assert int(item["expires_at"]["N"]) == int(ended.ended_at) + RETENTION_SECONDS
