@@ -22,8 +22,9 @@ given that summary carries it in its system prompt (``with_summary``).
 from __future__ import annotations
 
 import base64
+import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from botocore.config import Config
@@ -43,6 +44,7 @@ from shared.core.model_output import (
     ToolUseStarted,
     parse_tool_input,
 )
+from shared.core.wrapper import ClientTool, wrapper_tool_spec
 from shared.model_rules import Inference, ModelRules, request_fields, rules_for
 
 _STALLS = (BotocoreReadTimeout, Urllib3ReadTimeout)  # no byte from the model within the read timeout
@@ -62,6 +64,7 @@ CONTEXT_OVERFLOW_PHRASES = (
 
 
 CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
+DECLARED_BLOCKS_KEPT = 64  # tool blocks of declared tools a warm runner keeps, one per distinct declaration
 MAX_CACHE_POINTS = 4  # per request, tools + system + messages
 # The usage members of the stream's metadata event kept in the message's usage.
 USAGE_KEYS = ("inputTokens", "outputTokens", "totalTokens", "cacheReadInputTokens", "cacheWriteInputTokens")
@@ -149,6 +152,7 @@ class BedrockBrain:
         self._history_window = history_window
         self._system_prompt = system_prompt
         self._tools: dict[str, Any] = {"tools": [tool_spec]}
+        self._declared: dict[str, dict[str, Any]] = {}  # tool blocks of declared tools, by content
         if prompt_cache and self.rules.caches_tools:
             self._tools = {"tools": [tool_spec, CACHE_POINT]}
         self._sending = threading.local()  # the calling thread's ``on_sent`` (boto3 calls run in it)
@@ -161,9 +165,28 @@ class BedrockBrain:
             self._sending.on_sent = None
             on_sent()
 
-    def request(self, messages: list[Message], *, summary: str | None = None) -> dict[str, Any]:
+    def tool_config(self, tools: Sequence[ClientTool] | None) -> dict[str, Any]:
+        """The wrapper tool over the session's declared tools (None: the configured catalog). The
+        same tools give the same block, so the prompt cache keeps reading it within a session."""
+        if tools is None:
+            return self._tools
+        key = json.dumps([tool.model_dump() for tool in tools], sort_keys=True, separators=(",", ":"))
+        block = self._declared.get(key)
+        if block is None:
+            spec = wrapper_tool_spec(list(tools))
+            block = (
+                {"tools": [spec, CACHE_POINT]} if self._prompt_cache and self.rules.caches_tools else {"tools": [spec]}
+            )
+            if len(self._declared) >= DECLARED_BLOCKS_KEPT:
+                self._declared.pop(next(iter(self._declared)))
+            self._declared[key] = block
+        return block
+
+    def request(
+        self, messages: list[Message], *, summary: str | None = None, tools: Sequence[ClientTool] | None = None
+    ) -> dict[str, Any]:
         """The ConverseStream parameters for this history window; ``summary`` (of the turns before
-        it) joins the system prompt."""
+        it) joins the system prompt; ``tools``: the session's declared tools (None: the catalog)."""
         wired = wire_messages(messages)
         if self._prompt_cache:
             wired = self._with_history_checkpoint(wired)
@@ -174,7 +197,7 @@ class BedrockBrain:
             "modelId": self._model_id,
             "messages": wired,
             "system": system,
-            "toolConfig": self._tools,
+            "toolConfig": self.tool_config(tools),
             **self._request_fields,
         }
 
@@ -192,13 +215,18 @@ class BedrockBrain:
         return [*messages[:-2], {**stable, "content": [*content, CACHE_POINT]}, messages[-1]]
 
     def stream(
-        self, messages: list[Message], *, summary: str | None = None, on_sent: Callable[[], None] | None = None
+        self,
+        messages: list[Message],
+        *,
+        summary: str | None = None,
+        tools: Sequence[ClientTool] | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> Iterator[StreamItem]:
         """The model's answer as stream items. ``on_sent`` is called as the request goes out, so
         the caller can do its own work (a write) in the model's shadow, never ahead of it."""
         self._sending.on_sent = on_sent
         try:
-            response = self._client.converse_stream(**self.request(messages, summary=summary))
+            response = self._client.converse_stream(**self.request(messages, summary=summary, tools=tools))
         except (ClientError, BotoCoreError) as error:
             raise _before_output(error) from error
         finally:

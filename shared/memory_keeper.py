@@ -63,7 +63,10 @@ class MemoryKeeper:
 
     def fit(self, state: SessionState, stored: list[Message]) -> Fitted:
         """The part of the stored window (its newest messages) that fits the token budget."""
-        fixed = len(with_summary(self.settings.system_prompt, state.summary)) + self._tool_chars
+        tool_chars = self._tool_chars
+        if state.tools is not None:
+            tool_chars = len(json.dumps(wrapper_tool_spec(state.tools), separators=(",", ":")))
+        fixed = len(with_summary(self.settings.system_prompt, state.summary)) + tool_chars
         budget = Budget(
             input_tokens=self.settings.input_budget_tokens,
             chars_per_token=state.chars_per_token,

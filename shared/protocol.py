@@ -29,6 +29,8 @@ from pydantic import (
     model_serializer,
 )
 
+from shared.protocol_tools import MAX_DECLARED_TOOLS, DeclaredTool, checked_declarations
+
 UUID_V4_PATTERN = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", re.IGNORECASE | re.ASCII
 )
@@ -140,7 +142,7 @@ MAX_HANDOFF_TURNS = 8
 MAX_HANDOFF_TEXT = 4000
 MAX_HEARD_TEXT = 8000
 # Optional extension fields left out of a frame when they have no value.
-_OMITTED_WHEN_NONE = frozenset({"lastSeq", "capabilities", "handoff", "heardText", "interrupted"})
+_OMITTED_WHEN_NONE = frozenset({"lastSeq", "capabilities", "handoff", "heardText", "interrupted", "tools"})
 Capability = Annotated[StrictStr, Field(min_length=1, max_length=64)]
 
 
@@ -168,6 +170,7 @@ class Handoff(_Payload):
         if wire.get("title") is None:
             wire.pop("title", None)
         return wire
+
     recent_turns: list[HandoffTurn] = Field(default_factory=list, alias="recentTurns", max_length=MAX_HANDOFF_TURNS)
 
 
@@ -179,6 +182,14 @@ class SessionStart(_Payload):
     capabilities: tuple[Capability, ...] | None = Field(default=None, max_length=MAX_CAPABILITIES)
     # Extension: seeds a new session's memory (ignored on a session that already has history).
     handoff: Handoff | None = None
+    # Extension: the tools the session's model may call (none: the conductor's catalog); a later
+    # sessionStart with tools replaces them, one without keeps them.
+    tools: tuple[DeclaredTool, ...] | None = Field(default=None, max_length=MAX_DECLARED_TOOLS)
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_checked(cls, value: tuple[DeclaredTool, ...] | None) -> tuple[DeclaredTool, ...] | None:
+        return checked_declarations(value)
 
 
 class SessionReady(_Payload):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,10 +25,12 @@ from shared.core.model_output import ModelMessage
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
 from shared.core.stream import RunnerClaim
+from shared.core.wrapper import ClientTool
 from shared.delivery import Delivery
 from shared.memory_keeper import Fitted, MemoryKeeper
 from shared.message_stream import MessageStream, OutOfTime, TurnFigures
 from shared.protocol import ErrorCode
+from shared.protocol_tools import RESERVED_TOOL_NAMES
 from shared.store import SessionStore
 from shared.turn_launcher import TurnTask
 
@@ -53,7 +55,12 @@ class DeadlineAlarms(Protocol):
 
 class Brain(Protocol):
     def stream(
-        self, messages: list[Message], *, summary: str | None = None, on_sent: Callable[[], None] | None = None
+        self,
+        messages: list[Message],
+        *,
+        summary: str | None = None,
+        tools: Sequence[ClientTool] | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> Any: ...
 
 
@@ -300,6 +307,12 @@ class TurnRunner:
             self.log.exception("tool deadline not armed", extra={"session_id": task.session_id})
             self.metrics.count("DeadlineAlarmFailures")
 
+    def _session_tools(self, state: SessionState) -> list[ClientTool] | None:
+        """The app's declared tools and the catalog's protocol calls (None: the whole catalog)."""
+        if state.tools is None:
+            return None
+        return [*state.tools, *(tool for tool in self.settings.catalog if tool.name in RESERVED_TOOL_NAMES)]
+
     def _stream_message(
         self, run: _Run, state: SessionState, messages: list[Message], message: ModelMessage
     ) -> SessionState:
@@ -316,7 +329,8 @@ class TurnRunner:
             stop_check_s=self.settings.stop_check_ms / 1000,
         )
         requested = time.monotonic()
-        items = self.brain.stream(messages, summary=state.summary, on_sent=streamer.model_requested)
+        tools = self._session_tools(state)
+        items = self.brain.stream(messages, summary=state.summary, tools=tools, on_sent=streamer.model_requested)
         try:
             return streamer.run(items, message, requested)
         finally:

@@ -54,6 +54,7 @@ from shared.core.stream import (
     stream_speak,
     stream_tool_started,
 )
+from shared.core.wrapper import ClientTool
 from shared.protocol import (
     EXECUTING_STATE,
     MAX_HEARD_TEXT,
@@ -287,6 +288,8 @@ def handle_session_start(
         decision.notes.append("sessionStart from a connection the session has left: nothing to re-send")
         return decision.outcome()
     decision.state.capabilities = sorted(set(start.capabilities or ()) & KNOWN_CAPABILITIES)
+    if start.tools is not None:  # replaces what an earlier sessionStart declared
+        decision.state.tools = [ClientTool.of_declared(tool) for tool in start.tools]
     if start.handoff is not None:
         _seed_from_handoff(decision, start.handoff)
     end_lost_stream(decision, now, settings)

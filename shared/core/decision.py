@@ -19,6 +19,7 @@ from shared.protocol import (
     Payload,
     ToolCall,
 )
+from shared.protocol_tools import RESERVED_TOOL_NAMES
 
 SET_STATE_TOOL = "convo.setState"
 SPEAK_TOOL = "tts.speak"
@@ -64,6 +65,23 @@ class CoreSettings:
 
 
 DEFAULT_SETTINGS = CoreSettings(catalog_names=frozenset())
+
+
+def tool_names(state: SessionState, settings: CoreSettings) -> frozenset[str]:
+    """The tools the session's model may call: the app's declared ones (with the catalog's own
+    protocol calls, tts.speak and convo.setState), else the catalog."""
+    if state.tools is not None:
+        return frozenset(tool.name for tool in state.tools) | (settings.catalog_names & RESERVED_TOOL_NAMES)
+    return settings.catalog_names
+
+
+def deadline_of(state: SessionState, settings: CoreSettings, name: str) -> float:
+    """How long the app may take to answer a call of ``name``: its declaration's deadline, else
+    the configured one."""
+    declared = next((tool for tool in state.tools or () if tool.name == name), None)
+    if declared is not None and declared.deadline_s:
+        return declared.deadline_s
+    return settings.deadline_for(name)
 
 
 @dataclass

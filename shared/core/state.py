@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.core.messages import Block
+from shared.core.wrapper import ClientTool
 
 OWN_CALLS_KEPT = 32
 CALL_IDS_KEPT = 256
@@ -129,6 +130,8 @@ class SessionState(_Model):
     last_utterance: str | None = None
     ended_at: float | None = None  # the person ended it; a later connect resumes it
     incarnation: str = ""  # made by the store when the state is first written
+    # The tools the app declared in its latest sessionStart that had some (None: the catalog).
+    tools: list[ClientTool] | None = None
 
     def own_call(self, call_id: str) -> OwnCall | None:
         return next((call for call in self.own_calls if call.call_id == call_id), None)

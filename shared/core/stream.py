@@ -11,7 +11,9 @@ from shared.core.decision import (
     Outcome,
     StreamSuperseded,
     close_round,
+    deadline_of,
     error_payload,
+    tool_names,
 )
 from shared.core.inline_reasoning import reasoning_words, without_reasoning
 from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
@@ -192,7 +194,7 @@ def stream_finished(
             use.tool_use_id,
             use.name,
             use.input,
-            catalog_names=settings.catalog_names,
+            catalog_names=tool_names(decision.state, settings),
             taken_call_ids=taken,
         )
         if isinstance(unwrapped, RejectedUse):
@@ -208,7 +210,7 @@ def stream_finished(
                 name=unwrapped.name,
                 arguments=unwrapped.arguments,
                 sent_to=decision.state.connection_id,
-                deadline=now + settings.deadline_for(unwrapped.name) if now else 0.0,
+                deadline=now + deadline_of(decision.state, settings, unwrapped.name) if now else 0.0,
             )
         )
         decision.send(ToolCall(call_id=unwrapped.call_id, name=unwrapped.name, arguments=unwrapped.arguments))

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from shared.protocol_tools import DeclaredTool
 
 OWN_CALL_PREFIX = "conductor-"
 """Every id of the conductor's own calls (convo.setState, tts.speak) begins so: the model's call
@@ -21,7 +23,7 @@ WRAPPER_TOOL_NAME = "tool_call"
 
 
 class ClientTool(BaseModel):
-    """One tool of the app's catalog, as configured."""
+    """One tool of the app's catalog, as configured or as the app declared it."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -30,6 +32,19 @@ class ClientTool(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     # How long the app may take to answer a call of this tool (None: the conductor's default).
     deadline_s: float | None = Field(default=None, gt=0, le=3600)
+    effects: Literal["none", "changes"] = "none"
+    background: bool = False
+
+    @classmethod
+    def of_declared(cls, tool: DeclaredTool) -> ClientTool:
+        return cls(
+            name=tool.name,
+            description=tool.description,
+            arguments=tool.arguments,
+            deadline_s=tool.deadline_seconds,
+            effects=tool.effects,
+            background=tool.background,
+        )
 
 
 def wrapper_tool_spec(catalog: list[ClientTool]) -> dict[str, Any]:
