@@ -21,6 +21,10 @@ Plain HTTP GETs on the same port get the voice console (``/console/``) when a co
 given, and every WebSocket handshake's ``Origin`` is checked first: no ``Origin`` (native apps) and
 the console's own origin pass, any other is refused with 403 unless allowed (``apigw_console``).
 
+Plain HTTP requests for ``/sessions…`` (any method) go to the HTTP API beside it: the sessions
+API's routes, as payload-2.0 events for the sessions Lambda, behind an optional JWT authorizer
+(``apigw_http``; ``http_api``).
+
 The Lambda proxy events live in ``apigw_events`` and the ``$connect`` authorizer's identity
 sources and policy evaluation in ``apigw_authorizer``; their public names are re-exported here.
 """
@@ -75,6 +79,7 @@ from conductor_local.apigw_events import (
     request_context,
 )
 from conductor_local.apigw_frames import gateway_message, handshake_refusal, split_frames, summarize
+from conductor_local.apigw_http import SESSIONS_PATH, HttpApi
 from conductor_local.lambda_context import LocalLambdaContext
 
 __all__ = [
@@ -125,6 +130,9 @@ class RouteHandlers:
     """A ``$connect`` REQUEST authorizer: called before ``$connect`` with the authorizer event; it
     returns an IAM policy (``principalId``, ``policyDocument``, optional ``context``) or raises
     ``Exception("Unauthorized")``."""
+    sessions: Handler | None = None
+    """The sessions API's Lambda (HTTP API, payload format 2.0), served at ``/sessions``; None: no
+    sessions API (its paths answer 404)."""
 
 
 def default_context_factory(route_key: str) -> LocalLambdaContext:
@@ -161,6 +169,9 @@ class LocalApiGateway:
     ``console_config`` as ``/console/config.json`` (None: no console). ``allowed_origins`` are the
     browser origins allowed besides the console's own (``*``: any); a handshake from any other
     ``Origin`` is refused with 403, one without ``Origin`` (a native app) is not checked.
+
+    ``http_api`` serves ``/sessions…`` (its handler, authorizer and integration timeout); by
+    default one for ``handlers.sessions`` without an authorizer.
     """
 
     def __init__(
@@ -182,6 +193,7 @@ class LocalApiGateway:
         console_dir: Path | None = None,
         console_config: Mapping[str, Any] | None = None,
         allowed_origins: Sequence[str] = (),
+        http_api: HttpApi | None = None,
     ) -> None:
         self.handlers = handlers
         self.host = host
@@ -211,6 +223,9 @@ class LocalApiGateway:
         self._open: dict[str, GatewayConnection] = {}
         self._tcp: set[GatewayConnection] = set()
         self._integrations: set[asyncio.Task[None]] = set()
+        self.http_api = http_api or HttpApi(handlers.sessions, region=region, account_id=account_id)
+        if self.http_api.on_log is None:
+            self.http_api.on_log = self._log
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -263,6 +278,11 @@ class LocalApiGateway:
         return f"ws://{self.domain_name}/"
 
     @property
+    def sessions_url(self) -> str:
+        """The sessions API's base URL (``http://HOST:PORT/sessions``), on the gateway's own port."""
+        return f"http://{self.domain_name}{SESSIONS_PATH}"
+
+    @property
     def callback_url(self) -> str:
         """The management API endpoint, as given to ``apigatewaymanagementapi`` clients."""
         return f"http://{self.domain_name}/{self.stage}"
@@ -298,7 +318,7 @@ class LocalApiGateway:
         for conn in list(self._tcp):
             if conn.route is None or (conn.route == "websocket" and conn.request is None):
                 conn.transport.abort()  # connected but never sent a request
-            elif conn.route == "management":
+            elif conn.route in ("management", "http"):
                 conn.close_when_answered()  # kept alive between requests
         await self._server.wait_closed()
         for task in list(self._integrations):  # nobody is left to hear of a slow $default
@@ -468,6 +488,13 @@ class LocalApiGateway:
                 logger.exception("%s handler failed for connection %s", route, connection_id)
             return Invocation(error=exc, latency_ms=int((time.monotonic() - started) * 1000))
         return Invocation(value=result, latency_ms=int((time.monotonic() - started) * 1000))
+
+    # ---- HTTP API -----------------------------------------------------------------------------
+
+    async def _http_api_reply(self, request: management.ManagementRequest, conn: GatewayConnection) -> bytes:
+        """The HTTP API's answer to one ``/sessions…`` request."""
+        source_ip = str(conn.remote_address[0]) if conn.remote_address else "127.0.0.1"
+        return await self.http_api.answer(request, source_ip=source_ip, domain_name=self.domain_name, port=self.port)
 
     # ---- management API ---------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
-"""One TCP connection to the local API Gateway: a WebSocket (frames in, close status out), or
+"""One TCP connection to the local API Gateway: a WebSocket (frames in, close status out),
 management API requests on the same port (kept alive between them), answered as API Gateway's
-management API does."""
+management API does, or one request to the HTTP API (``/sessions…``, ``apigw_http``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from websockets.frames import CloseCode, Frame, Opcode
 from websockets.protocol import Event
 
 from conductor_local import management
+from conductor_local.apigw_http import is_http_api_request_line
 
 if TYPE_CHECKING:
     from conductor_local.apigw import LocalApiGateway
@@ -30,7 +31,7 @@ class GatewayConnection(ServerConnection):
     def __init__(self, *args: Any, gateway: LocalApiGateway, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gateway = gateway
-        self.route: Literal["websocket", "management"] | None = None
+        self.route: Literal["websocket", "management", "http"] | None = None
         self._head = bytearray()
         self._reader: management.RequestReader | None = None
         self._reply_task: asyncio.Task[None] | None = None
@@ -49,7 +50,7 @@ class GatewayConnection(ServerConnection):
     def data_received(self, data: bytes) -> None:
         if self.route == "websocket":
             super().data_received(data)
-        elif self.route == "management":
+        elif self.route in ("management", "http"):
             self._read_management(data)
         else:
             self._head += data
@@ -59,6 +60,10 @@ class GatewayConnection(ServerConnection):
             head, self._head = bytes(self._head), bytearray()
             if management.is_management_request_line(head[: max(line_end, 0)]):
                 self.route = "management"
+                self._reader = management.RequestReader()
+                self._read_management(head)
+            elif is_http_api_request_line(head[: max(line_end, 0)]):
+                self.route = "http"  # requests with bodies, which the websockets parser refuses
                 self._reader = management.RequestReader()
                 self._read_management(head)
             else:
@@ -74,7 +79,7 @@ class GatewayConnection(ServerConnection):
         self.gateway._tcp.discard(self)
 
     def eof_received(self) -> bool | None:
-        if self.route == "management":
+        if self.route in ("management", "http"):
             self._client_done = True
             if self._reply_task is None:
                 self.transport.close()
@@ -109,8 +114,12 @@ class GatewayConnection(ServerConnection):
             self._reply_task = self.loop.create_task(self._answer(request))
 
     async def _answer(self, request: management.ManagementRequest) -> None:
-        answer = await self.gateway._management_reply(request)
-        close = management.wants_close(request) or (self._client_done and not self._unread)
+        if self.route == "http":
+            answer = await self.gateway._http_api_reply(request, self)
+        else:
+            answer = await self.gateway._management_reply(request)
+        # an HTTP API answer closes its connection (``Connection: close``)
+        close = self.route == "http" or management.wants_close(request) or (self._client_done and not self._unread)
         self._reply(management.closing(answer) if close else answer, close=close)
         self._reply_task = None
         if close:

@@ -150,6 +150,7 @@ def run_local(args: argparse.Namespace) -> int:
             print(f"  test user: {pool.username} / password {pool.password}", flush=True)
             print(f"  try it: {sign_in_command(stack)}    (Ctrl-C to stop)", flush=True)
         print(f"  console: {stack.console_url}    (talk to it in a browser)", flush=True)
+        print(f"  sessions API: {stack.sessions_url}    (docs/sessions-api.md)", flush=True)
         while not stop.wait(0.5):
             pass
     finally:

@@ -3,7 +3,10 @@
 * DynamoDB: moto in server mode on a free loopback port, with the conductor's table.
 * Bedrock: ``LocalBedrockServer`` running the offline brain (or any responder), unless
   ``use_real_bedrock`` leaves the real service and the user's credentials in charge.
-* API Gateway: ``LocalApiGateway`` invoking ``lambdas.{connect,message,disconnect}.handler``.
+* API Gateway: ``LocalApiGateway`` invoking ``lambdas.{connect,message,disconnect}.handler``, and on
+  the same port the sessions API's HTTP API (``/sessions``) invoking ``lambdas.sessions_api.handler``
+  with payload-2.0 events; it reaches the WebSockets through the management API
+  (``CONDUCTOR_WEBSOCKET_CALLBACK_URL``).
 * Lambda: ``LocalLambdaServer`` serving the ``Invoke`` API for the turn runner
   (``lambdas.turn.handler``), which ``$default`` launches asynchronously as it does on AWS, and
   its on-failure destination (``lambdas.turn_abandoned.handler``).
@@ -11,7 +14,8 @@
   cognito-idp (``conductor_local.cognito``), and ``lambdas.authorizer.handler`` in front of
   ``$connect`` verifying the pool's tokens, as deployed. Every route then sees
   ``requestContext.authorizer`` (the user's ``sub`` as ``principalId``), and a connection
-  without a principal is refused.
+  without a principal is refused. The sessions API gets API Gateway's JWT authorizer for the same
+  pool: requests without a valid token are answered 401 before the Lambda runs.
 
 The handlers find the local endpoints through boto3's standard ``AWS_ENDPOINT_URL_<SERVICE>``
 variables, set here for the stack's lifetime and restored on ``stop()``.
@@ -32,10 +36,12 @@ import boto3
 
 from conductor_local.apigw import AUTHORIZER_ROUTE, LocalApiGateway, RouteHandlers
 from conductor_local.apigw_console import CONSOLE_DIR
+from conductor_local.apigw_http import HttpApi, JwtAuthorizer
 from conductor_local.cognito import LocalUserPool, create_user_pool
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.service_process import ServiceProcess
 from conductor_local.tables import create_tables
+from shared.jwt_auth import CognitoSettings
 
 if TYPE_CHECKING:
     from conductor_local.offline_brain import ModelPace
@@ -49,6 +55,11 @@ TURN_FUNCTION = "voiceide-conductor-turn"
 TURN_ABANDONED_FUNCTION = "voiceide-conductor-turn-abandoned"
 TURN_TIMEOUT_S = 600.0
 """The turn runner's timeout as deployed (infra/config.py)."""
+SESSIONS_API_FUNCTION = "voiceide-conductor-sessions-api"
+SESSIONS_API_TIMEOUT_S = 29.0
+"""The sessions API function's timeout as deployed (infra/constructs/functions.py)."""
+CALLBACK_URL_ENV = "CONDUCTOR_WEBSOCKET_CALLBACK_URL"
+"""Where the sessions API's Lambda reaches the WebSockets: the management API's endpoint."""
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 AuthMode = Literal["none", "cognito"]
 AUTH_MODES: tuple[AuthMode, ...] = ("none", "cognito")
@@ -160,6 +171,17 @@ class LocalStack:
             handlers = self._handlers or _deployed_handlers()
             if self.auth == "cognito" and handlers.authorizer is None:
                 handlers = dataclasses.replace(handlers, authorizer=_deployed_authorizer)
+            authorizer = None
+            if self.user_pool is not None:
+                pool = self.user_pool
+                authorizer = JwtAuthorizer(CognitoSettings.of(pool.issuer, [pool.client_id], pool.jwks_url))
+            http_api = HttpApi(
+                handlers.sessions,
+                authorizer=authorizer,
+                context_factory=lambda: LocalLambdaContext(SESSIONS_API_FUNCTION, SESSIONS_API_TIMEOUT_S),
+                region=self.region,
+                on_log=self._on_log,
+            )
             self.gateway = LocalApiGateway(
                 handlers,
                 self.host,
@@ -171,7 +193,9 @@ class LocalStack:
                 console_dir=CONSOLE_DIR,
                 console_config=self._console_config(),
                 allowed_origins=self.allowed_origins,
+                http_api=http_api,
             ).start()
+            self._export({CALLBACK_URL_ENV: self.gateway.callback_url})
             from conductor_local.deadline_queue import start_poller
 
             self.deadline_poller = start_poller(
@@ -243,6 +267,11 @@ class LocalStack:
 
     def session_url(self, session_id: str) -> str:
         return f"{self.ws_url}?sessionId={session_id}"
+
+    @property
+    def sessions_url(self) -> str:
+        """The sessions API's base URL, ``http://HOST:PORT/sessions`` (the gateway's own port)."""
+        return self._running_gateway().sessions_url
 
     @property
     def callback_url(self) -> str:
@@ -378,7 +407,13 @@ def _deployed_handlers() -> RouteHandlers:
         connect=importlib.import_module("lambdas.connect").handler,
         message=importlib.import_module("lambdas.message").handler,
         disconnect=importlib.import_module("lambdas.disconnect").handler,
+        sessions=_deployed_sessions_api,
     )
+
+
+def _deployed_sessions_api(event: Any, context: Any) -> Any:
+    """The sessions API's Lambda, imported at its first invocation (its environment is set by then)."""
+    return importlib.import_module("lambdas.sessions_api").handler(event, context)
 
 
 def _deployed_authorizer(event: Any, context: Any) -> Any:

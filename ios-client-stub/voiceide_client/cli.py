@@ -6,6 +6,7 @@ Exit codes: ``EXIT_CODES``. On a terminal the growing answer is redrawn in place
 With ``--username`` (or ``VOICEIDE_USERNAME``) the client signs in to the conductor's Cognito
 user pool first and sends the ID token on every handshake (``sign_in.CognitoSignIn``).
 ``--handoff FILE.json`` continues a conversation from chat: the first ``sessionStart`` carries it.
+``voiceide-client sessions …`` and ``--resume`` use the sessions API (``sessions_cli``).
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ from .client import (
     DEFAULT_BACKOFF,
     DEFAULT_CAPABILITIES,
     DEFAULT_MAX_ATTEMPTS,
+    ClientClosed,
     ConductorClient,
     ConductorUnavailable,
 )
 from .render import TranscriptRenderer, transcript_renderer
+from .sessions_cli import add_sessions_url_argument, api_for, pick_session, run_sessions
 from .sign_in import CognitoSignIn, SignInError
 from .speech import make_speaker
 from .tools import ToolRouter
@@ -131,7 +134,8 @@ def _exit_codes_help() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(
         prog="voiceide-client",
-        description="A stand-in for the VoiceIDE iOS app: each line is a final transcript.",
+        description="A stand-in for the VoiceIDE iOS app: each line is a final transcript. "
+        "`voiceide-client sessions list|show|rename|end|erase` manages sessions (see `voiceide-client sessions -h`).",
         epilog=_exit_codes_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -142,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="conductor WebSocket URL: ws://127.0.0.1:8080 for `make run`, wss://… for a deployed stage",
     )
     parser.add_argument("--session", type=_uuid4, metavar="UUID", help="session UUID (v4) to use; a new one by default")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="list your sessions and resume the one you pick by number (read from stdin: a script's first line)",
+    )
+    add_sessions_url_argument(parser)
     parser.add_argument(
         "--script", type=Path, metavar="FILE", help="send each non-empty, non-# line of FILE, one turn each"
     )
@@ -182,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="do not announce sentenceSpeech: the conductor then speaks each answer once it is complete",
     )
+    add_sign_in_arguments(parser)
+    return parser
+
+
+def add_sign_in_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sign-in options (also of ``voiceide-client sessions``)."""
     sign_in = parser.add_argument_group(
         "sign-in", "Sign in to the conductor's Cognito user pool and send the ID token on every handshake."
     )
@@ -207,7 +223,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get(SIGN_IN_ENV["region"]),
         help="region of the user pool; $VOICEIDE_REGION, else $AWS_REGION, else us-east-1",
     )
-    return parser
 
 
 def _sign_in_from(args: argparse.Namespace, parser: argparse.ArgumentParser, stdin: TextIO) -> CognitoSignIn | None:
@@ -289,6 +304,9 @@ async def _take_turn(client: ConductorClient, text: str, timeout: float, rendere
     except TurnTimeout as exc:
         renderer.notice(f"voiceide-client: {exc}")
         return EXIT_TURN_TIMEOUT
+    except ClientClosed:  # the session was ended or erased from the sessions API
+        renderer.notice(f"voiceide-client: not sent, the session is closed: {text}")
+        return EXIT_SERVER_ERROR
     return EXIT_SERVER_ERROR if _server_errors(turn) else EXIT_OK
 
 
@@ -296,6 +314,8 @@ async def _run_script(client: ConductorClient, lines: list[str], timeout: float,
     """One turn per line; a timeout stops the script, a server error is reported at the end."""
     exit_code = EXIT_OK
     for text in lines:
+        if client.closed_by_server is not None:
+            return EXIT_SERVER_ERROR
         outcome = await _take_turn(client, text, timeout, renderer)
         if outcome == EXIT_TURN_TIMEOUT:
             return outcome
@@ -327,7 +347,7 @@ async def _run_interactive(client: ConductorClient, stdin: TextIO, timeout: floa
                 exit_code = outcome
 
     turns = asyncio.create_task(take_turns())
-    while (line := await lines.get()) is not None:
+    while client.closed_by_server is None and (line := await lines.get()) is not None:
         text = line.strip()
         if text == BARGE_IN_LINE:
             await client.barge_in()  # at once, even in the middle of a turn
@@ -348,8 +368,16 @@ async def run(
 ) -> int:
     """The CLI inside a running event loop (what ``main`` runs; tests call it directly, with a
     shorter ``backoff``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    input_stream = stdin or sys.stdin
+    if argv[:1] == ["sessions"]:
+        return await run_sessions(argv[1:], stdin=input_stream, stdout=out, stderr=err)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.resume and args.session is not None:
+        parser.error("--resume picks the session: leave out --session")
     if args.script is not None and not args.script.is_file():
         parser.error(f"--script: no such file: {args.script}")
     if args.handoff is not None:
@@ -357,9 +385,6 @@ async def run(
             args.handoff = load_handoff(args.handoff)
         except ValueError as exc:
             parser.error(f"--handoff: {exc}")
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
-    input_stream = stdin or sys.stdin
     sign_in = _sign_in_from(args, parser, input_stream)
     if sign_in is not None:
         try:
@@ -367,6 +392,10 @@ async def run(
         except SignInError as exc:
             print(f"voiceide-client: {exc}", file=err)
             return EXIT_SIGN_IN_FAILED
+    if args.resume:
+        args.session, exit_code = await pick_session(api_for(args, parser, sign_in), input_stream, out, err)
+        if args.session is None:
+            return exit_code
     renderer = transcript_renderer(out, err, quiet=args.quiet)
     try:
         return await _converse(args, renderer, input_stream, sign_in, backoff)
@@ -421,6 +450,8 @@ async def _converse(
     if exit_code != EXIT_TURN_TIMEOUT and ErrorCode.RECONNECT_FAILED in client.error_codes:
         renderer.notice("voiceide-client: lost the conductor; answers came from the offline stub")
         return EXIT_UNREACHABLE
+    if client.closed_by_server is not None:  # ended or erased: the client has told how (on_progress)
+        return EXIT_SERVER_ERROR
     if exit_code == EXIT_SERVER_ERROR:
         renderer.notice("voiceide-client: the conductor answered a turn with an error (exit code 5)")
     return exit_code

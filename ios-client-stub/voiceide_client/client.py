@@ -11,6 +11,10 @@ Frames that are not protocol events (JSON objects without ``kind``, such as API 
 
 Every ``assistantUIPatch`` is applied to the client's UI model (``ui``, starting as
 ``{"cards": []}``); the cards it adds are shown, a patch that does not apply is one warning.
+
+An ``error`` ``session_ended`` or ``session_erased`` (the person ended or erased the session from
+the sessions API) is followed by the server's close: the client then closes instead of
+reconnecting (``closed_by_server`` holds the code).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ from .connection import (
     session_url,
     url_session_id,
 )
-from .incoming import TRANSCRIPT_REFUSED, gateway_frame, raw_seq
+from .incoming import SESSION_CLOSING, TRANSCRIPT_REFUSED, gateway_frame, raw_seq
 from .local_stub import OFFLINE_REPLY, LocalConductorStub
 from .render import NullRenderer, Renderer
 from .speech import Speaker
@@ -172,6 +176,7 @@ class ConductorClient(ConnectionLifecycle):
         self.stub: LocalConductorStub | None = None
         self.ready_timeout = ready_timeout
         self.session_ready: SessionReady | None = None  # the answer to the latest sessionStart
+        self.closed_by_server: str | None = None  # session_ended / session_erased: never reconnect
         self._session_ready = asyncio.Event()
 
         self._link = Link.NEW
@@ -227,6 +232,15 @@ class ConductorClient(ConnectionLifecycle):
         except TimeoutError:
             logger.info("no sessionReady within %.1f s; going on", self.ready_timeout)
             self._session_ready.set()
+
+    async def _closed_by_server(self) -> None:
+        """The session was ended or erased and the server closed its connection: closed for good."""
+        self._ws = None
+        self._set_link(Link.CLOSED)
+        await asyncio.gather(*self._tool_runs.cancel(), return_exceptions=True)
+        if self._turn is not None:
+            self._finish_turn(self._turn, completed=False)
+        self._progress(f"the session was closed by the conductor ({self.closed_by_server}); not reconnecting")
 
     async def close(self) -> None:
         """Close the connection (with a close handshake) and cancel running tools."""
@@ -438,6 +452,8 @@ class ConductorClient(ConnectionLifecycle):
                 turn.errors.append(event.payload)
                 if event.payload.code in TRANSCRIPT_REFUSED:  # no turn started: nothing else comes
                     self._finish_turn(turn, completed=False)
+        if isinstance(event.payload, ErrorPayload) and event.payload.code in SESSION_CLOSING:
+            self.closed_by_server = event.payload.code
         self._renderer.received(event)
         if isinstance(event.payload, AssistantUIPatch):
             self._apply_ui_patch(event.payload.patch)

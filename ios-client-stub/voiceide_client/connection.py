@@ -6,7 +6,9 @@ When a connection drops, the supervisor reconnects with the spec's backoff (1, 2
 the client's capabilities (the latest ``sessionStart`` sets them). A handoff goes in the first
 connection's ``sessionStart`` only.
 If every attempt fails, ``reconnect_failed`` is reported and a LocalConductorStub answers
-instead. Headers for each handshake are asked for just before it (e.g. a fresh ``Authorization``).
+instead. A connection the conductor closes after ``session_ended`` or ``session_erased`` is not
+reconnected: the client closes. Headers for each handshake are asked for just before it (e.g. a
+fresh ``Authorization``).
 
 As on API Gateway, no frame is larger than 32 KB: a longer event goes out as one message in
 several frames (``frames_of``).
@@ -129,6 +131,7 @@ class ConnectionLifecycle:
     connections: int
     reconnect_attempts: int
     stub: LocalConductorStub | None
+    closed_by_server: str | None
     _sleep: Sleep
     _handshake_headers: HandshakeHeaders | None
     _on_progress: Progress | None
@@ -148,6 +151,8 @@ class ConnectionLifecycle:
         async def _on_frame(self, frame: str | bytes) -> None: ...
 
         async def _dispatch(self, event: Event) -> None: ...
+
+        async def _closed_by_server(self) -> None: ...
 
     async def _open_first(self, retries: int) -> ClientConnection:
         """Open the first connection, retrying what waiting can mend; raises ConductorUnavailable."""
@@ -206,6 +211,9 @@ class ConnectionLifecycle:
         while True:
             reason = await self._receive(ws)
             if self._link is Link.CLOSED:
+                return
+            if self.closed_by_server is not None:  # ended or erased: the app must not reconnect
+                await self._closed_by_server()
                 return
             self._mark_down(ws)
             await self._client_error(ErrorCode.WS_ERROR, f"connection lost: {reason}")

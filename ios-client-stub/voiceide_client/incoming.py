@@ -1,5 +1,6 @@
 """What a received frame is, before it is dispatched: API Gateway's own notices, ``seq``s of
-kinds this client does not know, and the error codes that mean a transcript started no turn."""
+kinds this client does not know, the error codes that mean a transcript started no turn, and those
+that mean the conductor is about to close the session's connection for good."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from shared.protocol import ErrorCode
 
 TRANSCRIPT_REFUSED = frozenset({str(ErrorCode.EMPTY_TRANSCRIPT), str(ErrorCode.RATE_LIMITED)})
 """Error codes answering a transcript that started no turn (no thinking, no idle follow)."""
+SESSION_CLOSING = frozenset({str(ErrorCode.SESSION_ENDED), str(ErrorCode.SESSION_ERASED)})
+"""Error codes telling that the session was ended or erased (sessions API): the connection closes
+next, and the app must not reconnect on its own."""
 
 
 def gateway_frame(frame: str | bytes) -> dict[str, Any] | None:
