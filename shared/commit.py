@@ -95,7 +95,8 @@ class Committer:
                 state = SessionState(session_id=session_id)
             outcome = decide(state)
             frames = [(seq, make_event(payload, seq=seq).to_json()) for seq, payload in outcome.numbered_events()]
-            if not frames and not outcome.history and outcome.state == state and claim_event_id is None:
+            unchanged = not frames and not outcome.history and outcome.state == state
+            if unchanged and claim_event_id is None and not outcome.part_writes and not outcome.parts_dropped:
                 return Committed(outcome, frames)
             kept = [
                 frame
@@ -110,6 +111,8 @@ class Committer:
                     claim_ttl_seconds=self.settings.session_ttl_seconds,
                     outbox=kept,
                     outbox_ttl_seconds=self.settings.outbox_ttl_seconds,
+                    part_writes=outcome.part_writes,
+                    parts_dropped=outcome.parts_dropped,
                 )
                 self._count_errors(outcome)
                 return Committed(outcome, frames)

@@ -27,9 +27,10 @@ from pydantic import (
     field_serializer,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
-from shared.protocol_tools import MAX_DECLARED_TOOLS, DeclaredTool, checked_declarations
+from shared.protocol_tools import MAX_DECLARED_TOOLS, MAX_RESULT_PARTS, DeclaredTool, checked_declarations
 
 UUID_V4_PATTERN = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", re.IGNORECASE | re.ASCII
@@ -142,7 +143,9 @@ MAX_HANDOFF_TURNS = 8
 MAX_HANDOFF_TEXT = 4000
 MAX_HEARD_TEXT = 8000
 # Optional extension fields left out of a frame when they have no value.
-_OMITTED_WHEN_NONE = frozenset({"lastSeq", "capabilities", "handoff", "heardText", "interrupted", "tools"})
+_OMITTED_WHEN_NONE = frozenset(
+    {"lastSeq", "capabilities", "handoff", "heardText", "interrupted", "tools", "part", "parts"}
+)
 Capability = Annotated[StrictStr, Field(min_length=1, max_length=64)]
 
 
@@ -235,6 +238,21 @@ class ToolResult(_Payload):
     call_id: StrictStr = Field(alias="callId", min_length=1, max_length=256)
     result: StrictStr | None = None
     error: StrictStr | None = None
+    # Extension: a result too big for one 32 KB frame comes in ``parts`` events, part 0 to
+    # parts - 1, each carrying the next piece of ``result`` (or of ``error``).
+    part: Annotated[int, Field(ge=0, lt=MAX_RESULT_PARTS, strict=True)] | None = None
+    parts: Annotated[int, Field(ge=2, le=MAX_RESULT_PARTS, strict=True)] | None = None
+
+    @model_validator(mode="after")
+    def _parts_checked(self) -> ToolResult:
+        if (self.part is None) != (self.parts is None):
+            raise ValueError("part and parts go together")
+        if self.part is not None and self.parts is not None:
+            if self.part >= self.parts:
+                raise ValueError(f"part {self.part} is out of range: parts are numbered 0 to {self.parts - 1}")
+            if (self.result is None) == (self.error is None):
+                raise ValueError("a part carries a piece of result or of error, not both or neither")
+        return self
 
 
 class ErrorPayload(_Payload):

@@ -21,6 +21,8 @@ MAX_TOOL_DESCRIPTION = 1024
 MAX_TOOL_SCHEMA_BYTES = 2048  # one tool's arguments schema, as compact JSON
 MAX_TOOLS_BYTES = 16 * 1024  # all declarations together, as compact JSON
 MAX_TOOL_DEADLINE_S = 3600
+MAX_RESULT_PARTS = 64  # a toolResult in parts: at most this many events
+MAX_RESULT_CHARS = 1_000_000  # and at most this many characters once assembled
 # The protocol's own calls: the conductor makes them, the model never does.
 RESERVED_TOOL_NAMES = frozenset({"tts.speak", "convo.setState"})
 

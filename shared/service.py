@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from shared.commit import Committed, ConductorBusy, Metrics, NullMetrics
 from shared.config import Settings
-from shared.core import conductor, connection
+from shared.core import conductor, connection, result_parts
 from shared.core.conductor import Outcome
 from shared.core.decision import is_unrecorded_own_call, may_resume_the_model
 from shared.core.history_ops import history_after
@@ -213,6 +213,11 @@ class ConductorService:
                 state, text, now=now, settings=self.settings.core
             )
             self.metrics.count("Turns")
+        elif isinstance(payload, ToolResult) and payload.part is not None:
+            part = payload
+            decide = lambda state: result_parts.handle_tool_result_part(  # noqa: E731
+                state, part, self.settings.core, now=now
+            )
         elif isinstance(payload, ToolResult):
             result = payload
             decide = lambda state: conductor.handle_tool_result(  # noqa: E731
@@ -232,7 +237,7 @@ class ConductorService:
         hint: SessionState | None = None
         recent: RecentHistory | None = None
         if isinstance(payload, UserAudioTranscriptFinal) or (
-            isinstance(payload, ToolResult) and may_resume_the_model(payload.call_id)
+            isinstance(payload, ToolResult) and payload.part is None and may_resume_the_model(payload.call_id)
         ):
             hint, recent = self._state_and_history(session_id)
         decided_on: list[SessionState] = []
@@ -258,6 +263,9 @@ class ConductorService:
         if committed is None:
             self.delivery.reply(request, ErrorCode.NO_SESSION, "the session no longer exists; reconnect")
             return
+        for call_id in committed.outcome.parts_complete:  # the last part is in: decide on the whole
+            committed = self._assembled(session_id, call_id, committed, now)
+            decided_on.append(committed.state)
         state = committed.state
         last_seq = (
             payload.last_seq if isinstance(payload, SessionStart) and payload.session_id.lower() == session_id else None
@@ -276,6 +284,19 @@ class ConductorService:
             self._time_tool_round(decided_on[-1], now)
             window = self._window_after(recent, decided_on[-1], committed) if recent is not None else None
             self._launch(TurnTask.for_stream(state, committed.run_model, request.endpoint, window))
+
+    def _assembled(self, session_id: str, call_id: str, recorded: Committed, now: float) -> Committed:
+        """Answer a call whose result came in parts with their text, read from the store. The
+        recorded part's events go out first (they are in the outbox, numbered before these)."""
+        pieces = self.store.result_parts(session_id, call_id)
+        assembled = self.committer.apply(
+            session_id,
+            lambda state: result_parts.handle_assembled_result(state, call_id, pieces, self.settings.core, now=now),
+            hint=recorded.state,
+        )
+        if assembled is None:
+            return recorded
+        return Committed(assembled.outcome, [*recorded.frames, *assembled.frames])
 
     def _ready(self, request: Request, before: SessionState, after: SessionState, start: SessionStart) -> None:
         """Answer a sessionStart, after the events it caught up (unnumbered: never replayed)."""

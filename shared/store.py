@@ -12,6 +12,8 @@ Items (``pk`` / ``sk``):
   window is one Query.
 * ``SESSION#<id>`` / ``OUTBOX#<seq>`` — server events kept for replay to a reconnecting app.
 * ``SESSION#<id>`` / ``EVENT#<id>`` — client event ids already processed.
+* ``SESSION#<id>`` / ``PART#<digest of the call id>#<index>`` — a part of a tool result sent in
+  parts, until all are in (``shared.core.result_parts``).
 
 State and history writes of one decision go in one transaction, so a tool-use message is never
 stored without its results. Every item carries ``expires_at`` (DynamoDB TTL).
@@ -19,6 +21,7 @@ stored without its results. Every item carries ``expires_at`` (DynamoDB TTL).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -28,6 +31,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from shared.core.decision import PartWrite
 from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp, ReplaceMessage
 from shared.core.messages import Message, is_plain_user_message, window_start
 from shared.core.state import SessionState
@@ -95,6 +99,12 @@ def _msg_sk(seq: int) -> str:
 
 def _outbox_sk(seq: int) -> str:
     return f"OUTBOX#{seq:010d}"
+
+
+def _part_sk(call_id: str, index: int | None) -> str:
+    """A part of a call's result; the call by a digest of its id (any string the app chose)."""
+    prefix = f"PART#{hashlib.sha256(call_id.encode()).hexdigest()[:32]}#"
+    return prefix if index is None else f"{prefix}{index:03d}"
 
 
 def _conflict_reasons(error: ClientError) -> list[str]:
@@ -187,6 +197,8 @@ class SessionStore:
         claim_ttl_seconds: int = 24 * 3600,
         outbox: Iterable[tuple[int, str]] = (),
         outbox_ttl_seconds: int = 24 * 3600,
+        part_writes: Iterable[PartWrite] = (),
+        parts_dropped: Iterable[tuple[str, int]] = (),
     ) -> SessionState:
         """Write ``state`` if the stored version is still ``state.version``; returns the new state.
 
@@ -227,6 +239,7 @@ class SessionStore:
             state_put["ExpressionAttributeValues"] = {":expected": {"N": str(state.version)}}
         extra = self._history_writes(state.session_id, history, committed.version)
         extra.extend(self._outbox_writes(state.session_id, outbox, outbox_ttl_seconds))
+        extra.extend(self._part_writes(state.session_id, part_writes, parts_dropped))
         if claim_event_id is not None:
             extra.insert(0, {"Put": self._claim_put(state.session_id, claim_event_id, claim_ttl_seconds)})
         try:
@@ -422,6 +435,57 @@ class SessionStore:
             kwargs["ExclusiveStartKey"] = last
         items.reverse()
         return items
+
+    # ---- tool results in parts ----------------------------------------------------------------
+
+    def _part_writes(
+        self, session_id: str, writes: Iterable[PartWrite], dropped: Iterable[tuple[str, int]]
+    ) -> list[dict[str, Any]]:
+        ops: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": {
+                        "pk": {"S": session_pk(session_id)},
+                        "sk": {"S": _part_sk(write.call_id, write.index)},
+                        "text": {"S": write.text},
+                        "expires_at": self._expires_at(),
+                    },
+                }
+            }
+            for write in writes
+        ]
+        for call_id, count in dropped:
+            ops.extend(
+                {
+                    "Delete": {
+                        "TableName": self._table,
+                        "Key": {"pk": {"S": session_pk(session_id)}, "sk": {"S": _part_sk(call_id, index)}},
+                    }
+                }
+                for index in range(count)
+            )
+        return ops
+
+    def result_parts(self, session_id: str, call_id: str) -> list[tuple[int, str]]:
+        """The stored parts of a call's result: (index, text), in index order."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": session_pk(session_id)},
+                ":prefix": {"S": _part_sk(call_id, None)},
+            },
+            "ConsistentRead": True,
+        }
+        items: list[dict[str, Any]] = []
+        while True:
+            response = self._client.query(**kwargs)
+            items.extend(response.get("Items", []))
+            if not response.get("LastEvaluatedKey"):
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [(int(item["sk"]["S"].rsplit("#", 1)[1]), item["text"]["S"]) for item in items]
 
     # ---- outbox (server events kept for replay) ----------------------------------------------
 

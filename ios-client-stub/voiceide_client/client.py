@@ -41,10 +41,12 @@ from shared.protocol import (
     ProtocolError,
     SessionReady,
     ToolCall,
+    ToolResult,
     UserAudioTranscriptFinal,
     make_event,
     parse_event,
 )
+from shared.protocol_tools import DeclaredTool
 
 from .capabilities import DEFAULT_CAPABILITIES, checked_capabilities
 from .connection import (
@@ -66,6 +68,7 @@ from .connection import (
 from .incoming import SESSION_CLOSING, TRANSCRIPT_REFUSED, gateway_frame, raw_seq
 from .local_stub import OFFLINE_REPLY, LocalConductorStub
 from .render import NullRenderer, Renderer
+from .result_parts import ResultTooLarge, fits, split_result
 from .speech import Speaker
 from .tool_runs import ToolRuns
 from .tools import ToolHandler, ToolRouter
@@ -113,7 +116,9 @@ class ConductorClient(ConnectionLifecycle):
     connection is doing: retries of the first connection, reconnect attempts, the offline stub
     taking over, the conductor being back. ``capabilities`` are announced in every
     ``sessionStart`` (none: the field is left out and the conductor uses its plain flow).
-    ``handoff`` (a conversation continued from chat) goes in the first ``sessionStart`` only.
+    ``handoff`` (a conversation continued from chat) goes in the first ``sessionStart`` only;
+    ``declared_tools`` (the tools the model may call, else the conductor's catalog) in every one. A
+    tool result too big for one frame is sent in parts (``result_parts``).
     ``ui`` is the UI model the conductor's ``assistantUIPatch`` events are applied to.
     """
 
@@ -139,6 +144,7 @@ class ConductorClient(ConnectionLifecycle):
         capabilities: Sequence[str] = DEFAULT_CAPABILITIES,
         handoff: Handoff | Mapping[str, Any] | None = None,
         ready_timeout: float = READY_TIMEOUT_S,
+        declared_tools: Sequence[DeclaredTool | Mapping[str, Any]] | None = None,
     ) -> None:
         if isinstance(tools, ToolRouter):
             if speaker is not None:
@@ -175,6 +181,11 @@ class ConductorClient(ConnectionLifecycle):
         self.reconnect_attempts = 0
         self.stub: LocalConductorStub | None = None
         self.ready_timeout = ready_timeout
+        self.declared_tools = (
+            None
+            if declared_tools is None
+            else tuple(t if isinstance(t, DeclaredTool) else DeclaredTool.model_validate(t) for t in declared_tools)
+        )
         self.session_ready: SessionReady | None = None  # the answer to the latest sessionStart
         self.closed_by_server: str | None = None  # session_ended / session_erased: never reconnect
         self._session_ready = asyncio.Event()
@@ -489,8 +500,19 @@ class ConductorClient(ConnectionLifecycle):
     # ---- tool answers and turns --------------------------------------------------------------
 
     async def _send_answer(self, answer: Event) -> bool:
+        """Send a tool's answer; one too big for a frame goes as parts, each an event of its own."""
+        events = [answer]
+        if isinstance(answer.payload, ToolResult) and not fits(answer.payload, self.max_frame_bytes):
+            try:
+                events = [make_event(part) for part in split_result(answer.payload, self.max_frame_bytes)]
+            except ResultTooLarge as exc:
+                failed = ToolResult(
+                    call_id=answer.payload.call_id, result=None, error=f"result too large to send: {exc}"
+                )
+                events = [make_event(failed)]
         try:
-            await self._send(answer)
+            for event in events:
+                await self._send(event)
         except ClientClosed:
             return False
         return True

@@ -27,6 +27,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
 from shared.protocol import ErrorCode, Event, Handoff, SessionStart, make_event
+from shared.protocol_tools import DeclaredTool
 
 from .connect_errors import explain, is_local
 from .local_stub import LocalConductorStub
@@ -121,6 +122,7 @@ class ConnectionLifecycle:
     session_id: str
     capabilities: tuple[str, ...]
     handoff: Handoff | None
+    declared_tools: tuple[DeclaredTool, ...] | None  # sent in every sessionStart (None: the catalog)
     last_seq: int | None
     backoff: tuple[float, ...]
     max_attempts: int
@@ -193,6 +195,7 @@ class ConnectionLifecycle:
                 last_seq=self.last_seq,
                 capabilities=self.capabilities or None,
                 handoff=self.handoff if self.connections == 0 else None,  # it seeds a new session only
+                tools=self.declared_tools,
             )
         )
         self._session_ready.clear()

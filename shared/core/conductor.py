@@ -166,6 +166,9 @@ def handle_tool_result(
     if call is None or call.result is not None:
         decision.send(error_payload(ErrorCode.NO_PENDING_TOOL_CALL, f"no pending tool call {result.call_id!r}"))
         return decision.outcome()
+    if call.parts is not None:  # a whole result after some parts: the parts are not needed
+        decision.parts_dropped.append((call.call_id, call.parts.count))
+        call.parts = None
     failed = result.error is not None
     text = result.error if failed else (result.result if result.result is not None else "null")
     call.result = tool_result_block(
@@ -190,6 +193,10 @@ def handle_tool_deadlines(state: SessionState, *, now: float) -> Outcome:
     for call in overdue:
         waited = call.deadline - turn.tools.sent_at if turn.tools.sent_at else 0
         reason = f"timed out: the app did not answer {call.name} within {waited:.0f} s"
+        if call.parts is not None:
+            reason += f" (it sent {len(call.parts.received)} of the {call.parts.count} parts of its result)"
+            decision.parts_dropped.append((call.call_id, call.parts.count))
+            call.parts = None
         call.result = tool_result_block(call.tool_use_id, reason, error=True)
         decision.notes.append(f"tool call {call.call_id} ({call.name}) timed out")
     if overdue and not turn.tools.pending():

@@ -92,9 +92,21 @@ class Outcome:
     run_model: str | None = None  # stream id: run the model now, holding this id
     notes: list[str] = field(default_factory=list)
     first_seq: int = 0  # ``seq`` of the first event; the others follow in order
+    # Results in parts: pieces to store with this commit, calls whose pieces are all in (the
+    # caller reads them and decides again), and calls whose stored pieces go with this commit.
+    part_writes: list[PartWrite] = field(default_factory=list)
+    parts_complete: list[str] = field(default_factory=list)
+    parts_dropped: list[tuple[str, int]] = field(default_factory=list)
 
     def numbered_events(self) -> list[tuple[int, Payload]]:
         return [(self.first_seq + index, payload) for index, payload in enumerate(self.events)]
+
+
+@dataclass(frozen=True)
+class PartWrite:
+    call_id: str
+    index: int
+    text: str
 
 
 class StreamSuperseded(Exception):
@@ -118,6 +130,9 @@ class Decision:
         self.history = HistoryWriter(self.state.history_len, self.state.last_role)
         self.run_model: str | None = None
         self.notes: list[str] = []
+        self.part_writes: list[PartWrite] = []
+        self.parts_complete: list[str] = []
+        self.parts_dropped: list[tuple[str, int]] = []
 
     def send(self, payload: Payload) -> None:
         self.events.append(payload)
@@ -180,7 +195,17 @@ class Decision:
         self.state.last_role = self.history.last_role
         first_seq = self.state.next_seq
         self.state.next_seq += len(self.events)
-        return Outcome(self.state, self.events, self.history.ops(), self.run_model, self.notes, first_seq)
+        return Outcome(
+            self.state,
+            self.events,
+            self.history.ops(),
+            self.run_model,
+            self.notes,
+            first_seq,
+            self.part_writes,
+            self.parts_complete,
+            self.parts_dropped,
+        )
 
 
 def close_round(decision: Decision, turn: Turn) -> None:

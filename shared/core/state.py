@@ -34,6 +34,16 @@ class OwnCall(_Model):
     turn_id: str
 
 
+class ResultParts(_Model):
+    """A result arriving in parts: each part is stored as an item of its own until all are in."""
+
+    count: int
+    received: list[int] = Field(default_factory=list)
+    chars: int = 0
+    field: Literal["result", "error"] = "result"
+    first_at: float = 0.0  # epoch seconds the first part arrived
+
+
 class ModelCall(_Model):
     """A tool call the model asked for, forwarded to the app; ``result`` once answered."""
 
@@ -44,6 +54,7 @@ class ModelCall(_Model):
     result: Block | None = None
     sent_to: str | None = None  # the connection the toolCall was sent to
     deadline: float = 0.0  # epoch seconds: past it, the model gets a timeout error for the call
+    parts: ResultParts | None = None  # its result, while it arrives in parts
 
 
 class ToolRound(_Model):

@@ -67,7 +67,7 @@ def test_long_text_is_cut_into_frames_of_at_most_32_kb_between_characters() -> N
     assert frames_of("x" * 10, 4) == ["xxxx", "xxxx", "xx"]
 
 
-def test_a_40_kb_tool_result_crosses_the_gateway_in_fragments(
+def test_a_40_kb_tool_result_crosses_the_gateway_as_parts_of_one_frame_each(
     gateway: LocalApiGateway, routes: RecordingRoutes
 ) -> None:
     content = "".join(f"line {n}: let value = {n}\n" for n in range(2_000))
@@ -83,24 +83,31 @@ def test_a_40_kb_tool_result_crosses_the_gateway_in_fragments(
     async def read_file(arguments: dict[str, Any]) -> dict[str, Any]:
         return {"path": arguments["path"], "content": content}
 
-    async def exchange() -> tuple[ConductorClient, ToolResult]:
-        async with ConductorClient(gateway.url, tools={"editor.readFile": read_file}) as client:
+    async def exchange() -> tuple[ConductorClient, list[ToolResult], list[int]]:
+        async with ConductorClient(gateway.url, tools={"editor.readFile": read_file}, ready_timeout=0.1) as client:
             connected = await asyncio.to_thread(routes.connects.get, timeout=WAIT_S)
             start = await asyncio.to_thread(routes.messages.get, timeout=WAIT_S)
             assert parse_event(start["body"]).kind_name == "sessionStart"
             call = make_event(ToolCall(call_id="c-read", name="editor.readFile", arguments='{"path": "main.swift"}'))
             connection_id = connected["requestContext"]["connectionId"]
             await asyncio.to_thread(management.post_to_connection, ConnectionId=connection_id, Data=call.to_json())
-            answer = await asyncio.to_thread(routes.messages.get, timeout=WAIT_S)
-            outcome = parse_event(answer["body"])
-            assert isinstance(outcome, Event) and isinstance(outcome.payload, ToolResult)
+            parts: list[ToolResult] = []
+            sizes: list[int] = []
+            while not parts or len(parts) < (parts[0].parts or 1):
+                answer = await asyncio.to_thread(routes.messages.get, timeout=WAIT_S)
+                sizes.append(len(answer["body"].encode()))
+                outcome = parse_event(answer["body"])
+                assert isinstance(outcome, Event) and isinstance(outcome.payload, ToolResult)
+                parts.append(outcome.payload)
             assert client.connected and client.errors == []
-            return client, outcome.payload
+            return client, parts, sizes
 
-    client, result = asyncio.run(asyncio.wait_for(exchange(), 10))
-    assert len(client.sent[-1].to_json().encode()) > 40 * KB  # more than one frame's worth
-    assert result.call_id == "c-read" and result.error is None
-    assert json.loads(result.result or "") == {"path": "main.swift", "content": content}
+    client, parts, sizes = asyncio.run(asyncio.wait_for(exchange(), 10))
+    assert len(parts) == 2 and [part.part for part in parts] == [0, 1] and {part.parts for part in parts} == {2}
+    assert all(size <= 32 * KB for size in sizes)  # every event one frame: what a browser or iOS app can send
+    assert all(part.call_id == "c-read" and part.error is None for part in parts)
+    assert json.loads("".join(part.result or "" for part in parts)) == {"path": "main.swift", "content": content}
+    assert [event.payload.part for event in client.sent[-2:]] == [0, 1]
     assert routes.disconnects.get(timeout=WAIT_S)["requestContext"]["disconnectStatusCode"] == 1000
 
 

@@ -1,0 +1,88 @@
+"""Tools as the app declares them, over the local stack with the real client stub: the model is
+offered exactly the declared tools, and a result over one frame crosses the gateway in parts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+from websockets.asyncio.client import connect
+
+from conductor_local.stack import LocalStack
+from shared.protocol import ErrorPayload, Event, SessionStart, make_event, parse_event
+from shared.protocol_tools import RESERVED_TOOL_NAMES
+
+from .conftest import TURN_TIMEOUT_S, async_test, client_for
+
+KB = 1024
+GIT_STATUS = {"name": "git.status", "description": "The working tree's changed files"}
+LINT = {
+    "name": "lint.run",
+    "description": "Run the linter on a file",
+    "arguments": {"type": "object", "properties": {"file": {"type": "string"}}, "required": ["file"]},
+}
+
+
+def offered(stack: LocalStack) -> list[str]:
+    """The tool names the newest ConverseStream request offered the model."""
+    (request,) = [r for r in stack.bedrock_server.requests[-3:] if "toolConfig" in r.body][-1:]
+    spec = request.body["toolConfig"]["tools"][0]["toolSpec"]
+    return spec["inputSchema"]["json"]["properties"]["name"]["enum"]
+
+
+@async_test
+async def test_a_session_that_declares_two_tools_calls_them_and_the_model_sees_exactly_those(stack: LocalStack) -> None:
+    linted: list[dict[str, Any]] = []
+
+    async def lint(arguments: dict[str, Any]) -> dict[str, Any]:
+        linted.append(arguments)
+        return {"problems": 0}
+
+    async def status(_: dict[str, Any]) -> dict[str, Any]:
+        return {"changed": ["main.swift"]}
+
+    tools = {"lint.run": lint, "git.status": status}
+    async with client_for(stack, tools=tools, declared_tools=[GIT_STATUS, LINT]) as client:
+        turn = await client.say('call lint.run {"file": "main.swift"}', timeout=TURN_TIMEOUT_S)
+        assert turn.completed and linted == [{"file": "main.swift"}]
+        names = offered(stack)
+        assert names[:2] == ["git.status", "lint.run"] and set(names[2:]) == RESERVED_TOOL_NAMES
+        turn = await client.say("call git.status {}", timeout=TURN_TIMEOUT_S)
+        assert turn.completed and [call.name for call in turn.tool_calls if call.name == "git.status"] == ["git.status"]
+
+
+@async_test
+async def test_a_bad_declaration_gets_invalid_event_naming_the_tool(stack: LocalStack) -> None:
+    """Sent as an app that does not check its declarations would (the stub itself refuses to)."""
+    bad = {"name": "lint.run", "description": "x", "arguments": {"type": "object", "properties": {"f": {"type": 1}}}}
+    session_id = str(uuid.uuid4())
+    start = make_event(SessionStart(sessionId=session_id)).to_wire()
+    start["kind"]["sessionStart"]["tools"] = [GIT_STATUS, bad]
+    async with connect(stack.session_url(session_id)) as ws:
+        await ws.send(json.dumps(start))
+        answer = parse_event(await asyncio.wait_for(ws.recv(), 5))
+    assert isinstance(answer, Event) and isinstance(answer.payload, ErrorPayload)
+    assert answer.payload.code == "invalid_event" and "'lint.run'" in answer.payload.message
+
+
+@async_test
+async def test_a_100_kb_result_crosses_the_gateway_in_parts_and_the_model_sees_it(stack: LocalStack) -> None:
+    content = "".join(f"line {n:05d}: let value = {n}\n" for n in range(4_000))
+    assert len(content) > 100 * KB
+
+    async def read_file(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"path": arguments["path"], "content": content}
+
+    async with client_for(stack, tools={"editor.readFile": read_file}) as client:
+        turn = await client.say('call editor.readFile {"path": "big.swift"}', timeout=TURN_TIMEOUT_S)
+        assert turn.completed and client.errors == [] and client.gateway_frames == []
+    parts = [e.payload for e in client.sent if e.kind_name == "toolResult" and e.payload.part is not None]
+    assert len(parts) == 4 and sorted(p.part for p in parts) == [0, 1, 2, 3]
+    assert all(len(e.to_json().encode()) <= 32 * KB for e in client.sent)  # every event one frame
+    request = [r for r in stack.bedrock_server.requests if "toolConfig" in r.body][-1].body
+    results = [b["toolResult"] for b in request["messages"][-1]["content"] if "toolResult" in b]
+    (seen,) = [r["content"][0]["text"] for r in results]
+    whole = json.dumps({"path": "big.swift", "content": content}, separators=(",", ":"))
+    assert seen.startswith(whole[:1000]) and f"the result has {len(whole):,} characters" in seen
