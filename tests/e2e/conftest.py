@@ -190,8 +190,11 @@ def assert_cumulative(partials: Sequence[str], final: str | None = None) -> None
 
 def assert_seq_counts_up_by_one(events: Sequence[Event]) -> None:
     """Every kept server event carries a ``seq``: 1, 2, 3, … in arrival order (one session's
-    events); partials are never kept and carry none."""
-    kept = [event for event in events if event.kind_name != "assistantSpeechPartial"]
+    events); partials and ``sessionReady`` (the answer to each sessionStart) are never kept and
+    carry none."""
+    unkept = [event for event in events if event.kind_name in ("assistantSpeechPartial", "sessionReady")]
+    assert all(event.seq is None for event in unkept)
+    kept = [event for event in events if event not in unkept]
     seqs = [event.seq for event in kept]
     assert None not in seqs, f"server events without seq: {[e.kind_name for e in kept if e.seq is None]}"
     assert seqs == list(range(1, len(kept) + 1)), f"seqs are not 1, 2, 3, …: {seqs}"

@@ -103,7 +103,8 @@ async def test_turns_follow_the_spec_flow_and_seq_counts_up_by_one_per_session(s
             assert isinstance(transcript, UserAudioTranscriptFinal)
             assert_seq_counts_up_by_one(client.events)
             assert client.duplicates == [] and client.ignored == [] and client.errors == []
-        assert len(a.events) == len(first_a.events) + len(second_a.events)
+        assert [e.kind_name for e in a.events[:1]] == ["sessionReady"]  # it came before the first transcript
+        assert len(a.events) == 1 + len(first_a.events) + len(second_a.events)
 
 
 @async_test

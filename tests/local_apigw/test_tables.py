@@ -10,6 +10,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from conductor_local.tables import create_tables
+from shared.session_records import SESSIONS_INDEX, SESSIONS_INDEX_PROJECTED
 
 
 @pytest.fixture
@@ -38,7 +39,16 @@ def test_create_tables_builds_the_single_table_once(dynamodb: Any) -> None:
     assert {(a["AttributeName"], a["AttributeType"]) for a in table["AttributeDefinitions"]} == {
         ("pk", "S"),
         ("sk", "S"),
+        ("owner", "S"),
+        ("last_active", "N"),
     }
+    (index,) = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == SESSIONS_INDEX
+    assert [(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]] == [
+        ("owner", "HASH"),
+        ("last_active", "RANGE"),
+    ]
+    assert index["Projection"] == {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(SESSIONS_INDEX_PROJECTED)}
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     ttl = dynamodb.describe_time_to_live(TableName="conductor-tables-test")["TimeToLiveDescription"]
     assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "expires_at")
