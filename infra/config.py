@@ -169,6 +169,19 @@ class AlarmSettings(_Settings):
     output_tokens_per_hour: int = Field(default=1_000_000, ge=1)
 
 
+class SessionsSettings(_Settings):
+    """The sessions API (docs/sessions-api.md)."""
+
+    # How long an ended session is kept (CONDUCTOR_ENDED_RETENTION_SECONDS, every function): ending one
+    # sets the expiry (DynamoDB TTL) of all its items to this long after the end, and the ended state's
+    # later writes keep that date. Erasing deletes at once.
+    ended_retention_days: int = Field(default=30, ge=1)
+
+    @property
+    def ended_retention_seconds(self) -> int:
+        return self.ended_retention_days * 24 * 3600
+
+
 AuthMode = Literal["cognito", "none", "dev-signed-token"]
 AUTH_MODES: tuple[str, ...] = ("cognito", "none", "dev-signed-token")
 # An open stage (``auth: none``) is reachable by anyone who finds its URL: its whole stage may take at
@@ -261,6 +274,7 @@ class StageConfig(_Settings):
     lambdas: LambdaSettings = LambdaSettings()
     throttle: ThrottleSettings
     alarms: AlarmSettings = AlarmSettings()
+    sessions: SessionsSettings = SessionsSettings()
 
     @model_validator(mode="before")
     @classmethod
@@ -325,6 +339,22 @@ class StageConfig(_Settings):
         if self.access_logging == "auto":
             return self.api_gateway_cloudwatch_role
         return self.access_logging == "on"
+
+    @property
+    def http_access_logs(self) -> bool:
+        """Whether the sessions API's HTTP stage writes access logs: unless ``access_logging`` is
+        "off". An HTTP API delivers its access logs through CloudWatch Logs' log delivery (permissions
+        of whoever deploys), never through the account's API Gateway logging role, so "auto" logs on
+        every stage: the reason it holds back WebSocket logs does not apply."""
+        return self.access_logging != "off"
+
+    @property
+    def sessions_api(self) -> bool:
+        """Whether the stage serves the sessions API: with Cognito sign-in (API Gateway's JWT authorizer
+        checks the pool's tokens) or without sign-in ("none": every session belongs to one person).
+        A "dev-signed-token" stage has none: API Gateway cannot check its HMAC tokens, and an API open
+        to anyone on a stage that requires sign-in would hand out every user's sessions."""
+        return self.auth in ("cognito", "none")
 
     @property
     def bedrock_region(self) -> str:

@@ -13,6 +13,8 @@ from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
+from infra.constructs.sessions_api import SESSIONS_API_CONNECTION_METHODS
+
 if TYPE_CHECKING:
     from infra.stack import ConductorStack
 
@@ -27,6 +29,11 @@ RUNTIME_REASON = (
 MANAGEMENT_API_REASON = (
     "Connection ids exist only at run time; the statement is limited to POST @connections of this "
     "API's own stage (arn:...:<apiId>/<stage>/POST/@connections/*)."
+)
+SESSIONS_MANAGEMENT_REASON = (
+    "Connection ids exist only at run time; the sessions API tells a session's open connection that it "
+    "ended or was erased (POST @connections) and closes it (DELETE @connections), on this API's own "
+    "stage only (arn:...:<apiId>/<stage>/<method>/@connections/*)."
 )
 SECRET_ROTATION_REASON = (
     "HMAC key that signs dev/CI connect tokens (auth: dev-signed-token): rotating it invalidates every token "
@@ -55,6 +62,16 @@ CONNECT_AUTH_OFF_REASON = (
 DESTINATION_REASON = (
     "Granted by CDK's Lambda destination: Lambda invokes the turn runner's on-failure destination "
     "with the runner's role, on the destination function and its versions only."
+)
+SESSIONS_AUTH_OFF_REASON = (
+    "This stage has auth 'none' in cdk.json (development stages only, validated): it has no user pool to "
+    "check tokens against, so the sessions API serves one fixed person (every session belongs to 'local'), "
+    "and the stage is throttled to a few requests a second; stages with sign-in put a Cognito JWT "
+    "authorizer on every route."
+)
+HTTP_ACCESS_LOGS_OFF_REASON = (
+    "This stage sets access_logging 'off' in cdk.json: the sessions API's stage writes no access logs. "
+    "The function's logs, X-Ray traces and the API's metrics (requests, 4XX, 5XX, latency) remain."
 )
 ACCESS_LOGS_OFF_REASON = (
     "This stage does not set API Gateway's account-level CloudWatch Logs role (api_gateway_cloudwatch_role) "
@@ -114,6 +131,15 @@ def suppress_findings(stack: ConductorStack) -> None:
     for fn in stack.functions.posting:
         acknowledge(_role_policy(fn), f"AwsSolutions-IAM5[Resource::{management}]", MANAGEMENT_API_REASON)
 
+    if stack.functions.sessions_api is not None:
+        for method in SESSIONS_API_CONNECTION_METHODS:
+            arn = flatten_cfn_reference(Stack.of(stack).resolve(stack.api.management_arn(method)))
+            acknowledge(
+                _role_policy(stack.functions.sessions_api),
+                f"AwsSolutions-IAM5[Resource::{arn}]",
+                SESSIONS_MANAGEMENT_REASON,
+            )
+
     abandoned = stack.functions.turn_abandoned
     versions = flatten_cfn_reference(Stack.of(stack).resolve(abandoned.function_arn)) + ":*"
     acknowledge(_role_policy(stack.functions.turn), f"AwsSolutions-IAM5[Resource::{versions}]", DESTINATION_REASON)
@@ -133,6 +159,14 @@ def suppress_findings(stack: ConductorStack) -> None:
         acknowledge(_cfn(stack.api.routes["$connect"]), "AwsSolutions-APIG4", CONNECT_AUTH_OFF_REASON)
     if stack.api.access_logs is None:
         acknowledge(_cfn(stack.api.stage), "AwsSolutions-APIG1", ACCESS_LOGS_OFF_REASON)
+
+    sessions = stack.sessions
+    if sessions is not None:
+        if sessions.authorizer is None:
+            for route in sessions.routes.values():
+                acknowledge(_cfn(route), "AwsSolutions-APIG4", SESSIONS_AUTH_OFF_REASON)
+        if sessions.access_logs is None:
+            acknowledge(_cfn(sessions.stage), "AwsSolutions-APIG1", HTTP_ACCESS_LOGS_OFF_REASON)
 
     if stack.api.cloudwatch_role is not None and stack.api.cloudwatch_policy is not None:
         policy = flatten_cfn_reference(Stack.of(stack).resolve(stack.api.cloudwatch_policy.managed_policy_arn))

@@ -1,5 +1,5 @@
 """The conductor stack: WebSocket API, the route Lambdas and the turn runner, sign-in (a Cognito user
-pool and the $connect authorizer), table, alarms and dashboard."""
+pool and the $connect authorizer), the sessions API (HTTP), table, alarms and dashboard."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from infra.constructs.dashboard import ConductorDashboard
 from infra.constructs.deadlines import ConductorDeadlines
 from infra.constructs.functions import ConductorFunctions, removal_policy
 from infra.constructs.monitoring import ConductorAlarms, Watched
+from infra.constructs.sessions_api import SESSIONS_API_CONNECTION_METHODS, ConductorSessionsApi
 from infra.nag import suppress_findings
+from shared.session_records import SESSIONS_INDEX, SESSIONS_INDEX_PROJECTED
 
 # The turn runner streams each answer (ConverseStream, authorized as InvokeModelWithResponseStream)
 # and folds the rolling summary with one Converse call (authorized as InvokeModel) on the same model.
@@ -75,6 +77,16 @@ class ConductorStack(Stack):
             deletion_protection=config.retain,
             removal_policy=removal_policy(config),
         )
+        # The sessions index, as the local table defines it (conductor_local/tables.py): a person's
+        # sessions by last activity, projecting only what a session list shows. Every state write
+        # carries its keys (shared/session_records.py), on every stage.
+        self.table.add_global_secondary_index(
+            index_name=SESSIONS_INDEX,
+            partition_key=dynamodb.Attribute(name="owner", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="last_active", type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.INCLUDE,
+            non_key_attributes=list(SESSIONS_INDEX_PROJECTED),
+        )
 
         self.functions = ConductorFunctions(
             self, "Functions", config=config, table=self.table, skip_bundle_deps=skip_bundle_deps
@@ -112,6 +124,22 @@ class ConductorStack(Stack):
                 )
             )
 
+        # The sessions API (stages with Cognito sign-in or none; config.sessions_api says why not others).
+        self.sessions: ConductorSessionsApi | None = None
+        if config.sessions_api:
+            sessions_fn = functions.add_sessions_api(
+                index_name=SESSIONS_INDEX, callback_url=self.api.stage.callback_url
+            )
+            sessions_fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["execute-api:ManageConnections"],
+                    resources=[self.api.management_arn(method) for method in SESSIONS_API_CONNECTION_METHODS],
+                )
+            )
+            self.sessions = ConductorSessionsApi(
+                self, "SessionsApi", config=config, function=sessions_fn, user_pool=self.auth.user_pool
+            )
+
         monitored = {
             "connect": functions.connect,
             "message": functions.message,
@@ -122,6 +150,8 @@ class ConductorStack(Stack):
         }
         if authorizer is not None:
             monitored["authorizer"] = authorizer
+        if functions.sessions_api is not None:
+            monitored["sessionsApi"] = functions.sessions_api
         watched = Watched(
             config=config,
             functions=monitored,
@@ -131,6 +161,7 @@ class ConductorStack(Stack):
             },
             table=self.table,
             api_stage=self.api.stage,
+            sessions_api=self.sessions.api if self.sessions is not None else None,
         )
         self.alarms = ConductorAlarms(self, "Alarms", watched=watched)
         self.deadlines = ConductorDeadlines(
@@ -152,6 +183,13 @@ class ConductorStack(Stack):
             description="https:// management API URL the message function posts through",
         )
         CfnOutput(self, "TableName", value=self.table.table_name, description="DynamoDB table of the conductor")
+        if self.sessions is not None:
+            CfnOutput(
+                self,
+                "SessionsApiUrl",
+                value=self.sessions.url,
+                description="https:// base URL of the sessions API (<url>/sessions lists a person's sessions)",
+            )
         if self.auth.user_pool is not None:
             pool = self.auth.user_pool
             CfnOutput(

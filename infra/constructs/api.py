@@ -53,11 +53,12 @@ APIGW_PUSH_TO_CLOUDWATCH = "service-role/AmazonAPIGatewayPushToCloudWatchLogs"
 
 @jsii.implements(apigwv2.IAccessLogSettings)
 class JsonAccessLogSettings:
-    """JSON access logs (one object per line) into a log group."""
+    """JSON access logs (one object per line) into a log group: ``fields`` (the WebSocket stage's by
+    default) name each ``$context`` variable logged."""
 
-    def __init__(self, group: logs.ILogGroup) -> None:
+    def __init__(self, group: logs.ILogGroup, fields: dict[str, str] | None = None) -> None:
         self._destination = apigwv2.LogGroupLogDestination(group)
-        self._format = apigw.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS, separators=(",", ":")))
+        self._format = apigw.AccessLogFormat.custom(json.dumps(fields or ACCESS_LOG_FIELDS, separators=(",", ":")))
 
     @property
     def destination(self) -> apigwv2.IAccessLogDestination:

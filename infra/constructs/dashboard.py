@@ -1,5 +1,6 @@
-"""The stage's CloudWatch dashboard: turns, error rates, latency, connections, throttles, and a
-section of per-turn figures (latency percentiles, tokens and the prompt cache, work per turn)."""
+"""The stage's CloudWatch dashboard: turns, error rates, latency, connections, throttles, the sessions
+API (where the stage has it), and a section of per-turn figures (latency percentiles, tokens and the
+prompt cache, work per turn)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from infra.constructs.monitoring import (
     ConductorAlarms,
     api_metric,
     error_events,
+    http_api_metric,
     own_metric,
 )
 from shared.protocol import SENT_ERROR_CODES
@@ -121,6 +123,31 @@ def turn_section(config: StageConfig) -> list[list[cloudwatch.IWidget]]:
     ]
 
 
+def sessions_api_row(alarms: ConductorAlarms) -> list[cloudwatch.IWidget]:
+    """The sessions API: its requests and error answers, API Gateway's latency, its 5XX rate."""
+    watched = alarms.watched
+    api = watched.sessions_api
+    if api is None:
+        raise ValueError("this stage has no sessions API")
+    function = watched.functions["sessionsApi"]
+    return [
+        graph(
+            "Sessions API requests and errors (per 5 minutes)",
+            [http_api_metric(api, name) for name in ("Count", "4xx", "5xx")],
+        ),
+        graph(
+            "Sessions API latency (ms)",
+            [http_api_metric(api, "Latency", statistic=p) for p in PERCENTILES],
+            right=[function.metric_duration(statistic="p99", period=PERIOD, label="function p99")],
+        ),
+        graph(
+            "Sessions API 5XX rate (% of requests)",
+            [alarms.rates["SessionsApi5xxRate"]],
+            left_annotations=[limit(watched.config.alarms.error_rate_percent, "alarm")],
+        ),
+    ]
+
+
 class ConductorDashboard(Construct):
     """One dashboard per stage, named after the stack (``VoiceIDEConductor-<stage>``)."""
 
@@ -210,5 +237,7 @@ class ConductorDashboard(Construct):
                 right_y_axis=cloudwatch.YAxisProps(min=0, max=100),
             ),
         )
+        if watched.sessions_api is not None:
+            self.dashboard.add_widgets(*sessions_api_row(alarms))
         for row in turn_section(config):
             self.dashboard.add_widgets(*row)

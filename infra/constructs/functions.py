@@ -22,18 +22,24 @@ RETENTION: dict[int, logs.RetentionDays] = dict(
 # Item-level actions on the table, per function: exactly those its code can call (tests/infra/
 # test_grants_from_calls.py derives them from the code and fails on any difference). DynamoDB
 # authorizes each item of a TransactWriteItems as its own action (a Put as PutItem, an Update as
-# UpdateItem), so these cover the store's transactions too; state commits are transactions.
-_GET, _PUT, _UPDATE, _DELETE, _QUERY = (
-    f"dynamodb:{action}" for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query")
+# UpdateItem), so these cover the store's transactions too; state commits are transactions, and a
+# commit may delete the stored parts of a tool result sent in parts (Delete items: DeleteItem).
+_GET, _PUT, _UPDATE, _DELETE, _QUERY, _BATCH_WRITE = (
+    f"dynamodb:{action}" for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "BatchWriteItem")
 )
 TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
-    "connect": (_GET, _PUT, _UPDATE),  # binds the connection and the session's principal
+    "connect": (_GET, _PUT, _UPDATE, _DELETE),  # binds the connection and the session's principal
     "disconnect": (_GET, _PUT, _UPDATE, _DELETE),  # forgets the connection
-    "message": (_GET, _PUT, _UPDATE, _QUERY),  # reads the history window and the outbox
-    "turn": (_GET, _PUT, _UPDATE, _QUERY),  # reads the history and what a summary folds
-    "turnAbandoned": (_GET, _PUT, _UPDATE),
-    "toolDeadline": (_GET, _PUT, _UPDATE),
+    "message": (_GET, _PUT, _UPDATE, _DELETE, _QUERY),  # reads the history window and the outbox
+    "turn": (_GET, _PUT, _UPDATE, _DELETE, _QUERY),  # reads the history and what a summary folds
+    "turnAbandoned": (_GET, _PUT, _UPDATE, _DELETE),
+    "toolDeadline": (_GET, _PUT, _UPDATE, _DELETE),
+    # reads a session and its transcript, renames and ends it (rewriting its items' expiry), erases it
+    # (BatchWriteItem deletes); its Query on the sessions index is granted on the index alone.
+    "sessionsApi": (_GET, _PUT, _UPDATE, _DELETE, _QUERY, _BATCH_WRITE),
 }
+# Actions on the sessions index (``by-owner``), granted on the index's ARN only: a page of sessions.
+INDEX_ACTIONS: dict[str, tuple[str, ...]] = {"sessionsApi": (_QUERY,)}
 # A function pins the layer version it was deployed with. When the lock changes, the update points
 # every function at the new version and then deletes the replaced one (a failed update rolls back
 # to it, untouched); a running invocation keeps its copy. Retaining them would keep one more
@@ -46,6 +52,15 @@ TURN_RETRY_ATTEMPTS = 0
 TURN_MAX_EVENT_AGE = Duration.seconds(60)
 # The tool-deadline function commits a few timeouts and posts them: seconds, not minutes.
 TOOL_DEADLINE_TIMEOUT = Duration.seconds(30)
+# The sessions API function: API Gateway's HTTP APIs give up on an integration after 30 s, and ending
+# or erasing a long session touches every one of its items (one update, or one delete in 25, each),
+# so it gets the most an HTTP API waits for rather than the short routes' timeout.
+SESSIONS_API_TIMEOUT = Duration.seconds(29)
+# The WebSocket stage's management API, for the sessions API function (shared/session_service.py).
+WEBSOCKET_CALLBACK_URL_ENV = "CONDUCTOR_WEBSOCKET_CALLBACK_URL"
+# How long an ended session is kept (sessions.ended_retention_days): the sessions API's end sets it on
+# every item, and every function's store keeps it on the ended session's later writes.
+ENDED_RETENTION_ENV = "CONDUCTOR_ENDED_RETENTION_SECONDS"
 
 
 def removal_policy(config: StageConfig) -> RemovalPolicy:
@@ -101,7 +116,9 @@ class ConductorFunctions(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.config = config
+        self.table = table
         self.authorizer: lambda_.Function | None = None
+        self.sessions_api: lambda_.Function | None = None
         self.code = bundling.project_code()
         self.dependencies = lambda_.LayerVersion(
             self,
@@ -124,6 +141,8 @@ class ConductorFunctions(Construct):
             "CONDUCTOR_TURN_RESERVE_MS": str(lambdas.turn_reserve_ms),
             "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
             "CONDUCTOR_MAX_TURNS_PER_MINUTE": str(config.max_turns_per_minute),
+            # Every store keeps an ended session's expiry on its later writes: all functions agree on it.
+            ENDED_RETENTION_ENV: str(config.sessions.ended_retention_seconds),
             "POWERTOOLS_SERVICE_NAME": config.service_name,
             "POWERTOOLS_LOG_LEVEL": config.log_level,
             "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
@@ -221,10 +240,47 @@ class ConductorFunctions(Construct):
         )
         return self.authorizer
 
+    def add_sessions_api(self, *, index_name: str, callback_url: str) -> lambda_.Function:
+        """The sessions API's function (``lambdas.sessions_api.handler``, behind the HTTP API): the
+        table and its sessions index ``index_name``, and the WebSocket stage's management API
+        (``callback_url``) to tell an open connection its session ended or was erased and close it.
+        API Gateway invokes it synchronously: a failure is answered to the caller (no destination,
+        no dead-letter queue); its errors and throttles alarm like the others'."""
+        config = self.config
+        lambdas = config.lambdas
+        self.sessions_api = self._function(
+            FunctionSpec(
+                "sessionsApi",
+                "lambdas.sessions_api.handler",
+                "HTTPS sessions API: lists, shows, renames, ends and erases a person's sessions",
+                lambdas.handler_memory_mb,
+                SESSIONS_API_TIMEOUT,
+            ),
+            environment={
+                "CONDUCTOR_TABLE": self.table.table_name,
+                "CONDUCTOR_REQUIRE_PRINCIPAL": self.environment["CONDUCTOR_REQUIRE_PRINCIPAL"],
+                WEBSOCKET_CALLBACK_URL_ENV: callback_url,
+                ENDED_RETENTION_ENV: self.environment[ENDED_RETENTION_ENV],
+                "POWERTOOLS_SERVICE_NAME": config.service_name,
+                "POWERTOOLS_LOG_LEVEL": config.log_level,
+                "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
+            },
+        )
+        self.sessions_api.add_to_role_policy(
+            iam.PolicyStatement(actions=list(TABLE_ACTIONS["sessionsApi"]), resources=[self.table.table_arn])
+        )
+        self.sessions_api.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=list(INDEX_ACTIONS["sessionsApi"]), resources=[f"{self.table.table_arn}/index/{index_name}"]
+            )
+        )
+        return self.sessions_api
+
     @property
     def table_users(self) -> dict[str, lambda_.Function]:
-        """The functions that use the table, by their name in ``TABLE_ACTIONS``."""
-        return {
+        """The functions that use the table, by their name in ``TABLE_ACTIONS`` (the sessions API's
+        when the stage has it)."""
+        users = {
             "connect": self.connect,
             "disconnect": self.disconnect,
             "message": self.message,
@@ -232,6 +288,9 @@ class ConductorFunctions(Construct):
             "turnAbandoned": self.turn_abandoned,
             "toolDeadline": self.tool_deadline,
         }
+        if self.sessions_api is not None:
+            users["sessionsApi"] = self.sessions_api
+        return users
 
     @property
     def handlers(self) -> tuple[lambda_.Function, ...]:
@@ -239,8 +298,8 @@ class ConductorFunctions(Construct):
 
     @property
     def every(self) -> tuple[lambda_.Function, ...]:
-        """Every function of the stack, the authorizer included when there is one."""
-        extra = (self.authorizer,) if self.authorizer is not None else ()
+        """Every function of the stack, the authorizer and the sessions API's included when there are."""
+        extra = tuple(fn for fn in (self.authorizer, self.sessions_api) if fn is not None)
         return (*self.handlers, self.turn, self.turn_abandoned, self.tool_deadline, *extra)
 
     @property

@@ -2,10 +2,11 @@
 
 Errors alarm on rates, not single data points: CloudWatch metric math divides the errors by what
 they happened to (turns, invocations, integration calls), and an alarm fires when the rate is at or
-above ``alarms.error_rate_percent`` in 3 of 5 five-minute periods. Durations alarm near the
-function's timeout, throttles of the table and failed API executions when they last, and Bedrock
-output tokens when an hour's sum reaches the stage's ceiling (the spend guard). Failed rolling-summary
-folds alarm per fold: the conversation goes on, so nothing else would tell.
+above ``alarms.error_rate_percent`` in 3 of 5 five-minute periods (the sessions API's 5XX answers
+too, per request). Durations alarm near the function's timeout, throttles of the table and failed API
+executions when they last, and Bedrock output tokens when an hour's sum reaches the stage's ceiling
+(the spend guard). Failed rolling-summary folds alarm per fold: the conversation goes on, so nothing
+else would tell.
 """
 
 from __future__ import annotations
@@ -60,13 +61,17 @@ NO_SUBSCRIBER_WARNING = "@voiceide/conductor:alarmsWithoutSubscriber"
 # Error codes that mean the conductor failed the user (the others answer a malformed or refused frame).
 CONDUCTOR_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.CONDUCTOR_ERROR, ErrorCode.HANDLER_ERROR)
 BEDROCK_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.BEDROCK_ERROR,)
-# The table operations the store uses (ThrottledRequests has an Operation dimension).
+# The table operations the store and the sessions API's records use (ThrottledRequests has an
+# Operation dimension; shared/session_records.py: ending rewrites each item's expiry, erasing deletes
+# in batches). With the read and write throttle events, 9 metrics: an alarm's metric math takes 10.
 TABLE_OPERATIONS: tuple[dynamodb.Operation, ...] = (
     dynamodb.Operation.GET_ITEM,
     dynamodb.Operation.PUT_ITEM,
+    dynamodb.Operation.UPDATE_ITEM,
     dynamodb.Operation.DELETE_ITEM,
     dynamodb.Operation.QUERY,
     dynamodb.Operation.TRANSACT_WRITE_ITEMS,
+    dynamodb.Operation.BATCH_WRITE_ITEM,
 )
 ROUTE_FUNCTIONS = ("connect", "message", "disconnect")
 TIMED_FUNCTIONS = ("message", "turn")
@@ -103,6 +108,11 @@ def api_metric(stage: apigwv2.WebSocketStage, name: str) -> cloudwatch.Metric:
     return stage.metric(name, statistic="Sum", period=PERIOD, label=name)
 
 
+def http_api_metric(api: apigwv2.HttpApi, name: str, *, statistic: str = "Sum") -> cloudwatch.Metric:
+    """An ``AWS/ApiGateway`` metric of an HTTP API (dimension ApiId: every stage, it has one)."""
+    return api.metric(name, statistic=statistic, period=PERIOD, label=name if statistic == "Sum" else statistic)
+
+
 def percent(
     label: str, failed: dict[str, cloudwatch.IMetric], total: dict[str, cloudwatch.IMetric]
 ) -> cloudwatch.MathExpression:
@@ -127,6 +137,8 @@ class Watched:
     timeouts: dict[str, Duration]
     table: dynamodb.ITable
     api_stage: apigwv2.WebSocketStage
+    # The sessions API, on stages that serve it.
+    sessions_api: apigwv2.HttpApi | None = None
 
 
 class ConductorAlarms(Construct):
@@ -222,6 +234,14 @@ class ConductorAlarms(Construct):
             f"routes answering API Gateway with a 4XX/5XX (IntegrationError) reached {threshold:g}%",
         )
 
+        if watched.sessions_api is not None:
+            self._rate(
+                "SessionsApi5xxRate",
+                self.sessions_api_5xx_rate(),
+                f"sessions API requests answered with a 5XX (the function failed, timed out or was throttled, "
+                f"or answered internal_error) reached {threshold:g}%",
+            )
+
         ceiling = config.alarms.output_tokens_per_hour
         self.spend = cloudwatch.Alarm(
             self,
@@ -262,6 +282,17 @@ class ConductorAlarms(Construct):
             },
             label="DynamoDB throttles",
             period=PERIOD,
+        )
+
+    def sessions_api_5xx_rate(self) -> cloudwatch.MathExpression:
+        """5XX answers of the sessions API per request, in %."""
+        api = self.watched.sessions_api
+        if api is None:
+            raise ValueError("this stage has no sessions API")
+        return percent(
+            "sessions API 5XX per request (%)",
+            {"sessions_5xx": http_api_metric(api, "5xx")},
+            {"sessions_requests": http_api_metric(api, "Count")},
         )
 
     def summary_failure_rate(self) -> cloudwatch.MathExpression:

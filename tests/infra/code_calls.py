@@ -12,8 +12,13 @@ How it finds them:
   constructed type (with its subclasses' overrides; a Protocol counts as unknown); a call on an
   object of unknown type resolves to every method of that name in the code (an over-approximation),
   a mere read of one to every property of that name. Module bodies of the modules a handler imports
-  run at import, so they are reached too. Not seen: a method of an object of unknown type passed
-  along without being called (``submit(thing.method)``), ``getattr`` with a computed name.
+  run at import, so they are reached too, and with them the functions they register with a
+  Powertools event handler (``@app.get("/sessions")`` on ``app = APIGatewayHttpResolver()``): the
+  resolver may call any of them. What is no code's: a name bound only to what a regular expression
+  returns (``if match := PATTERN.match(line): match.end()``) runs no method of the code, and an
+  adapter's operation on its client (``self._client(endpoint).delete_connection(...)``) is the
+  operation, not a method of the code of that name. Not seen: a method of an object of unknown type
+  passed along without being called (``submit(thing.method)``), ``getattr`` with a computed name.
 
 Nothing here imports the code it reads.
 """
@@ -48,6 +53,10 @@ TRANSACT_ITEMS: dict[str, str] = {
     "Get": "GetItem",
 }
 TRANSACTIONS = frozenset({"TransactWriteItems", "TransactGetItems"})
+# Event handlers whose decorators register a function to be called by the resolver (``app.resolve``).
+RESOLVER_MODULES = ("aws_lambda_powertools.event_handler",)
+# The regular expressions module: what it and its compiled patterns return is never the code's.
+REGEX_MODULE = "re"
 
 Key = tuple[str, str]  # (module, qualified name of a function, or MODULE_BODY)
 Operation = tuple[str, str]  # (botocore service name, operation name)
@@ -280,6 +289,10 @@ class Code:
                 if (cls := self.resolve_class(module, name)) is not None
                 for key in self.resolve_method(cls, node.attr) or []
             ]
+        if called and self.is_client_operation(function, node):
+            return []
+        if isinstance(value, ast.Name) and value.id in self.library_locals(function):
+            return []  # a match or pattern of the regex module: its methods are none of the code's
         if isinstance(value, ast.Name):
             target = self.modules[module].imports.get(value.id, "")
             if target and ":" in target:  # from package import module
@@ -305,7 +318,9 @@ class Code:
         return list(methods) if called else [key for key in methods if _is_property(self.functions[key].node)]
 
     def references(self, function: Function) -> Iterator[Key]:
-        """Every function ``function`` calls or names."""
+        """Every function ``function`` calls or names (a module body: also those it registers)."""
+        if function.key[1] == MODULE_BODY:
+            yield from self.registered(function.key[0])
         called = {id(node.func) for node in function.own_nodes if isinstance(node, ast.Call)}
         for node in function.own_nodes:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -313,6 +328,93 @@ class Code:
                     yield from self.resolve_name(function.key[0], function.key[1], node.id)
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 yield from self.resolve_attribute(function, node, called=id(node) in called)
+
+    def registered(self, module: str) -> list[Key]:
+        """The module-level functions of ``module`` decorated by a method of a resolver the module
+        builds (``app = APIGatewayHttpResolver(...)``; ``@app.get(...)``, ``@app.not_found``)."""
+        imports = self.modules[module].imports
+        resolvers = set()
+        for statement in self.modules[module].tree.body:
+            if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call):
+                callee = statement.value.func
+                name = callee.id if isinstance(callee, ast.Name) else None
+                if name and imports.get(name, "").startswith(RESOLVER_MODULES):
+                    resolvers |= {t.id for t in statement.targets if isinstance(t, ast.Name)}
+        found = []
+        for statement in self.modules[module].tree.body:
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                _decorator_root(d) in resolvers for d in statement.decorator_list
+            ):
+                found.append((module, statement.name))
+        return found
+
+    @cached_property
+    def regex_constants(self) -> dict[str, set[str]]:
+        """Per module: its module-level names bound to a compiled pattern (``X = re.compile(...)``)."""
+        found: dict[str, set[str]] = {}
+        for name, module in self.modules.items():
+            for statement in module.tree.body:
+                if isinstance(statement, ast.Assign) and self._is_regex_call(name, statement.value, constants=set()):
+                    found.setdefault(name, set()).update(t.id for t in statement.targets if isinstance(t, ast.Name))
+        return found
+
+    def _is_regex_call(self, module: str, node: ast.AST, constants: set[str] | None = None) -> bool:
+        """``re.<function>(...)`` or ``<compiled pattern>.<method>(...)``: a value of the regex module."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            return False
+        receiver = node.func.value
+        if not isinstance(receiver, ast.Name):
+            return False
+        imports = self.modules[module].imports
+        if imports.get(receiver.id) == REGEX_MODULE:
+            return True
+        if constants is None:
+            constants = self.regex_constants.get(module, set())
+            target = imports.get(receiver.id, "")
+            if ":" in target:  # a pattern imported from another module of the code
+                source, imported = target.split(":", 1)
+                if imported in self.regex_constants.get(source, set()):
+                    return True
+        return receiver.id in constants
+
+    def library_locals(self, function: Function) -> set[str]:
+        """Local names of ``function`` bound only to values of the regex module (matches, patterns):
+        every binding of the name assigns one (``=``, ``:=``, ``for``), and it is no parameter."""
+        module = function.key[0]
+        regex_targets: set[int] = set()
+        for node in function.own_nodes:
+            if isinstance(node, ast.NamedExpr | ast.Assign | ast.For | ast.comprehension):
+                value = node.iter if isinstance(node, ast.For | ast.comprehension) else node.value
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if self._is_regex_call(module, value):
+                    regex_targets |= {id(t) for t in targets if isinstance(t, ast.Name)}
+        candidates: set[str] = set()
+        other: set[str] = set()
+        if isinstance(function.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = function.node.args
+            every = (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+            other |= {a.arg for a in every if a is not None}
+        for node in function.own_nodes:
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+                (candidates if id(node) in regex_targets else other).add(node.id)
+        return candidates - other
+
+    @cached_property
+    def adapter_services(self) -> dict[tuple[str, str], set[str]]:
+        """The classes boto3 clients are handed to, and the services of those clients."""
+        found: dict[tuple[str, str], set[str]] = {}
+        for use in client_uses(self):
+            found.setdefault(use.adapter, set()).add(use.service)
+        return found
+
+    def is_client_operation(self, function: Function, node: ast.Attribute) -> bool:
+        """``self.<attr>.<op>`` or ``self.<attr>(...).<op>`` in an adapter, ``op`` an operation of its
+        client's service: the client call itself (``adapter_operations`` counts it)."""
+        if function.cls is None:
+            return False
+        services = self.adapter_services.get((function.key[0], function.cls), set())
+        receiver = node.value.func if isinstance(node.value, ast.Call) else node.value
+        return _is_self_attribute(receiver) and any(node.attr in operations(service) for service in services)
 
     def reachable(self, entry: Key) -> set[Key]:
         """Every function ``entry`` can run, with the module bodies of the modules it imports."""
@@ -339,6 +441,15 @@ class Code:
                 source, _, imported = target.partition(":")
                 todo.extend(candidate for candidate in (source, f"{source}.{imported}") if candidate in self.modules)
         return found
+
+
+def _decorator_root(node: ast.AST) -> str | None:
+    """The name a decorator starts from (``app`` of ``@app.get("/x")`` and of ``@app.not_found``)."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _is_self_attribute(node: ast.AST) -> bool:

@@ -19,6 +19,11 @@ from infra.config import StageConfig, read_cdk_json_context
 VARIANT_STAGE = "staging"
 # A CI rig's stage: the $connect authorizer checks HMAC tokens signed with a generated secret.
 SIGNED_TOKEN_STAGE = "ci"
+# A stage signing in with an existing user pool (in another region) and two app clients.
+EXISTING_POOL_STAGE = "shared"
+EXISTING_POOL = {"user_pool_id": "eu-west-1_AbCdEf123", "client_ids": ["3n4b5urk1ft4fl3mg5e62d9ado", "7a1b2c3d4e"]}
+# A development stage that writes no access logs at all (access_logging: off).
+QUIET_STAGE = "quiet"
 
 
 def variant_stages() -> dict[str, Any]:
@@ -53,7 +58,22 @@ def signed_token_stages() -> dict[str, Any]:
     return {SIGNED_TOKEN_STAGE: settings}
 
 
-EXTRA_STAGES = {VARIANT_STAGE: variant_stages, SIGNED_TOKEN_STAGE: signed_token_stages}
+def existing_pool_stages() -> dict[str, Any]:
+    return {EXISTING_POOL_STAGE: stage_like_prod(cognito=EXISTING_POOL)}
+
+
+def quiet_stages() -> dict[str, Any]:
+    settings = copy.deepcopy(read_cdk_json_context()["stages"]["dev"])
+    settings.update(access_logging="off")
+    return {QUIET_STAGE: settings}
+
+
+EXTRA_STAGES = {
+    VARIANT_STAGE: variant_stages,
+    SIGNED_TOKEN_STAGE: signed_token_stages,
+    EXISTING_POOL_STAGE: existing_pool_stages,
+    QUIET_STAGE: quiet_stages,
+}
 
 
 @dataclass
@@ -75,6 +95,28 @@ class Synth:
     def one(self, resource_type: str) -> tuple[str, dict[str, Any]]:
         found = self.of_type(resource_type)
         assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
+        return next(iter(found.items()))
+
+    def api_id(self, protocol: str) -> str:
+        """The logical id of the stack's API Gateway v2 API of ``protocol`` (``WEBSOCKET`` or ``HTTP``)."""
+        found = [
+            name
+            for name, res in self.of_type("AWS::ApiGatewayV2::Api").items()
+            if res["Properties"]["ProtocolType"] == protocol
+        ]
+        assert len(found) == 1, f"expected one {protocol} API, found {sorted(found)}"
+        return found[0]
+
+    def of_api(self, resource_type: str, protocol: str) -> dict[str, dict[str, Any]]:
+        """The resources of ``resource_type`` (routes, stages, authorizers, ...) of the ``protocol`` API."""
+        api = self.api_id(protocol)
+        return {
+            name: res for name, res in self.of_type(resource_type).items() if res["Properties"]["ApiId"] == {"Ref": api}
+        }
+
+    def one_of_api(self, resource_type: str, protocol: str) -> tuple[str, dict[str, Any]]:
+        found = self.of_api(resource_type, protocol)
+        assert len(found) == 1, f"expected one {resource_type} of the {protocol} API, found {sorted(found)}"
         return next(iter(found.items()))
 
     def function(self, handler: str) -> tuple[str, dict[str, Any]]:
@@ -131,3 +173,13 @@ def variant(synth_stage: Callable[[str], Synth]) -> Synth:
 @pytest.fixture(scope="session")
 def signed_token(synth_stage: Callable[[str], Synth]) -> Synth:
     return synth_stage(SIGNED_TOKEN_STAGE)
+
+
+@pytest.fixture(scope="session")
+def existing_pool_stage(synth_stage: Callable[[str], Synth]) -> Synth:
+    return synth_stage(EXISTING_POOL_STAGE)
+
+
+@pytest.fixture(scope="session")
+def quiet(synth_stage: Callable[[str], Synth]) -> Synth:
+    return synth_stage(QUIET_STAGE)

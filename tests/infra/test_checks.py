@@ -19,6 +19,7 @@ ALLOWED_LINT_WARNINGS = {"W3005"}
 # CDK's own plugin that copies construct annotations into the validation report.
 ANNOTATIONS_PLUGIN = "Construct Annotations"
 
+SESSIONS_API_HANDLER = "lambdas.sessions_api.handler"
 POSTING_HANDLERS = (
     "lambdas.message.handler",
     "lambdas.turn.handler",
@@ -89,28 +90,39 @@ def test_acknowledgments_sit_on_the_resources_that_need_them(dev: Synth, prod: S
     functions = set(prod.of_type("AWS::Lambda::Function"))
     assert set(found["AwsSolutions-L1"]) == functions
     assert set(found["AwsSolutions-IAM5[Resource::*]"]) == set(prod.of_type("AWS::IAM::Policy"))
-    routes = {res["Properties"]["RouteKey"]: name for name, res in prod.of_type("AWS::ApiGatewayV2::Route").items()}
+    routes = {
+        res["Properties"]["RouteKey"]: name
+        for name, res in prod.of_api("AWS::ApiGatewayV2::Route", "WEBSOCKET").items()
+    }
+    # prod's sessions API routes all have the JWT authorizer: nothing to acknowledge on them.
     assert set(found["AwsSolutions-APIG4"]) == {routes["$default"], routes["$disconnect"]}
     assert "AwsSolutions-SMG4" not in found  # prod signs in with Cognito: no token secret
     pools = set(prod.of_type("AWS::Cognito::UserPool"))
     assert pools and set(found["AwsSolutions-COG2"]) == set(found["AwsSolutions-COG8"]) == pools
     management = [rule for rule in found if rule.startswith("AwsSolutions-IAM5[Resource::arn:aws:execute-api:")]
-    assert len(management) == 1 and management[0].endswith("/prod/POST/@connections/*]")
-    # Posting to connections: $default, the turn runner and its on-failure destination, nothing else.
-    posting = {prod.function(handler)[0] for handler in POSTING_HANDLERS}
-    assert {policy.rsplit("RoleDefaultPolicy", 1)[0] for policy in found[management[0]]} == {
+    by_method = {rule.split("/prod/", 1)[1].split("/", 1)[0]: rule for rule in management}
+    assert len(management) == 2 and set(by_method) == {"POST", "DELETE"}
+    assert all(rule.endswith("/@connections/*]") for rule in management)
+    # Posting to connections: $default, the turn runner and its on-failure destination, the tool-deadline
+    # function and the sessions API; closing them: the sessions API alone.
+    posting = {prod.function(handler)[0] for handler in (*POSTING_HANDLERS, SESSIONS_API_HANDLER)}
+    assert {policy.rsplit("RoleDefaultPolicy", 1)[0] for policy in found[by_method["POST"]]} == {
         name.rsplit("Function", 1)[0] for name in posting
     }
+    sessions_api = prod.function(SESSIONS_API_HANDLER)[0].rsplit("Function", 1)[0]
+    assert [policy.rsplit("RoleDefaultPolicy", 1)[0] for policy in found[by_method["DELETE"]]] == [sessions_api]
     destination = [rule for rule in found if rule.startswith("AwsSolutions-IAM5[Resource::<FunctionsTurnabandoned")]
     assert len(destination) == 1 and destination[0].endswith(".Arn>:*]")
     assert [policy.startswith("FunctionsTurnRoleDefaultPolicy") for policy in found[destination[0]]] == [True]
 
-    # Without the authorizer, $connect is acknowledged as unauthenticated too (dev only).
+    # Without sign-in, $connect and every sessions API route are acknowledged as unauthenticated (dev only).
     dev_routes = {res["Properties"]["RouteKey"]: name for name, res in dev.of_type("AWS::ApiGatewayV2::Route").items()}
+    assert len(dev_routes) == 3 + 5
     assert set(acknowledgments(dev)["AwsSolutions-APIG4"]) == set(dev_routes.values())
-    # A stage without access logs (dev: it does not own the account's logging role) says why; prod logs.
+    # A stage without WebSocket access logs (dev: it does not own the account's logging role) says why; prod
+    # logs. The sessions API's HTTP stage logs on both (it needs no account role).
     assert "AwsSolutions-APIG1" not in found
-    assert acknowledgments(dev)["AwsSolutions-APIG1"] == list(dev.of_type("AWS::ApiGatewayV2::Stage"))
+    assert acknowledgments(dev)["AwsSolutions-APIG1"] == list(dev.of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET"))
 
 
 def test_an_unacknowledged_finding_fails_the_synth(tmp_path: Path) -> None:

@@ -80,6 +80,9 @@ def test_missing_or_malformed_stages_context(raw: Any) -> None:
         (("access_logging",), "yes", "'auto', 'on' or 'off'"),
         (("lambdas", "turn_reserved_concurrency"), 0, "greater than or equal to 1"),
         (("lambdas", "turn_reserved_concurrency"), 901, "must leave 100 of account_concurrency (1000)"),
+        (("sessions", "ended_retention_days"), 0, "greater than or equal to 1"),
+        (("sessions", "ended_retention_days"), "a week", "valid integer"),
+        (("sessions", "retention"), 3, "Extra inputs are not permitted"),
     ],
 )
 def test_invalid_settings_name_the_stage_and_field(
@@ -207,3 +210,35 @@ def test_access_logs_only_where_the_account_role_is_known_to_be_set(stages: dict
     for setting, owner, expected in (("on", False, True), ("off", True, False), ("auto", True, True)):
         stages["dev"].update(access_logging=setting, api_gateway_cloudwatch_role=owner)
         assert select_stage(stages, "dev").access_logs is expected, (setting, owner)
+
+
+def test_ended_sessions_are_kept_per_stage(stages: dict[str, Any]) -> None:
+    """sessions.ended_retention_days: dev 2, prod 30 (CONDUCTOR_ENDED_RETENTION_SECONDS); 30 when left out."""
+    dev, prod = select_stage(stages, "dev"), select_stage(stages, "prod")
+    assert (dev.sessions.ended_retention_days, prod.sessions.ended_retention_days) == (2, 30)
+    assert dev.sessions.ended_retention_seconds == 2 * 86_400
+    del stages["dev"]["sessions"]
+    assert select_stage(stages, "dev").sessions.ended_retention_days == 30
+    stages["dev"]["sessions"] = {"ended_retention_days": 1}
+    assert select_stage(stages, "dev").sessions.ended_retention_seconds == 86_400
+
+
+def test_the_sessions_api_is_served_where_api_gateway_can_check_sign_in(stages: dict[str, Any]) -> None:
+    assert select_stage(stages, "dev").sessions_api  # auth none: one fixed person
+    assert select_stage(stages, "prod").sessions_api  # cognito: the JWT authorizer
+    signed = {key: value for key, value in stages["prod"].items() if key != "cognito"}
+    signed.update(auth="dev-signed-token", removal_policy="destroy")
+    assert not select_stage({"ci": signed}, "ci").sessions_api  # HMAC tokens: no authorizer could check them
+
+
+def test_http_access_logs_need_no_account_role(stages: dict[str, Any]) -> None:
+    """The sessions API's stage logs unless access_logging is "off": an HTTP API's logs are delivered
+    without API Gateway's account-level CloudWatch Logs role."""
+    for setting, owner, expected in (
+        ("auto", False, True),
+        ("auto", True, True),
+        ("on", False, True),
+        ("off", True, False),
+    ):
+        stages["dev"].update(access_logging=setting, api_gateway_cloudwatch_role=owner)
+        assert select_stage(stages, "dev").http_access_logs is expected, (setting, owner)

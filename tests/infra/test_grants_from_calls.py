@@ -134,13 +134,37 @@ def test_a_missing_or_an_extra_grant_is_found(prod: Synth) -> None:
 def test_the_analysis_sees_every_client_and_every_handler_calls_something() -> None:
     figures = {
         handler: sorted(iam_action(op) for op in handler_operations(f"lambdas.{handler}.handler"))
-        for handler in ("connect", "disconnect", "message", "turn", "turn_abandoned", "tool_deadline", "authorizer")
+        for handler in (
+            "connect",
+            "disconnect",
+            "message",
+            "turn",
+            "turn_abandoned",
+            "tool_deadline",
+            "authorizer",
+            "sessions_api",
+        )
     }
-    assert figures["connect"] == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    # A commit may delete the stored parts of a tool result sent in parts (a transaction's Delete items).
+    assert figures["connect"] == ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
     assert "dynamodb:DeleteItem" in figures["disconnect"]  # forgets the connection
     assert {"lambda:InvokeFunction", "execute-api:ManageConnections", "dynamodb:Query"} <= set(figures["message"])
     assert "sqs:SendMessage" in figures["turn"] and "sqs:SendMessage" in figures["tool_deadline"]
     assert figures["authorizer"] == ["secretsmanager:GetSecretValue"]
+    # The sessions API: its routes are registered with Powertools' resolver, reached through app.resolve.
+    assert set(figures["sessions_api"]) == {
+        "dynamodb:GetItem",  # a session's state
+        "dynamodb:PutItem",  # renaming and ending commit the state (transaction items)
+        "dynamodb:UpdateItem",
+        "dynamodb:Query",  # the index, the transcript, a session's keys
+        "dynamodb:DeleteItem",  # erasing: the state first
+        "dynamodb:BatchWriteItem",  # ...then the rest in batches
+        "execute-api:ManageConnections",
+    }
+    assert {op for op in handler_operations("lambdas.sessions_api.handler") if op[0] == "apigatewaymanagementapi"} == {
+        ("apigatewaymanagementapi", "PostToConnection"),  # session_ended / session_erased
+        ("apigatewaymanagementapi", "DeleteConnection"),  # the close
+    }
     services = {op[0] for handler in figures for op in handler_operations(f"lambdas.{handler}.handler")}
     assert services == {"dynamodb", "lambda", "apigatewaymanagementapi", "bedrock-runtime", "sqs", "secretsmanager"}
 
@@ -246,6 +270,110 @@ def test_the_analysis_refuses_what_it_cannot_attribute(tmp_path: Path) -> None:
     )
     with pytest.raises(AnalysisError, match=r"boto3\.resource"):
         handler_operations("lambdas.handlers.run", source)
+
+
+RESOLVER_RUNTIME = """
+import boto3
+from shared.store import Store
+from shared.gateway import Gateway
+
+def store():
+    return Store(boto3.client("dynamodb"))
+
+def gateway():
+    def management_client(endpoint):
+        return boto3.client("apigatewaymanagementapi", endpoint_url=endpoint)
+
+    return Gateway(management_client)
+"""
+RESOLVER_STORE = """
+class Store:
+    def __init__(self, client):
+        self.client = client
+
+    def load(self, key):
+        return self.client.get_item(Key=key)
+
+    def commit(self, state):
+        self.client.put_item(Item=state)
+
+    def delete_connection(self, connection_id):
+        self.client.delete_item(Key=connection_id)
+"""
+RESOLVER_GATEWAY = """
+class Gateway:
+    def __init__(self, factory):
+        self._client = factory
+
+    def close(self, endpoint, connection_id):
+        self._client(endpoint).delete_connection(ConnectionId=connection_id)
+"""
+RESOLVER_HANDLERS = """
+import re
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+from lambdas.runtime import gateway, store
+
+WORD = re.compile(r"[a-z]+")
+app = APIGatewayHttpResolver()
+
+
+class Session:
+    def end(self):
+        store().commit({})
+
+
+@app.get("/things")
+def things():
+    return store().load("k")
+
+
+@app.exception_handler(ValueError)
+def failed(error):
+    gateway().close("https://example", "c")
+
+
+def unregistered():
+    store().commit({})
+
+
+def words(text):
+    if match := WORD.search(text):
+        return match.end()
+    for found in re.finditer("x", text):
+        found.end()
+    return 0
+
+
+def handler(event, context):
+    words(event["body"])
+    return app.resolve(event, context)
+"""
+UNTYPED_HANDLER = """
+def untyped(event, context):
+    event["session"].end()
+"""
+
+
+def test_the_analysis_follows_a_resolvers_routes_and_tells_library_calls_from_the_codes(tmp_path: Path) -> None:
+    source = tree(
+        tmp_path,
+        {
+            "lambdas/runtime.py": RESOLVER_RUNTIME,
+            "lambdas/handlers.py": RESOLVER_HANDLERS,
+            "lambdas/other.py": UNTYPED_HANDLER,
+            "shared/store.py": RESOLVER_STORE,
+            "shared/gateway.py": RESOLVER_GATEWAY,
+        },
+    )
+    # The route and the exception handler are reached through app.resolve; the unregistered function
+    # is not; a regex match's end() is no Session.end; the gateway's delete_connection is its client's
+    # operation, not Store.delete_connection.
+    assert handler_operations("lambdas.handlers.handler", source) == {
+        ("dynamodb", "GetItem"),
+        ("apigatewaymanagementapi", "DeleteConnection"),
+    }
+    # An object of unknown type still reaches every method of the name.
+    assert handler_operations("lambdas.other.untyped", source) == {("dynamodb", "PutItem")}
 
 
 def test_the_real_code_is_analysed() -> None:

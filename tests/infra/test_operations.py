@@ -154,20 +154,25 @@ def test_duration_alarms_sit_at_the_configured_share_of_each_timeout(any_stage: 
         assert (props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (5, 3)
 
 
-def test_table_throttles_cover_every_operation_of_the_store(any_stage: Synth) -> None:
+def test_table_throttles_cover_every_operation_of_the_store_and_the_sessions_records(any_stage: Synth) -> None:
     table_id, _ = any_stage.one("AWS::DynamoDB::Table")
     read = alarm_metrics(alarm(any_stage, "TableThrottles"))
     assert all(ns == "AWS/DynamoDB" and dims["TableName"] == f"<{table_id}>" for ns, _, dims, _, _ in read)
     throttled = {dims["Operation"] for _, name, dims, _, _ in read if name == "ThrottledRequests"}
     assert len(throttled) == len(TABLE_OPERATIONS)
     assert {name for _, name, _, _, _ in read} == {"ThrottledRequests", "ReadThrottleEvents", "WriteThrottleEvents"}
-    store = (ROOT / "shared" / "store.py").read_text(encoding="utf-8")
-    called = {"".join(part.title() for part in name.split("_")) for name in re.findall(r"_client\.(\w+)\(", store)}
+    called = {
+        "".join(part.title() for part in name.split("_"))
+        for module in ("store.py", "session_records.py")
+        for name in re.findall(r"_client\.(\w+)\(", (ROOT / "shared" / module).read_text(encoding="utf-8"))
+    }
     assert called == throttled
+    # An alarm's metric math takes at most 10 metrics.
+    assert len(read) <= 10
 
 
 def test_api_gateway_alarms_read_the_websocket_stage_metrics(any_stage: Synth) -> None:
-    api_id, _ = any_stage.one("AWS::ApiGatewayV2::Api")
+    api_id = any_stage.api_id("WEBSOCKET")
     stage = {"ApiId": f"<{api_id}>", "Stage": any_stage.config.name}
     assert alarm_metrics(alarm(any_stage, "ApiExecutionErrors")) == [
         ("AWS/ApiGateway", "ExecutionError", stage, "Sum", 300)

@@ -17,9 +17,10 @@ from infra.config import (
     StageConfigError,
     select_stage,
 )
-from infra.constructs.functions import TABLE_ACTIONS
+from infra.constructs.functions import INDEX_ACTIONS, TABLE_ACTIONS
 from infra.constructs.monitoring import NO_SUBSCRIBER_WARNING
 from infra.nag import flatten_cfn_reference
+from shared.session_records import SESSIONS_INDEX
 from tests.infra.conftest import Synth, stage_like_prod, synthesize
 from tests.infra.test_checks import findings
 from tests.infra.test_operations import alarm_metrics
@@ -36,6 +37,7 @@ TURN_HANDLER = "lambdas.turn.handler"
 TURN_ABANDONED_HANDLER = "lambdas.turn_abandoned.handler"
 GUARDED_SERVICES = ("bedrock", "execute-api", "dynamodb")
 TOOL_DEADLINE_HANDLER = "lambdas.tool_deadline.handler"
+SESSIONS_API_HANDLER = "lambdas.sessions_api.handler"
 # The name each table user has in infra/constructs/functions.py's TABLE_ACTIONS.
 TABLE_USERS = {
     "connect": HANDLERS["$connect"],
@@ -44,8 +46,12 @@ TABLE_USERS = {
     "turn": TURN_HANDLER,
     "turnAbandoned": TURN_ABANDONED_HANDLER,
     "toolDeadline": TOOL_DEADLINE_HANDLER,
+    "sessionsApi": SESSIONS_API_HANDLER,
 }
-STORE = Path(__file__).resolve().parents[2] / "shared" / "store.py"
+# The modules that call DynamoDB: the store, and the sessions API's records (the index, erasing, expiry).
+TABLE_MODULES = tuple(
+    Path(__file__).resolve().parents[2] / "shared" / name for name in ("store.py", "session_records.py")
+)
 # boto3 client method -> IAM action; transaction items -> the action DynamoDB authorizes each with.
 CLIENT_CALL_ACTIONS = {
     "get_item": "GetItem", "put_item": "PutItem", "update_item": "UpdateItem", "delete_item": "DeleteItem",
@@ -115,7 +121,7 @@ def any_stage(request: pytest.FixtureRequest) -> Synth:
 def test_three_routes_each_proxy_to_its_function(any_stage: Synth) -> None:
     routes = {
         res["Properties"]["RouteKey"]: res["Properties"]
-        for res in any_stage.of_type("AWS::ApiGatewayV2::Route").values()
+        for res in any_stage.of_api("AWS::ApiGatewayV2::Route", "WEBSOCKET").values()
     }
     assert set(routes) == set(HANDLERS)
     for route_key, handler in HANDLERS.items():
@@ -131,7 +137,7 @@ def test_three_routes_each_proxy_to_its_function(any_stage: Synth) -> None:
 
 
 def test_stage_auto_deploys_with_throttling_and_json_access_logs_where_it_may(any_stage: Synth) -> None:
-    _, stage = any_stage.one("AWS::ApiGatewayV2::Stage")
+    _, stage = any_stage.one_of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET")
     props = stage["Properties"]
     assert props["StageName"] == any_stage.config.name
     assert props["AutoDeploy"] is True
@@ -159,7 +165,7 @@ def test_account_logging_role_only_where_configured(dev: Synth, prod: Synth, var
     assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
         "Service": "apigateway.amazonaws.com"
     }
-    stage_id, _ = prod.one("AWS::ApiGatewayV2::Stage")
+    stage_id, _ = prod.one_of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET")
     assert account_id in as_list(prod.resources[stage_id].get("DependsOn", []))
     # One stage per account and region owns the setting (prod); the others rely on it.
     for other in (dev, variant):
@@ -189,23 +195,27 @@ def test_a_fresh_account_deploys_dev_and_prod_still_logs(dev: Synth, prod: Synth
     """A stage logs only where the same template sets the account's logging role, or where the stage
     declares it set (access_logging: on); dev does neither, so it deploys where no role was ever set."""
     for synth in (dev, prod, variant):
-        _, stage = synth.one("AWS::ApiGatewayV2::Stage")
+        _, stage = synth.one_of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET")
         logging = needs_the_account_logging_role(stage)
         sets_the_role = bool(synth.of_type("AWS::ApiGateway::Account"))
         assert not logging or sets_the_role or synth.config.access_logging == "on", synth.config.name
     assert dev.config.access_logging == "auto" and not dev.config.api_gateway_cloudwatch_role
-    assert needs_the_account_logging_role(dev.one("AWS::ApiGatewayV2::Stage")[1]) == []
+    assert needs_the_account_logging_role(dev.one_of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET")[1]) == []
     assert not dev.of_type("AWS::ApiGateway::Account")
-    assert needs_the_account_logging_role(prod.one("AWS::ApiGatewayV2::Stage")[1]) == ["AccessLogSettings"]
+    assert needs_the_account_logging_role(prod.one_of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET")[1]) == [
+        "AccessLogSettings"
+    ]
     assert prod.of_type("AWS::ApiGateway::Account")
     assert variant.config.access_logging == "on" and not variant.of_type("AWS::ApiGateway::Account")
-    assert needs_the_account_logging_role(variant.one("AWS::ApiGatewayV2::Stage")[1]) == ["AccessLogSettings"]
+    assert needs_the_account_logging_role(variant.one_of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET")[1]) == [
+        "AccessLogSettings"
+    ]
 
 
 def connect_route(synth: Synth) -> dict[str, Any]:
     return next(
         r["Properties"]
-        for r in synth.of_type("AWS::ApiGatewayV2::Route").values()
+        for r in synth.of_api("AWS::ApiGatewayV2::Route", "WEBSOCKET").values()
         if r["Properties"]["RouteKey"] == "$connect"
     )
 
@@ -219,7 +229,7 @@ def test_an_open_stage_has_no_authorizer_and_is_tightly_throttled(dev: Synth) ->
         f for f in dev.of_type("AWS::Lambda::Function").values() if f["Properties"]["Handler"] == AUTHORIZER_HANDLER
     ]
     assert connect_route(dev)["AuthorizationType"] == "NONE"
-    _, stage = dev.one("AWS::ApiGatewayV2::Stage")
+    _, stage = dev.one_of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET")
     throttle = stage["Properties"]["DefaultRouteSettings"]
     assert throttle["ThrottlingRateLimit"] <= OPEN_STAGE_MAX_RATE_LIMIT
     assert throttle["ThrottlingBurstLimit"] <= OPEN_STAGE_MAX_BURST_LIMIT
@@ -265,7 +275,7 @@ def test_the_cognito_authorizer_checks_the_pools_tokens_and_calls_no_aws_api(pro
     for synth in (prod, variant):
         pool_id, _ = synth.one("AWS::Cognito::UserPool")
         client_id, _ = synth.one("AWS::Cognito::UserPoolClient")
-        authorizer_id, authorizer = synth.one("AWS::ApiGatewayV2::Authorizer")
+        authorizer_id, authorizer = synth.one_of_api("AWS::ApiGatewayV2::Authorizer", "WEBSOCKET")
         props = authorizer["Properties"]
         assert props["AuthorizerType"] == "REQUEST"
         # Only sessionId: the token may come in the Authorization header or the token query parameter.
@@ -273,7 +283,8 @@ def test_the_cognito_authorizer_checks_the_pools_tokens_and_calls_no_aws_api(pro
         fn_id, fn = synth.function(AUTHORIZER_HANDLER)
         assert fn_id in flatten_cfn_reference(props["AuthorizerUri"])
         routes = {
-            r["Properties"]["RouteKey"]: r["Properties"] for r in synth.of_type("AWS::ApiGatewayV2::Route").values()
+            r["Properties"]["RouteKey"]: r["Properties"]
+            for r in synth.of_api("AWS::ApiGatewayV2::Route", "WEBSOCKET").values()
         }
         assert routes["$connect"]["AuthorizationType"] == "CUSTOM"
         assert ref_of(routes["$connect"]["AuthorizerId"]) == authorizer_id
@@ -313,13 +324,6 @@ def env_issuer(synth: Synth) -> Any:
 @pytest.fixture(scope="module")
 def signed_token_stage(signed_token: Synth) -> Synth:
     return signed_token
-
-
-@pytest.fixture(scope="module")
-def existing_pool_stage(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    cognito = {"user_pool_id": "eu-west-1_AbCdEf123", "client_ids": ["3n4b5urk1ft4fl3mg5e62d9ado", "7a1b2c3d4e"]}
-    stages = {"shared": stage_like_prod(cognito=cognito)}
-    return synthesize(tmp_path_factory.mktemp("cdk-shared"), "shared", stages=stages)
 
 
 @pytest.fixture(scope="module")
@@ -505,7 +509,7 @@ def test_turn_runner_is_never_retried_and_hands_failures_to_its_destination(any_
 
 
 def test_posting_functions_post_only_to_their_own_stage(any_stage: Synth) -> None:
-    api_id, _ = any_stage.one("AWS::ApiGatewayV2::Api")
+    api_id = any_stage.api_id("WEBSOCKET")
     region, stage = any_stage.config.region, any_stage.config.name
     for handler in (HANDLERS["$default"], TURN_HANDLER, TURN_ABANDONED_HANDLER):
         assert service_grants(any_stage, handler, "execute-api") == {
@@ -521,16 +525,24 @@ def test_posting_functions_post_only_to_their_own_stage(any_stage: Synth) -> Non
 def test_table_access_is_item_level_on_this_table_only(any_stage: Synth) -> None:
     table_id, _ = any_stage.one("AWS::DynamoDB::Table")
     table_arn = f"<{table_id}.Arn>"
+    index_arn = f"{table_arn}/index/{SESSIONS_INDEX}"
     for name, handler in TABLE_USERS.items():
-        assert service_grants(any_stage, handler, "dynamodb") == {(a, table_arn) for a in TABLE_ACTIONS[name]}
+        # The sessions API also has Query on the sessions index alone (no index/*); no other function has any.
+        assert service_grants(any_stage, handler, "dynamodb") == {(a, table_arn) for a in TABLE_ACTIONS[name]} | {
+            (a, index_arn) for a in INDEX_ACTIONS.get(name, ())
+        }
     if any_stage.config.authorizer:
         assert not service_grants(any_stage, AUTHORIZER_HANDLER, "dynamodb")
 
 
 def store_table_actions() -> set[str]:
-    """The DynamoDB actions shared/store.py needs: its client calls, and for transactions the kinds
-    of item it writes (dict keys such as ``"Put"``)."""
-    tree = ast.parse(STORE.read_text(encoding="utf-8"))
+    """The DynamoDB actions shared/store.py and shared/session_records.py need: their client calls,
+    and for transactions the kinds of item they write (dict keys such as ``"Put"``)."""
+    return set().union(*(module_table_actions(path) for path in TABLE_MODULES))
+
+
+def module_table_actions(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     called = {
         node.func.attr
         for node in ast.walk(tree)
@@ -539,7 +551,7 @@ def store_table_actions() -> set[str]:
         and isinstance(node.func.value, ast.Attribute)
         and node.func.value.attr == "_client"
     }
-    assert called, "no DynamoDB client call found in shared/store.py"
+    assert called, f"no DynamoDB client call found in {path}"
     unknown = called - set(CLIENT_CALL_ACTIONS) - {"transact_write_items", "transact_get_items"}
     assert not unknown, f"map these client calls to IAM actions: {unknown}"
     actions = {CLIENT_CALL_ACTIONS[name] for name in called & set(CLIENT_CALL_ACTIONS)}
@@ -588,13 +600,16 @@ def test_table_settings(any_stage: Synth) -> None:
     assert props["AttributeDefinitions"] == [
         {"AttributeName": "pk", "AttributeType": "S"},
         {"AttributeName": "sk", "AttributeType": "S"},
+        {"AttributeName": "owner", "AttributeType": "S"},
+        {"AttributeName": "last_active", "AttributeType": "N"},
     ]
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
     assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     # AWS managed key (aws/dynamodb): encrypted with KMS, no customer key referenced.
     assert props["SSESpecification"] == {"SSEEnabled": True}
-    assert "GlobalSecondaryIndexes" not in props and "LocalSecondaryIndexes" not in props
+    assert "LocalSecondaryIndexes" not in props
+    assert len(props["GlobalSecondaryIndexes"]) == 1  # the sessions index (tests/infra/test_sessions_api.py)
 
 
 def test_prod_retains_data_and_dev_destroys_it(dev: Synth, prod: Synth) -> None:
@@ -617,8 +632,8 @@ def test_prod_retains_data_and_dev_destroys_it(dev: Synth, prod: Synth) -> None:
 
 def test_functions_share_one_code_asset_and_one_dependency_layer(any_stage: Synth) -> None:
     functions = any_stage.of_type("AWS::Lambda::Function")
-    # the routes' three, the turn runner, its destination and the tool-deadline consumer
-    expected = 7 if any_stage.config.authorizer else 6
+    # the routes' three, the turn runner, its destination, the tool-deadline consumer, the sessions API's
+    expected = 8 if any_stage.config.authorizer else 7
     assert len(functions) == expected
     layer_id, layer = any_stage.one("AWS::Lambda::LayerVersion")
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
@@ -657,6 +672,7 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
         "CONDUCTOR_TURN_RESERVE_MS": str(config.lambdas.turn_reserve_ms),
         "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
         "CONDUCTOR_MAX_TURNS_PER_MINUTE": str(config.max_turns_per_minute),
+        "CONDUCTOR_ENDED_RETENTION_SECONDS": str(config.sessions.ended_retention_days * 86_400),
         "POWERTOOLS_SERVICE_NAME": config.service_name,
         "POWERTOOLS_LOG_LEVEL": config.log_level,
         "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
@@ -746,12 +762,13 @@ def test_alarms_notify_an_encrypted_topic_and_email_only_where_configured(prod: 
 
 def test_outputs(dev: Synth, prod: Synth, variant: Synth) -> None:
     for synth in (dev, prod, variant):
-        api_id, _ = synth.one("AWS::ApiGatewayV2::Api")
+        api_id = synth.api_id("WEBSOCKET")
         outputs = {name: flatten_cfn_reference(o["Value"]) for name, o in synth.template["Outputs"].items()}
         region, stage = synth.config.region, synth.config.name
         assert outputs["WebSocketUrl"] == f"wss://<{api_id}>.execute-api.{region}.<AWS::URLSuffix>/{stage}"
         assert outputs["CallbackUrl"] == f"https://<{api_id}>.execute-api.{region}.<AWS::URLSuffix>/{stage}"
         assert "TableName" in outputs
+        assert outputs["SessionsApiUrl"] == f"https://<{synth.api_id('HTTP')}>.execute-api.{region}.<AWS::URLSuffix>"
     for synth in (dev, prod, variant):
         assert "TokenSigningSecretArn" not in synth.template["Outputs"]
         assert ("UserPoolId" in synth.template["Outputs"]) is (synth.config.auth == "cognito")
