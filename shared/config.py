@@ -113,6 +113,7 @@ class Settings(BaseModel):
             stream_start_timeout_s=self.stream_start_timeout_s,
             tool_deadline_s=self.tool_deadline_s,
             tool_deadlines=tuple((tool.name, tool.deadline_s) for tool in self.catalog if tool.deadline_s),
+            changing_tools=frozenset(tool.name for tool in self.catalog if tool.effects == "changes"),
         )
 
     @classmethod

@@ -138,6 +138,7 @@ SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
 SENTENCE_SPEECH = "sentenceSpeech"  # tts.speak per completed sentence while the model still writes
 SPEAKING_STATE = "speakingState"  # convo.setState "speaking" when the first tts.speak goes out
 EXECUTING_STATE = "executingState"  # convo.setState "executing" while the app runs the model's tools
+AUTO_APPROVE_CHANGES = "autoApproveChanges"  # the app confirms changes itself: none is held for a yes
 MAX_CAPABILITIES = 16
 MAX_HANDOFF_TURNS = 8
 MAX_HANDOFF_TEXT = 4000

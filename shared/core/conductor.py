@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 
+from shared.core import confirming
+from shared.core.confirmation import Verdict, verdict
 from shared.core.decision import (
     DEFAULT_SETTINGS,
     SET_STATE_TOOL,
@@ -56,6 +58,7 @@ from shared.core.stream import (
 )
 from shared.core.wrapper import ClientTool
 from shared.protocol import (
+    AUTO_APPROVE_CHANGES,
     EXECUTING_STATE,
     MAX_HEARD_TEXT,
     SENTENCE_SPEECH,
@@ -70,7 +73,7 @@ from shared.protocol import (
 
 MAX_SUMMARY_CHARS = 4000
 
-KNOWN_CAPABILITIES = frozenset({SENTENCE_SPEECH, SPEAKING_STATE, EXECUTING_STATE})
+KNOWN_CAPABILITIES = frozenset({SENTENCE_SPEECH, SPEAKING_STATE, EXECUTING_STATE, AUTO_APPROVE_CHANGES})
 
 __all__ = [
     "CONTEXT_FULL_LINE",
@@ -133,6 +136,11 @@ def handle_transcript(state: SessionState, text: str, *, now: float, settings: C
             )
         )
         return decision.outcome()
+    if confirming.asking(decision.state):
+        said = verdict(text)
+        if said is not Verdict.OTHER:
+            return confirming.handle_answer(state, said, settings, now=now)
+        decision = Decision(confirming.declined_for_new_request(decision.state))
     decision.state.turn_starts = [*recent, now]
     _cancel_turn(decision, "the user started a new request")
     note_utterance(decision.state, text, now)
@@ -193,6 +201,9 @@ def handle_tool_deadlines(state: SessionState, *, now: float) -> Outcome:
     for call in overdue:
         waited = call.deadline - turn.tools.sent_at if turn.tools.sent_at else 0
         reason = f"timed out: the app did not answer {call.name} within {waited:.0f} s"
+        if call.held:
+            reason = confirming.NOT_CONFIRMED
+            call.held = False
         if call.parts is not None:
             reason += f" (it sent {len(call.parts.received)} of the {call.parts.count} parts of its result)"
             decision.parts_dropped.append((call.call_id, call.parts.count))
@@ -303,7 +314,7 @@ def handle_session_start(
     turn = decision.state.turn
     if start.last_seq is None and turn is not None and turn.tools is not None:
         for call in turn.tools.pending():
-            if call.sent_to == decision.state.connection_id:
+            if call.held or call.sent_to == decision.state.connection_id:  # a held change waits for a yes
                 continue
             call.sent_to = decision.state.connection_id
             decision.send(ToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments))

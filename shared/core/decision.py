@@ -59,6 +59,8 @@ class CoreSettings:
     # How long the app may take to answer one of the model's tool calls, and per tool overrides.
     tool_deadline_s: float = 60.0
     tool_deadlines: tuple[tuple[str, float], ...] = ()
+    # The catalog's tools that change the person's project: asked about before they run.
+    changing_tools: frozenset[str] = frozenset()
 
     def deadline_for(self, tool: str) -> float:
         return dict(self.tool_deadlines).get(tool, self.tool_deadline_s)

@@ -55,6 +55,7 @@ class ModelCall(_Model):
     sent_to: str | None = None  # the connection the toolCall was sent to
     deadline: float = 0.0  # epoch seconds: past it, the model gets a timeout error for the call
     parts: ResultParts | None = None  # its result, while it arrives in parts
+    held: bool = False  # a change waiting for the person's yes: not sent to the app yet
 
 
 class ToolRound(_Model):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.core import confirming
 from shared.core.decision import (
     CoreSettings,
     Decision,
@@ -202,18 +203,21 @@ def stream_finished(
             decision.send(error_payload(ErrorCode.INVALID_TOOL_CALL, unwrapped.reason))
             continue
         taken.add(unwrapped.call_id)
-        decision.show("executing")
-        round_.calls.append(
-            ModelCall(
-                call_id=unwrapped.call_id,
-                tool_use_id=use.tool_use_id,
-                name=unwrapped.name,
-                arguments=unwrapped.arguments,
-                sent_to=decision.state.connection_id,
-                deadline=now + deadline_of(decision.state, settings, unwrapped.name) if now else 0.0,
-            )
+        call = ModelCall(
+            call_id=unwrapped.call_id,
+            tool_use_id=use.tool_use_id,
+            name=unwrapped.name,
+            arguments=unwrapped.arguments,
+            sent_to=decision.state.connection_id,
+            deadline=now + deadline_of(decision.state, settings, unwrapped.name) if now else 0.0,
         )
+        round_.calls.append(call)
+        if confirming.needs_confirmation(decision.state, settings, call.name):
+            confirming.hold(decision, turn, call, now)
+            continue
+        decision.show("executing")
         decision.send(ToolCall(call_id=unwrapped.call_id, name=unwrapped.name, arguments=unwrapped.arguments))
+    confirming.listen(decision, turn)
     decision.remember_call_ids([call.call_id for call in round_.calls])
     if not round_.pending():
         close_round(decision, turn)  # every use was malformed: let the model see why and retry
