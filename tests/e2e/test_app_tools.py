@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.client import connect
@@ -86,3 +87,34 @@ async def test_a_100_kb_result_crosses_the_gateway_in_parts_and_the_model_sees_i
     (seen,) = [r["content"][0]["text"] for r in results]
     whole = json.dumps({"path": "big.swift", "content": content}, separators=(",", ":"))
     assert seen.startswith(whole[:1000]) and f"the result has {len(whole):,} characters" in seen
+
+
+@async_test
+async def test_an_edit_asked_for_by_voice_reaches_the_app_only_after_a_yes(stack: LocalStack, tmp_path: Path) -> None:
+    source = tmp_path / "main.swift"
+    source.write_text("let x = 1\nlet y = 2\n")
+    original = source.read_text()
+    edits: list[dict[str, Any]] = []
+
+    async def replace_text(arguments: dict[str, Any]) -> dict[str, Any]:
+        edits.append(arguments)
+        lines = source.read_text().splitlines(keepends=True)
+        start, end = arguments["startLine"] - 1, arguments["endLine"]
+        source.write_text("".join([*lines[:start], arguments["text"] + "\n", *lines[end:]]))
+        return {"replaced": True}
+
+    ask = 'call editor.replaceText {"path": "main.swift", "startLine": 1, "endLine": 1, "text": "let x = 42"}'
+    async with client_for(stack, tools={"editor.replaceText": replace_text}) as client:
+        asked = await client.say(ask, timeout=TURN_TIMEOUT_S)
+        assert asked.completed and edits == [] and asked.calls("editor.replaceText") == []
+        assert "Replace line 1 of main.swift?" in asked.finals
+        (card,) = client.ui.cards
+        assert card["type"] == "diff" and "+let x = 42" in card["body"]
+        declined = await client.say("no", timeout=TURN_TIMEOUT_S)
+        assert declined.completed and edits == [] and source.read_text() == original  # untouched
+        assert any("editor.replaceText failed: declined by the user" in final for final in declined.finals)
+        await client.say(ask, timeout=TURN_TIMEOUT_S)
+        confirmed = await client.say("yes please", timeout=TURN_TIMEOUT_S)
+        assert confirmed.completed and len(edits) == 1
+        assert source.read_text() == "let x = 42\nlet y = 2\n"
+        assert any("editor.replaceText returned" in final for final in confirmed.finals)
