@@ -114,6 +114,7 @@ class Settings(BaseModel):
             tool_deadline_s=self.tool_deadline_s,
             tool_deadlines=tuple((tool.name, tool.deadline_s) for tool in self.catalog if tool.deadline_s),
             changing_tools=frozenset(tool.name for tool in self.catalog if tool.effects == "changes"),
+            background_tools=frozenset(tool.name for tool in self.catalog if tool.background),
         )
 
     @classmethod

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from shared.core import confirming
+from shared.core import background, confirming
 from shared.core.confirmation import Verdict, verdict
 from shared.core.decision import (
     DEFAULT_SETTINGS,
@@ -28,7 +28,7 @@ from shared.core.decision import (
     is_unrecorded_own_call,
     new_id,
 )
-from shared.core.messages import INTERRUPTED_MARKER, text_block, tool_result_block
+from shared.core.messages import INTERRUPTED_MARKER, cap_tool_result, text_block, tool_result_block
 from shared.core.session_index import clean_title, note_utterance
 from shared.core.speakable import split_answer
 from shared.core.state import ActiveStream, OwnPurpose, SessionState, Turn
@@ -168,8 +168,10 @@ def handle_tool_result(
             playback = speak_playback(result)
             if playback is not None and decision.state.last_role == "assistant":
                 mark_cut_off_answer(decision, playback)
-            decision.end_turn(turn)
+            decision.end_turn(turn, now)
         return decision.outcome()
+    if background.job_of(decision.state, result.call_id) is not None:
+        return background.handle_background_result(state, result, settings, now=now)
     call = decision.state.model_call(result.call_id)
     if call is None or call.result is not None:
         decision.send(error_payload(ErrorCode.NO_PENDING_TOOL_CALL, f"no pending tool call {result.call_id!r}"))
@@ -194,6 +196,7 @@ def handle_tool_deadlines(state: SessionState, *, now: float) -> Outcome:
     """Tool calls the app has not answered by their deadline get a timeout error result, so the
     model goes on (a late result is then answered ``no_pending_tool_call``)."""
     decision = Decision(state)
+    background.expire_jobs(decision, now)
     turn = decision.state.turn
     if turn is None or turn.tools is None:
         return decision.outcome()
@@ -217,11 +220,11 @@ def handle_tool_deadlines(state: SessionState, *, now: float) -> Outcome:
 
 
 def next_tool_deadline(state: SessionState) -> float | None:
-    """The earliest deadline of the calls still waiting for the app (epoch seconds)."""
+    """The earliest deadline of the calls and background jobs still waiting for the app (epoch seconds)."""
     turn = state.turn
-    if turn is None or turn.tools is None:
-        return None
-    deadlines = [call.deadline for call in turn.tools.pending() if call.deadline]
+    deadlines = [call.deadline for call in turn.tools.pending() if call.deadline] if turn and turn.tools else []
+    if (job_deadline := background.next_job_deadline(state)) is not None:
+        deadlines.append(job_deadline)
     return min(deadlines) if deadlines else None
 
 
@@ -247,13 +250,6 @@ def speak_playback(result: ToolResult) -> str | None:
         return None
     heard = value.get("heardText")
     return heard[:MAX_HEARD_TEXT] if isinstance(heard, str) else ""
-
-
-def cap_tool_result(text: str, limit: int) -> str:
-    """What the model sees of a tool result: at most ``limit`` characters, cut visibly."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[truncated: the result has {len(text):,} characters; only the first {limit:,} are shown]"
 
 
 def handle_barge_in(state: SessionState, heard_text: str | None = None) -> Outcome:

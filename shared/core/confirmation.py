@@ -199,7 +199,7 @@ def _file_name(path: str) -> str:
 
 def _spoken_key(key: str) -> str:
     """``startLine`` and ``start_line`` are said ``start line``."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|[_-]+", " ", key).lower().strip()
+    return " ".join(re.sub(r"(?<=[a-z0-9])(?=[A-Z])|[_-]+", " ", key).lower().split())
 
 
 def _short_value(key: object, value: object) -> str | None:

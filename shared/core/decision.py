@@ -61,6 +61,8 @@ class CoreSettings:
     tool_deadlines: tuple[tuple[str, float], ...] = ()
     # The catalog's tools that change the person's project: asked about before they run.
     changing_tools: frozenset[str] = frozenset()
+    # The catalog's tools that run long: the turn does not wait for them (shared.core.background).
+    background_tools: frozenset[str] = frozenset()
 
     def deadline_for(self, tool: str) -> float:
         return dict(self.tool_deadlines).get(tool, self.tool_deadline_s)
@@ -185,9 +187,15 @@ class Decision:
         turn.stream = ActiveStream(stream_id=f"{turn.turn_id}.{turn.rounds}.{uuid.uuid4().hex[:8]}", launched_at=now)
         self.run_model = turn.stream.stream_id
 
-    def end_turn(self, turn: Turn) -> None:
+    def end_turn(self, turn: Turn, now: float | None = None) -> None:
+        """The turn is over: idle, unless a background tool's outcome waits to be reported (then
+        its report turn starts at once, when ``now`` is known)."""
         self.set_state("idle", turn.turn_id)
         self.state.turn = None
+        if now is not None and self.state.background_reports:
+            from shared.core.background import start_report  # the background flow builds on this one
+
+            start_report(self, now)
 
     def remember_call_ids(self, call_ids: list[str]) -> None:
         self.state.recent_call_ids = [*self.state.recent_call_ids, *call_ids][-CALL_IDS_KEPT:]

@@ -121,3 +121,10 @@ def shrink_window(messages: list[Message]) -> list[Message] | None:
         return None
     later = [index for index in starts if index >= len(messages) // 2]
     return messages[later[0] if later else starts[-1] :]
+
+
+def cap_tool_result(text: str, limit: int) -> str:
+    """What the model sees of a tool result: at most ``limit`` characters, cut visibly."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[truncated: the result has {len(text):,} characters; only the first {limit:,} are shown]"

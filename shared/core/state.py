@@ -58,6 +58,27 @@ class ModelCall(_Model):
     held: bool = False  # a change waiting for the person's yes: not sent to the app yet
 
 
+class BackgroundJob(_Model):
+    """A call of a background tool: the model was told it started; the app's result is reported
+    in a turn of its own when it arrives (or that it never did, at its deadline)."""
+
+    call_id: str
+    name: str
+    arguments: str
+    started_at: float  # epoch seconds
+    deadline: float = 0.0
+
+
+class BackgroundReport(_Model):
+    """A background tool's outcome, waiting for the session to be idle to be reported."""
+
+    call_id: str
+    name: str
+    text: str  # the result, or what went wrong, as the model will read it
+    failed: bool
+    started_at: float
+
+
 class ToolRound(_Model):
     """One model message with tool uses, waiting for the app's results."""
 
@@ -144,6 +165,9 @@ class SessionState(_Model):
     incarnation: str = ""  # made by the store when the state is first written
     # The tools the app declared in its latest sessionStart that had some (None: the catalog).
     tools: list[ClientTool] | None = None
+    # Background tools still running on the app, and outcomes waiting for idle to be reported.
+    background: list[BackgroundJob] = Field(default_factory=list)
+    background_reports: list[BackgroundReport] = Field(default_factory=list)
 
     def own_call(self, call_id: str) -> OwnCall | None:
         return next((call for call in self.own_calls if call.call_id == call_id), None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.core import confirming
+from shared.core import background, confirming
 from shared.core.decision import (
     CoreSettings,
     Decision,
@@ -167,7 +167,7 @@ def stream_finished(
         decision.history.add("assistant", content)
         if finalize_segment(decision, turn, stream, OwnPurpose.SPEAK_FINAL):
             return decision.outcome()  # the turn ends when the app has spoken it
-        decision.end_turn(turn)
+        decision.end_turn(turn, now)
         return decision.outcome()
     finalize_segment(decision, turn, stream, OwnPurpose.SPEAK_BEFORE_TOOLS)
     turn.rounds += 1
@@ -187,7 +187,7 @@ def stream_finished(
                 f"the turn stopped after {settings.max_tool_rounds} rounds of tool calls",
             )
         )
-        decision.end_turn(turn)
+        decision.end_turn(turn, now)
         return decision.outcome()
     taken = set(decision.state.recent_call_ids)
     for use in message.tool_uses:
@@ -217,10 +217,12 @@ def stream_finished(
             continue
         decision.show("executing")
         decision.send(ToolCall(call_id=unwrapped.call_id, name=unwrapped.name, arguments=unwrapped.arguments))
+        if background.is_background(decision.state, settings, call.name):
+            background.start_in_background(decision, call, now)
     confirming.listen(decision, turn)
     decision.remember_call_ids([call.call_id for call in round_.calls])
     if not round_.pending():
-        close_round(decision, turn)  # every use was malformed: let the model see why and retry
+        close_round(decision, turn)  # malformed or background uses only: the model goes on at once
         decision.start_stream(turn, stream.launched_at)
         # The same runner goes on with the new stream (nothing is launched): it stays the holder.
         assert turn.stream is not None

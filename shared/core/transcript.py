@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from shared.core.background import REPORT_MARKER
 from shared.core.inline_reasoning import reasoning_words, without_reasoning
 from shared.core.messages import ERROR_MARKER, INTERRUPTED_MARKER, Block
 from shared.core.stream import (
@@ -109,7 +110,7 @@ def _user_entries(message: StoredMessage, entries: list[Entry]) -> None:
     part = 0
     for block in message.content:
         text = block.get("text")
-        if isinstance(text, str) and text.strip():
+        if isinstance(text, str) and text.strip() and not text.startswith(REPORT_MARKER):  # not the person's words
             entries.append(UserEntry(message.seq, part, message.at, text.strip()))
             part += 1
 

@@ -101,9 +101,9 @@ async def test_a_tool_result_held_over_a_dropped_connection_is_sent_on_the_new_o
         await release.wait()
         return {"status": "succeeded", "warnings": 0}
 
-    async with client_for(stack, tools={"build.run": build}) as client:
-        saying = asyncio.create_task(client.say('call build.run {"scheme":"App"}', timeout=TURN_TIMEOUT_S))
-        call_event = await client.wait_for(lambda e: is_tool_call(e, "build.run"), WAIT_S)
+    async with client_for(stack, tools={"project.search": build}) as client:
+        saying = asyncio.create_task(client.say('call project.search {"scheme":"App"}', timeout=TURN_TIMEOUT_S))
+        call_event = await client.wait_for(lambda e: is_tool_call(e, "project.search"), WAIT_S)
         await asyncio.wait_for(started.wait(), WAIT_S)
         seen_before_drop = client.last_seq
         await client.drop_connection()
@@ -132,9 +132,9 @@ async def test_a_tool_result_held_over_a_dropped_connection_is_sent_on_the_new_o
     assert turn.completed
     assert [e.code for e in turn.errors] == [ErrorCode.WS_ERROR], "only the client's own 'connection lost'"
     assert turn.states == ["thinking", "idle"]
-    (call,) = turn.calls("build.run")
+    (call,) = turn.calls("project.search")
     assert call.value == {"status": "succeeded", "warnings": 0}
-    assert turn.final_text == 'build.run returned {"status":"succeeded","warnings":0}'
+    assert turn.final_text == 'project.search returned {"status":"succeeded","warnings":0}'
     # Every kept server event arrived exactly once: none missed, none replayed twice.
     seqs = [e.seq for e in client.events if e.kind_name not in ("assistantSpeechPartial", "sessionReady")]
     assert seqs == list(range(1, len(seqs) + 1))
@@ -233,8 +233,8 @@ async def test_a_stale_session_start_does_not_resend_calls_to_the_new_connection
     session_id = str(uuid.uuid4())
     async with connect(stack.session_url(session_id)) as old_ws:
         old = RawApp(old_ws)
-        await old.send(UserAudioTranscriptFinal(text='call build.run {"scheme":"App"}'))
-        build = await old.read_until(lambda e: is_tool_call(e, "build.run"))
+        await old.send(UserAudioTranscriptFinal(text='call project.search {"scheme":"App"}'))
+        build = await old.read_until(lambda e: is_tool_call(e, "project.search"))
         async with connect(stack.session_url(session_id)) as new_ws:  # the session moves here
             new = RawApp(new_ws)
             restart = await new.send(SessionStart(session_id=session_id, last_seq=build.seq))
@@ -247,6 +247,6 @@ async def test_a_stale_session_start_does_not_resend_calls_to_the_new_connection
             await new.send(ToolResult(call_id=speak.payload.call_id, result='{"spoken":true}', error=None))
             await new.read_until(lambda e: is_state(e, "idle"))
 
-    resent = [e for e in new.events if is_tool_call(e, "build.run")]
-    assert resent == [], f"build.run was sent again to the new connection (seq {[e.seq for e in resent]})"
+    resent = [e for e in new.events if is_tool_call(e, "project.search")]
+    assert resent == [], f"project.search was sent again to the new connection (seq {[e.seq for e in resent]})"
     assert [e for e in new.events if e.kind_name == "error"] == []

@@ -182,10 +182,10 @@ async def test_show_returns_the_transcript_with_a_tool_call_and_a_barge_ins_hear
         return {"status": "succeeded", "scheme": arguments["scheme"]}
 
     speaker = WordSpeaker()
-    tools = ToolRouter(speaker, {"build.run": build})
+    tools = ToolRouter(speaker, {"project.search": build})
     async with client_for(stack, tools=tools) as client:
         speaker.allow(1000)
-        built = await client.say('call build.run {"scheme": "App"}', timeout=TURN_TIMEOUT_S)
+        built = await client.say('call project.search {"scheme": "App"}', timeout=TURN_TIMEOUT_S)
         speaker.allowed = speaker.words + 3  # the next answer: three words heard, then the barge-in
         saying = asyncio.create_task(client.say("Build the app. Then run the tests.", timeout=TURN_TIMEOUT_S))
         await speaker.wait_words(speaker.allowed)
@@ -199,10 +199,10 @@ async def test_show_returns_the_transcript_with_a_tool_call_and_a_barge_ins_hear
     assert roles == ["user", "tool", "assistant", "user", "assistant"], transcript
     assert [entry["seq"] for entry in transcript] == sorted(entry["seq"] for entry in transcript)
     tool = transcript[1]
-    assert tool["name"] == "build.run" and tool["arguments"] == {"scheme": "App"}
+    assert tool["name"] == "project.search" and tool["arguments"] == {"scheme": "App"}
     assert tool["outcome"] == "ok" and json.loads(tool["result"]) == {"status": "succeeded", "scheme": "App"}
     assert tool["callId"]
-    assert transcript[2]["text"].startswith("build.run returned ")
+    assert transcript[2]["text"].startswith("project.search returned ")
     assert transcript[2]["interrupted"] is False
     assert transcript[3]["text"] == "Build the app. Then run the tests."
     cut = transcript[4]

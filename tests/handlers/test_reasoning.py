@@ -104,7 +104,7 @@ def test_redacted_reasoning_is_stored_as_text_and_sent_back_as_the_same_bytes(co
 # ---- reasoning written inline, as text (Amazon Nova) -------------------------------------------
 
 NOVA = "us.amazon.nova-micro-v1:0"
-NOVA_THINKING = "<thinking>The user wants the build run. I should call build.run first.</thinking>"
+NOVA_THINKING = "<thinking>The user wants the build run. I should call project.search first.</thinking>"
 NOVA_AFTER = "<thinking>The build passed; I will tell the user.</thinking>\n\nThe build passed. No warnings."
 
 
@@ -133,13 +133,13 @@ def test_nova_inline_thinking_is_never_shown_nor_spoken_and_the_history_keeps_it
     nova: Harness, sentence_speech: bool
 ) -> None:
     """Nova streams its reasoning as text, the tags split across deltas, then its answer and a tool use."""
-    first = message(Text(NOVA_THINKING + "I'll run the build.", chars_per_delta=3), tool_call("build.run", {}))
+    first = message(Text(NOVA_THINKING + "I'll run the build.", chars_per_delta=3), tool_call("project.search", {}))
     nova.script.push(first, message(Text(NOVA_AFTER, chars_per_delta=4)))
     conn = nova.connect()
     capabilities = {"capabilities": ["sentenceSpeech"]} if sentence_speech else {}
     nova.send(conn, "sessionStart", {"sessionId": conn.session_id, **capabilities})
     nova.say(conn, "run the build")
-    nova.answer(conn, nova.call_id(conn, "build.run"), '{"succeeded":true}')
+    nova.answer(conn, nova.call_id(conn, "project.search"), '{"succeeded":true}')
     assert {request.model_id for request in nova.script.requests} == {NOVA}
 
     partials, finals, speaks = app_saw(nova, conn)
@@ -156,7 +156,7 @@ def test_nova_inline_thinking_is_never_shown_nor_spoken_and_the_history_keeps_it
 
 def test_nova_message_that_is_only_thinking_and_a_tool_use_shows_its_plan_and_says_nothing(nova: Harness) -> None:
     nova.script.push(
-        message(Text(NOVA_THINKING, chars_per_delta=5), tool_call("build.run", {})),
+        message(Text(NOVA_THINKING, chars_per_delta=5), tool_call("project.search", {})),
         message("It built."),
     )
     conn = nova.connect()
@@ -165,8 +165,8 @@ def test_nova_message_that_is_only_thinking_and_a_tool_use_shows_its_plan_and_sa
     events = [e for e in nova.events(conn) if e.kind_name != "sessionReady"]
     kinds = [(e.kind_name, getattr(e.payload, "name", None)) for e in events]
     # the plan as a final (untagged), then the call: no partial, no speech
-    assert kinds == [("toolCall", "convo.setState"), ("assistantSpeechFinal", None), ("toolCall", "build.run")]
+    assert kinds == [("toolCall", "convo.setState"), ("assistantSpeechFinal", None), ("toolCall", "project.search")]
     plan = events[1].payload.text
     assert plan == NOVA_THINKING.strip().removeprefix("<thinking>").removesuffix("</thinking>").strip()
-    nova.answer(conn, nova.call_id(conn, "build.run"), '{"succeeded":true}')
+    nova.answer(conn, nova.call_id(conn, "project.search"), '{"succeeded":true}')
     assert app_saw(nova, conn)[1:] == ([plan, "It built."], ["It built."])  # the plan shown, never spoken

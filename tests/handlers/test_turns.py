@@ -104,7 +104,7 @@ def test_two_calls_in_one_message_answered_in_reverse_order(conductor: Harness) 
 
 
 def test_tool_result_with_error_reaches_the_model_as_an_error(conductor: Harness) -> None:
-    use = tool_call("build.run", {})
+    use = tool_call("project.search", {})
     conductor.script.push(message(use), message("The build failed."))
     conn = conductor.connect()
     conductor.say(conn, "build it")
@@ -228,7 +228,7 @@ def speaks(events: list[Event]) -> list[ToolCall]:
 
 
 def test_new_transcript_while_a_model_call_is_pending_cancels_it(conductor: Harness) -> None:
-    use = tool_call("tests.run", {})
+    use = tool_call("project.listFiles", {})
     conductor.script.push(message(use), message("Opening main instead."))
     conn = conductor.connect()
     conductor.say(conn, "run the tests")

@@ -162,7 +162,7 @@ def test_an_exception_mid_stream_keeps_the_text_so_far(conductor: Harness, excep
 
 
 def test_an_exception_in_the_stream_resumed_after_tool_results(conductor: Harness) -> None:
-    use = tool_call("build.run", {})
+    use = tool_call("project.search", {})
     conductor.script.push(
         message("Building.", use),
         message("The build", interrupted_by=RaiseInStream("modelStreamErrorException", "broke")),
@@ -482,7 +482,7 @@ def test_a_catch_up_that_keeps_losing_races_gives_way_and_the_next_session_start
 
 
 def test_a_reconnect_in_the_middle_of_a_tool_call(conductor: Harness) -> None:
-    use = tool_call("tests.run", {"target": "unit"})
+    use = tool_call("project.listFiles", {"target": "unit"})
     conductor.script.push(message("Running them.", use), message("All green."))
     first = conductor.connect()
     conductor.say(first, "run the tests")
@@ -498,7 +498,7 @@ def test_a_reconnect_in_the_middle_of_a_tool_call(conductor: Harness) -> None:
 
 def test_a_result_sent_on_the_old_connection_after_the_reconnect_still_counts(conductor: Harness) -> None:
     """The app answered on its old socket just before switching: the result is the session's."""
-    use = tool_call("tests.run", {})
+    use = tool_call("project.listFiles", {})
     conductor.script.push(message(use), message("All green."))
     first = conductor.connect()
     conductor.say(first, "run the tests")
@@ -542,7 +542,7 @@ def test_a_tiny_history_window_never_cuts_a_tool_round(conductor: Harness, monke
     runtime.reset()
     conn = conductor.connect()
     for turn in range(3):
-        first, second = tool_call("git.status", {}), tool_call("build.run", {})
+        first, second = tool_call("git.status", {}), tool_call("project.search", {})
         conductor.script.push(message(first), message(second), message(f"Turn {turn} done."))
         conductor.say(conn, f"turn {turn}")
         conductor.answer(conn, first.tool_use_id)
