@@ -366,6 +366,9 @@ def _cancel_turn(decision: Decision, reason: str, *, heard_text: str | None = No
     if turn.tools is not None:
         for call in turn.tools.pending():
             call.result = tool_result_block(call.tool_use_id, f"cancelled: {reason}", error=True)
+            if call.parts is not None:  # the pieces of its result that came are not needed
+                decision.parts_dropped.append((call.call_id, call.parts.count))
+                call.parts = None
         close_round(decision, turn)
         decision.notes.append(f"pending tool calls of turn {turn.turn_id} cancelled: {reason}")
     decision.state.turn = None

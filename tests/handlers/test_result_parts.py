@@ -111,3 +111,13 @@ def test_parts_that_never_complete_fail_the_call_by_its_deadline(
     results = [block["toolResult"] for m in stored for block in m["content"] if "toolResult" in block]
     assert results and results[-1]["status"] == "error"
     assert "it sent 1 of the 2 parts of its result" in results[-1]["content"][0]["text"]
+
+
+def test_a_barge_in_drops_the_pieces_that_came(conductor: Harness) -> None:
+    conn, call_id = read_file_turn(conductor)
+    conductor.send(conn, "toolResult", {"callId": call_id, "result": "abc", "part": 0, "parts": 2})
+    assert part_items(conn.session_id) != []
+    conductor.barge_in(conn)
+    assert part_items(conn.session_id) == []
+    conductor.send(conn, "toolResult", {"callId": call_id, "result": "def", "part": 1, "parts": 2})
+    assert conductor.summary(conn)[-1] == ("error", "no_pending_tool_call")
