@@ -25,8 +25,8 @@ _QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb"
 
 
 def _shorten(text: str, limit: int) -> str:
-    """One line of at most ``limit`` characters, cut at a word with an ellipsis when long."""
-    line = _SPACE.sub(" ", text).strip()
+    """One printable line of at most ``limit`` characters, cut at a word with an ellipsis when long."""
+    line = _SPACE.sub(" ", "".join(char if char.isprintable() else " " for char in text)).strip()
     if len(line) <= limit:
         return line
     cut = line[: limit - 1]
@@ -38,7 +38,7 @@ def _shorten(text: str, limit: int) -> str:
 def clean_title(text: str) -> str | None:
     """A title as a person would read it in a list: one line, no wrapping quotes or trailing
     full stop, at most ``TITLE_MAX_CHARS``; None when nothing is left."""
-    line = _SPACE.sub(" ", text).strip().strip(_QUOTES).strip()
+    line = _shorten(text, len(text) + 1).strip(_QUOTES).strip()
     line = re.sub(r"^(title|session title)\s*:\s*", "", line, flags=re.IGNORECASE).strip(_QUOTES).strip()
     line = line.rstrip(".").strip()
     return _shorten(line, TITLE_MAX_CHARS) or None

@@ -190,6 +190,11 @@ class Harness:
     # ---- what the app saw ------------------------------------------------------------------
 
     def events(self, conn: Connection) -> list[Event]:
+        """What the app saw, less the ``sessionReady`` answering each sessionStart (``all_events``
+        keeps it: test_session_ready.py checks it), so a test reads a turn's events alone."""
+        return [event for event in self.all_events(conn) if event.kind_name != "sessionReady"]
+
+    def all_events(self, conn: Connection) -> list[Event]:
         return self.management.events(conn.connection_id)
 
     def wait_for(self, conn: Connection, predicate: Callable[[list[Event]], bool], timeout: float = 10) -> list[Event]:

@@ -9,7 +9,7 @@ from tests.handlers.conftest import Harness
 
 
 def _readies(conductor: Harness, conn) -> list[SessionReady]:  # type: ignore[no-untyped-def]
-    return [event.payload for event in conductor.events(conn) if isinstance(event.payload, SessionReady)]
+    return [event.payload for event in conductor.all_events(conn) if isinstance(event.payload, SessionReady)]
 
 
 def test_a_new_session_is_answered_once_not_resumed_with_the_capabilities_it_took(conductor: Harness) -> None:
@@ -17,7 +17,7 @@ def test_a_new_session_is_answered_once_not_resumed_with_the_capabilities_it_too
     conductor.send(conn, "sessionStart", {"sessionId": conn.session_id, "capabilities": ["sentenceSpeech", "nope"]})
     (ready,) = _readies(conductor, conn)
     assert ready == SessionReady(resumed=False, title=None, lastSeq=0, capabilities=("sentenceSpeech",))
-    assert [event.seq for event in conductor.events(conn) if event.kind_name == "sessionReady"] == [None]
+    assert [event.seq for event in conductor.all_events(conn) if event.kind_name == "sessionReady"] == [None]
 
 
 def test_a_resumed_session_comes_after_what_it_missed_with_its_title_and_last_seq(conductor: Harness) -> None:
@@ -31,7 +31,7 @@ def test_a_resumed_session_comes_after_what_it_missed_with_its_title_and_last_se
     assert stored is not None and stored.title == "Open the main file"  # made after the first answer
     again = conductor.connect(session_id)
     conductor.send(again, "sessionStart", {"sessionId": session_id, "lastSeq": 0})
-    events = conductor.events(again)
+    events = conductor.all_events(again)
     kinds = [event.kind_name for event in events]
     assert kinds[-1] == "sessionReady" and kinds.count("sessionReady") == 1
     ready = events[-1].payload

@@ -38,3 +38,14 @@ def test_a_later_connect_resumes_an_ended_session() -> None:
     ended = end_session(SessionState(session_id="s", principal="p"), 100.0).state
     resumed = bind(ended, "c-2", "p", now=300.0).state
     assert status_of(resumed) == "active" and resumed.ended_at is None
+
+
+def test_titles_and_last_utterances_are_one_printable_line() -> None:
+    from shared.core.session_index import clean_title, note_utterance
+    from shared.core.state import SessionState
+
+    assert clean_title('"Fixing\x1b the\nlogin test."') == "Fixing the login test"
+    assert clean_title("\x00\x1b") is None
+    state = SessionState(session_id="s")
+    note_utterance(state, "run\tthe\x07 tests\n", 5.0)
+    assert state.last_utterance == "run the tests" and state.turn_count == 1 and state.last_active_at == 5.0
