@@ -105,6 +105,7 @@ from conductor_local.bedrock_server import (
     text_delta,
 )
 from conductor_local.offline_recall import is_recall, recall_answer, summary_answer, title_answer
+from shared.core.background import REPORT_MARKER
 
 MAX_COUNT = 1000
 COUNT_PAUSE = 0.05
@@ -187,6 +188,9 @@ class OfflineBrain:
             previous = messages[user_at - 1] if user_at else {}
             return message(read_back(results, previous), input_tokens=input_tokens)
         transcript = str(texts[-1]).strip() if texts else ""
+        if transcript.startswith(REPORT_MARKER):  # a background tool's outcome: said back in one line each
+            lines = [line for line in transcript.splitlines()[1:-1] if line.strip()]
+            return message(" ".join(lines) or transcript, input_tokens=input_tokens)
         if is_recall(transcript):
             return message(recall_answer(request), input_tokens=input_tokens)
         return self.answer(transcript, conversation_key=_digest(messages), input_tokens=input_tokens)

@@ -36,6 +36,7 @@ from .client import (
     ConductorClient,
     ConductorUnavailable,
 )
+from .declarations import declared_tools
 from .render import TranscriptRenderer, transcript_renderer
 from .sessions_cli import add_sessions_url_argument, api_for, pick_session, run_sessions
 from .sign_in import CognitoSignIn, SignInError
@@ -165,6 +166,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path.cwd(),
         metavar="DIR",
         help="folder the IDE tools (open, read, search, list, git status) act on; the current one by default",
+    )
+    parser.add_argument(
+        "--build-seconds",
+        type=_positive,
+        metavar="S",
+        help="simulate build.run and tests.run: they succeed after S seconds (refused otherwise)",
+    )
+    parser.add_argument(
+        "--declare-tools",
+        action="store_true",
+        help="declare the stub's tools in sessionStart (as the catalog describes them) instead of relying on it",
     )
     parser.add_argument(
         "--quiet", action="store_true", help="print nothing but errors and connection trouble (to stderr)"
@@ -413,6 +425,7 @@ async def _converse(
     barge_in = BargeInAfter(args.barge_in_after)
     typing = renderer.live and args.script is None and input_stream.isatty()
     rate = args.speech_rate if args.speech_rate is not None else (SPEECH_RATE if typing else 0.0)
+    handlers = Workspace(args.workspace, build_seconds=args.build_seconds).handlers()
     client = ConductorClient(
         args.url,
         args.session,
@@ -420,8 +433,9 @@ async def _converse(
             make_speaker(
                 speak_to=args.speak_to, quiet=args.quiet, out=RendererLines(renderer), words_per_minute=rate or None
             ),
-            Workspace(args.workspace).handlers(),
+            handlers,
         ),
+        declared_tools=declared_tools(handlers) if args.declare_tools else None,
         renderer=renderer,
         on_event=barge_in.on_event,
         handshake_headers=None if sign_in is None else sign_in.headers,

@@ -1,8 +1,9 @@
 """The catalog's IDE tools, simulated over a folder on disk (the app's open project).
 
 They let the client stub answer the model's tool calls with real results during development:
-files are opened and searched for real; builds and edits are refused (the stub never changes
-files). Paths are confined to the workspace.
+files are opened and searched for real; edits are refused (the stub never changes files); builds
+and test runs are refused, or simulated when ``build_seconds`` is given: they succeed after that
+long, as a real build would while the conversation goes on. Paths are confined to the workspace.
 """
 
 from __future__ import annotations
@@ -23,9 +24,16 @@ SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", "cdk.out", ".hyp
 
 
 class Workspace:
-    def __init__(self, root: Path, on_card: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        on_card: Callable[[dict[str, Any]], None] | None = None,
+        *,
+        build_seconds: float | None = None,
+    ) -> None:
         self.root = root.resolve()
         self._on_card = on_card
+        self.build_seconds = build_seconds
 
     def resolve(self, relative: object) -> Path:
         if not isinstance(relative, str) or not relative.strip():
@@ -111,6 +119,18 @@ class Workspace:
     async def refuse(self, args: dict[str, Any]) -> dict[str, Any]:
         raise ToolError("the client stub does not build, test or edit; the iOS app does")
 
+    async def simulated_build(self, args: dict[str, Any]) -> dict[str, Any]:
+        if self.build_seconds is None:
+            return await self.refuse(args)
+        await asyncio.sleep(self.build_seconds)
+        return {"status": "succeeded", "warnings": 0, "seconds": self.build_seconds, "simulated": True}
+
+    async def simulated_tests(self, args: dict[str, Any]) -> dict[str, Any]:
+        if self.build_seconds is None:
+            return await self.refuse(args)
+        await asyncio.sleep(self.build_seconds)
+        return {"passed": 42, "failed": 0, "seconds": self.build_seconds, "simulated": True}
+
     def handlers(self) -> dict[str, ToolHandler]:
         return {
             "editor.openFile": self.open_file,
@@ -118,8 +138,8 @@ class Workspace:
             "editor.replaceText": self.refuse,
             "project.search": self.search,
             "project.listFiles": self.list_files,
-            "build.run": self.refuse,
-            "tests.run": self.refuse,
+            "build.run": self.simulated_build,
+            "tests.run": self.simulated_tests,
             "git.status": self.git_status,
             "ui.showCard": self.show_card,
         }

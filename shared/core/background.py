@@ -102,8 +102,8 @@ def start_report(decision: Decision, now: float) -> None:
 def report_text(reports: list[BackgroundReport], now: float) -> str:
     lines = [REPORT_MARKER]
     for report in reports:
-        minutes = max(0, round((now - report.started_at) / 60)) if now and report.started_at else 0
-        when = f"started {minutes} min ago" if minutes else "started moments ago"
+        seconds = max(0.0, now - report.started_at) if now and report.started_at else 0.0
+        when = f"started {seconds / 60:.0f} min ago" if seconds >= 90 else f"started {seconds:.0f} s ago"
         outcome = "did not succeed" if report.failed else "finished"
         lines.append(f"The {report.name} you started in the background ({when}) {outcome}: {report.text}")
     lines.append("Tell the user the outcome in a sentence or two, without reading the output aloud.")

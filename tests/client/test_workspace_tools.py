@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from voiceide_client.declarations import declared_tools
 from voiceide_client.tools import ToolError
 from voiceide_client.workspace_tools import Workspace
 
@@ -68,3 +69,18 @@ def test_git_status_reports_branch_and_changes(tmp_path: Path) -> None:
     assert result["changed"] == ["?? new.txt"]  # type: ignore[index]
     with pytest.raises(ToolError):
         run(Workspace(tmp_path / "new.txt").git_status({}))
+
+
+def test_a_simulated_build_succeeds_after_its_seconds_and_is_refused_without(tmp_path: Path) -> None:
+    assert run(Workspace(tmp_path, build_seconds=0.01).simulated_build({}))["status"] == "succeeded"
+    assert run(Workspace(tmp_path, build_seconds=0.01).simulated_tests({}))["failed"] == 0
+    with pytest.raises(ToolError, match="does not build"):
+        run(Workspace(tmp_path).simulated_build({}))
+
+
+def test_the_stubs_tools_are_declared_as_the_catalog_describes_them(tmp_path: Path) -> None:
+    declared = {tool.name: tool for tool in declared_tools(Workspace(tmp_path).handlers())}
+    assert "tts.speak" not in declared and "convo.setState" not in declared
+    assert declared["build.run"].background and declared["build.run"].deadline_seconds == 600
+    assert declared["editor.replaceText"].effects == "changes"
+    assert declared["editor.openFile"].arguments["required"] == ["path"]

@@ -12,12 +12,16 @@ from typing import Any
 from websockets.asyncio.client import connect
 
 from conductor_local.stack import LocalStack
+from shared.core.background import REPORT_MARKER
 from shared.protocol import ErrorPayload, Event, SessionStart, make_event, parse_event
 from shared.protocol_tools import RESERVED_TOOL_NAMES
+from voiceide_client.declarations import declared_tools
+from voiceide_client.workspace_tools import Workspace
 
-from .conftest import TURN_TIMEOUT_S, async_test, client_for
+from .conftest import TURN_TIMEOUT_S, async_test, client_for, is_state
 
 KB = 1024
+REPORTED = "The build.run you started in the background"  # how the offline brain reports it
 GIT_STATUS = {"name": "git.status", "description": "The working tree's changed files"}
 LINT = {
     "name": "lint.run",
@@ -118,3 +122,31 @@ async def test_an_edit_asked_for_by_voice_reaches_the_app_only_after_a_yes(stack
         assert confirmed.completed and len(edits) == 1
         assert source.read_text() == "let x = 42\nlet y = 2\n"
         assert any("editor.replaceText returned" in final for final in confirmed.finals)
+
+
+def test_a_20_s_build_does_not_hold_the_talk_and_is_reported_once_after_its_result(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """The stub's simulated build (its --build-seconds) runs 20 s while the person goes on talking."""
+    asyncio.run(asyncio.wait_for(twenty_second_build(stack, tmp_path), 60))
+
+
+async def twenty_second_build(stack: LocalStack, tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path, build_seconds=20.0)
+    handlers = workspace.handlers()
+    async with client_for(stack, tools=handlers, declared_tools=declared_tools(handlers)) as client:
+        started = await client.say('call build.run {"scheme": "App"}', timeout=TURN_TIMEOUT_S)
+        assert started.completed and started.states == ["thinking", "idle"]
+        (build,) = started.calls("build.run")
+        assert not build.finished  # idle came while the build runs
+        assert any('"started": true' in final for final in started.finals)
+        other = await client.say("what is on the screen", timeout=TURN_TIMEOUT_S)
+        assert other.completed and other.finals == ["You said: what is on the screen"] and not build.finished
+        report = await client.wait_for(
+            lambda e: e.kind_name == "assistantSpeechFinal" and e.payload.text.startswith(REPORTED), 40
+        )
+        assert build.finished and build.error is None  # the report came after the result
+        await client.wait_for(lambda e: is_state(e, "idle"), 10, since=client.events.index(report))
+    finals = [e.payload.text for e in client.events if e.kind_name == "assistantSpeechFinal"]
+    reports = [text for text in finals if text.startswith(REPORTED)]
+    assert len(reports) == 1 and '"status":"succeeded"' in reports[0] and REPORT_MARKER not in reports[0]
