@@ -11,7 +11,8 @@ import pytest
 from conductor_local.stack import LocalStack
 from shared.core.history_ops import AppendMessage
 from shared.core.state import SessionState
-from shared.store import FIRST_HISTORY_PAGE, RecentHistory, SessionStore
+from shared.history_reads import FIRST_HISTORY_PAGE
+from shared.store import RecentHistory, SessionStore
 from tests.e2e.conftest import session_store
 
 pytestmark = pytest.mark.e2e

@@ -247,6 +247,21 @@ class Code:
         keys = [(module, f"{name}.{method}") for method in ("__init__", "__post_init__")]
         return [key for key in keys if key in self.functions]
 
+    def with_bases(self, cls: tuple[str, str]) -> set[tuple[str, str]]:
+        """``cls`` and the classes of the code it derives from, at any depth."""
+        found: set[tuple[str, str]] = set()
+        todo = [cls]
+        while todo:
+            current = todo.pop()
+            if current in found or current not in self.classes:
+                continue
+            found.add(current)
+            for base in self.classes[current].bases:
+                for name in _annotation_names(base):
+                    if (resolved := self.resolve_class(current[0], name)) is not None:
+                        todo.append(resolved)
+        return found
+
     def subclasses(self, cls: tuple[str, str]) -> set[tuple[str, str]]:
         """Every class of the code derived from ``cls``, at any depth."""
         found: set[tuple[str, str]] = set()
@@ -412,7 +427,12 @@ class Code:
         client's service: the client call itself (``adapter_operations`` counts it)."""
         if function.cls is None:
             return False
-        services = self.adapter_services.get((function.key[0], function.cls), set())
+        cls = (function.key[0], function.cls)
+        services = {
+            service
+            for adapter in (cls, *self.subclasses(cls))  # a base class's methods run on the adapter's client
+            for service in self.adapter_services.get(adapter, set())
+        }
         receiver = node.value.func if isinstance(node.value, ast.Call) else node.value
         return _is_self_attribute(receiver) and any(node.attr in operations(service) for service in services)
 
@@ -578,10 +598,11 @@ def adapter_operations(code: Code, use: ClientUse) -> dict[Key, set[Operation]]:
     """Per method of the adapter: the operations it calls on the client (``self.<attr>.<op>(...)``
     or ``self.<attr>(...).<op>(...)``), transaction items expanded to what they are authorized as."""
     names = operations(use.service)
-    module, cls = use.adapter
+    module = use.adapter[0]
+    family = code.with_bases(use.adapter)  # methods inherited from a base class use the client too
     found: dict[Key, set[Operation]] = {}
     for key, function in code.functions.items():
-        if key[0] != module or function.cls != cls:
+        if function.cls is None or (key[0], function.cls) not in family:
             continue
         for node in ast.walk(function.node):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):

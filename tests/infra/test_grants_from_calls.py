@@ -238,6 +238,46 @@ def tree(root: Path, files: dict[str, str]) -> Code:
     return Code(root)
 
 
+READS = """
+class Reads:
+    def history(self, key):
+        return self.client.query(Key=key)
+"""
+STORE_WITH_READS = """
+from shared.reads import Reads
+
+class Store(Reads):
+    def __init__(self, client):
+        self.client = client
+
+    def load(self, key):
+        return self.client.get_item(Key=key)
+
+    def commit(self, state):
+        self.client.put_item(Item=state)
+"""
+HISTORY_HANDLER = """
+from lambdas.runtime import store
+
+def history(event, context):
+    return store().history(event)
+"""
+
+
+def test_a_method_the_adapter_inherits_uses_its_client(tmp_path: Path) -> None:
+    source = tree(
+        tmp_path,
+        {
+            "lambdas/runtime.py": RUNTIME,
+            "lambdas/handlers.py": HISTORY_HANDLER,
+            "shared/brain.py": BRAIN,
+            "shared/store.py": STORE_WITH_READS,
+            "shared/reads.py": READS,
+        },
+    )
+    assert handler_operations("lambdas.handlers.history", source) == {("dynamodb", "Query")}
+
+
 def test_the_analysis_follows_typed_attributes_and_expands_transactions(tmp_path: Path) -> None:
     source = tree(
         tmp_path,
