@@ -8,9 +8,7 @@ Everything here is camelCase on the wire. Parsing never raises: it returns an ``
 
 from __future__ import annotations
 
-import calendar
 import json
-import re
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -31,57 +29,10 @@ from pydantic import (
 )
 
 from shared.protocol_tools import MAX_DECLARED_TOOLS, MAX_RESULT_PARTS, DeclaredTool, checked_declarations
-
-UUID_V4_PATTERN = re.compile(
-    r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", re.IGNORECASE | re.ASCII
+from shared.wire_formats import (
+    TIMESTAMP_SYNTAX,
+    is_rfc3339_timestamp,
 )
-# RFC 3339 section 5.6 ``date-time``, in a syntax both Python and ECMA-262 (the JSON Schema) read:
-# ASCII digits only (``[0-9]``, never ``\d``), T/t and Z/z in either case (section 5.6 allows
-# lower case), a fraction of 1 to 9 digits (nanoseconds: the finest any client platform writes),
-# a numeric offset within +-23:59. Whether the day exists in its month and whether a second 60
-# is a leap second is checked in code (``is_rfc3339_timestamp``).
-TIMESTAMP_SYNTAX = (
-    r"([0-9]{4})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-    r"[Tt]([01][0-9]|2[0-3]):([0-5][0-9]):([0-5][0-9]|60)(?:\.[0-9]{1,9})?"
-    r"(?:[Zz]|([+-])([01][0-9]|2[0-3]):([0-5][0-9]))"
-)
-TIMESTAMP_PATTERN = re.compile(TIMESTAMP_SYNTAX)
-MINUTES_PER_DAY = 24 * 60
-
-
-def is_uuid_v4(value: object) -> bool:
-    """True for a canonical (hyphenated) UUID version 4 string, as sessionIds must be."""
-    return isinstance(value, str) and UUID_V4_PATTERN.fullmatch(value) is not None
-
-
-def is_rfc3339_timestamp(value: object) -> bool:
-    """True for an RFC 3339 ``date-time`` whose date and time exist.
-
-    Accepted: ``2025-01-15T10:30:00Z`` (Swift's ``.iso8601``), ``2025-01-15T10:30:00.000Z``
-    (JavaScript's ``toISOString``), ``2025-01-15t12:30:00.123456789+02:00``, ``-00:00``.
-    A second ``60`` is accepted only where RFC 3339 section 5.7 puts a leap second: the last
-    second of a month in UTC (23:59:60Z, shifted by the offset). Leap seconds cannot be predicted,
-    so any month end is allowed rather than a table of past ones.
-    """
-    if not isinstance(value, str):
-        return False
-    match = TIMESTAMP_PATTERN.fullmatch(value)
-    if match is None:
-        return False
-    year, month, day, hour, minute, second = (int(part) for part in match.group(1, 2, 3, 4, 5, 6))
-    days_in_month = calendar.monthrange(year, month)[1]  # proleptic Gregorian, year 0000 included
-    if day > days_in_month:
-        return False
-    if second < 60:
-        return True
-    sign, offset_hours, offset_minutes = match.group(7, 8, 9)
-    offset = 0 if sign is None else (int(offset_hours) * 60 + int(offset_minutes)) * (1 if sign == "+" else -1)
-    day_shift, utc_minute = divmod(hour * 60 + minute - offset, MINUTES_PER_DAY)  # day_shift is -1, 0 or 1
-    if utc_minute != MINUTES_PER_DAY - 1:
-        return False
-    if day_shift < 0:  # the UTC date is the day before: the last of the previous month only on the 1st
-        return day == 1
-    return day + day_shift == days_in_month
 
 
 class ErrorCode(StrEnum):

@@ -21,7 +21,7 @@ from shared.core.decision import Outcome
 from shared.core.session_index import STATUSES, EmptyTitle, end_session, owner_of, rename
 from shared.core.state import SessionState
 from shared.core.transcript import Entry, StoredMessage, has_tool_use, transcript_entries
-from shared.protocol import ErrorCode, error_event, is_uuid_v4
+from shared.protocol import ErrorCode, error_event
 from shared.session_api_models import (
     LIST_LIMIT_MAX,
     TRANSCRIPT_LIMIT_MAX,
@@ -32,6 +32,7 @@ from shared.session_api_models import (
 )
 from shared.session_records import BadCursor, SessionRecords, SessionRow
 from shared.store import SessionStore, session_pk
+from shared.wire_formats import is_uuid_v4
 
 ENDED_MESSAGE = "the session was ended from the sessions API; connect again with its id to resume it"
 ERASED_MESSAGE = "the session was erased from the sessions API"

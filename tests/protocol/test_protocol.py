@@ -17,11 +17,11 @@ from shared.protocol import (
     SessionStart,
     ToolCall,
     ToolResult,
-    is_uuid_v4,
     make_event,
     parse_event,
 )
 from shared.schema_export import DEFAULT_PATH, render
+from shared.wire_formats import is_uuid_v4
 
 SPEC_EXAMPLES = {
     "sessionStart": {"sessionId": "abc123"},
