@@ -50,7 +50,6 @@ from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError
-from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from conductor_local import management
@@ -58,27 +57,28 @@ from conductor_local.apigw_authorizer import (
     MAX_AUTHORIZER_RESULT_BYTES,
     AuthorizerError,
     authorizer_decision,
-    identity_value,
     policy_allows,
 )
 from conductor_local.apigw_connection import GatewayConnection
 from conductor_local.apigw_console import (
-    console_response,
-    is_websocket_handshake,
     normalize_origin,
-    origin_allowed,
     own_origins,
 )
 from conductor_local.apigw_events import (
     Invocation,
-    authorizer_event,
-    aws_id,
-    connect_event,
     disconnect_event,
     message_event,
-    request_context,
 )
-from conductor_local.apigw_frames import gateway_message, handshake_refusal, split_frames, summarize
+from conductor_local.apigw_frames import (
+    AUTHORIZER_ROUTE,
+    INTERNAL_ERROR,
+    TIMED_OUT,
+    gateway_message,
+    handshake_refusal,
+    split_frames,
+    summarize,
+)
+from conductor_local.apigw_handshake import Handshakes
 from conductor_local.apigw_http import SESSIONS_PATH, HttpApi
 from conductor_local.lambda_context import LocalLambdaContext
 
@@ -115,10 +115,6 @@ MAX_MESSAGE_BYTES = 128 * 1024
 """API Gateway's message payload quota (a message may span several frames); more closes with 1009."""
 INTEGRATION_TIMEOUT_S = 29.0
 """API Gateway's integration timeout: how long it waits for a route's (or the authorizer's) Lambda."""
-AUTHORIZER_ROUTE = "$connect authorizer"
-"""The name under which the ``$connect`` authorizer's invocations are logged and given a context."""
-TIMED_OUT = "Endpoint request timed out"
-INTERNAL_ERROR = "Internal server error"
 
 
 @dataclass(frozen=True)
@@ -152,7 +148,7 @@ def _iso_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class LocalApiGateway:
+class LocalApiGateway(Handshakes):
     """API Gateway's WebSocket API for the given route handlers, on one loopback port.
 
     ``start()``/``stop()`` are called from ordinary (sync) code; the server runs its own event
@@ -343,67 +339,6 @@ class LocalApiGateway:
         return f"http://{self.domain_name}/console/"
 
     # ---- routes ---------------------------------------------------------------------------
-
-    def _check_request(self, ws: ServerConnection, request: Request) -> Response | None:
-        """``process_request`` hook: plain HTTP GETs get the console; a WebSocket handshake from a
-        browser origin that is not allowed is refused with 403 before ``$connect``."""
-        if not is_websocket_handshake(request) and self.console_dir is not None:
-            response = console_response(request, self.console_dir, self.console_config)
-            self._log(f"  http GET {request.path.split('?')[0]} → {response.status_code}")
-            return response
-        allowed, origin = origin_allowed(request, self._origins)
-        if allowed:
-            return None
-        self._log(f"x handshake from origin {origin!r} refused → 403 (allow it with --allow-origin)")
-        return handshake_refusal(403, "Forbidden")
-
-    async def _connect(self, ws: ServerConnection, request: Request, response: Response) -> Response | None:
-        """``process_response`` hook: a valid handshake is accepted only if ``$connect`` says so."""
-        if response.status_code != 101:
-            return None
-        assert isinstance(ws, GatewayConnection)
-        ws.connection_id = aws_id()
-        ws.connected_at = ws.last_active_at = time.time()
-        ws.source_ip = str(ws.remote_address[0])
-        agents = request.headers.get_all("User-Agent")
-        ws.user_agent = agents[-1] if agents else None
-        context = request_context(self, ws, "$connect", "CONNECT")
-        if self.handlers.authorizer is not None:
-            refusal = await self._authorize(ws, request, context)
-            if refusal is not None:
-                return refusal
-            context["authorizer"] = dict(ws.authorizer or {})
-        invocation = await self._integrate(self.handlers.connect, connect_event(self, ws, request, context), "$connect")
-        if invocation is None:
-            self._log(f"+ conn {ws.connection_id} $connect {request.path} → timed out")
-            return handshake_refusal(504, TIMED_OUT)
-        status = invocation.status
-        self._log(f"+ conn {ws.connection_id} $connect {request.path} → {status}")
-        if status < 400:
-            return None
-        try:
-            return ws.respond(status, "Forbidden\n" if status == 403 else "Connection refused\n")
-        except ValueError:  # not a registered HTTP status
-            return ws.respond(500, "Internal server error\n")
-
-    async def _authorize(self, ws: GatewayConnection, request: Request, context: dict[str, Any]) -> Response | None:
-        """Run the ``$connect`` authorizer; None if it allows the connection, else the refusal."""
-        assert self.handlers.authorizer is not None
-        missing = [source for source in self.authorizer_identity_source if not identity_value(request, source)]
-        if missing:
-            self._log(f"x conn {ws.connection_id} $connect: no {', '.join(missing)} → 401")
-            return handshake_refusal(401, "Unauthorized")
-        event = authorizer_event(self, ws, request, context)
-        invocation = await self._integrate(self.handlers.authorizer, event, AUTHORIZER_ROUTE)
-        if invocation is None:
-            status, ws.authorizer = 500, None
-        else:
-            status, ws.authorizer = authorizer_decision(invocation, event["methodArn"])
-        self._log(f"+ conn {ws.connection_id} $connect authorizer → {status}")
-        if status == 200:
-            return None
-        message = {401: "Unauthorized", 403: "Forbidden"}.get(status, INTERNAL_ERROR)
-        return handshake_refusal(status, message)
 
     async def _session(self, ws: ServerConnection) -> None:
         """Runs while a WebSocket is open: each frame is a ``$default`` invocation."""

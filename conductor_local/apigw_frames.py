@@ -12,6 +12,11 @@ from websockets.http11 import Response
 
 from conductor_local.apigw_events import aws_id
 
+AUTHORIZER_ROUTE = "$connect authorizer"
+"""The name under which the ``$connect`` authorizer's invocations are logged and given a context."""
+TIMED_OUT = "Endpoint request timed out"
+INTERNAL_ERROR = "Internal server error"
+
 
 def summarize(frame: str | bytes, limit: int = 120) -> str:
     """One readable line for a protocol event, e.g. ``toolCall tts.speak {"text":"Hi"}``."""
