@@ -61,6 +61,16 @@ class HistoryReads:
     _client: Any
     _table: str
 
+    def _query_all(self, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item a Query matches, page after page."""
+        items: list[dict[str, Any]] = []
+        while True:
+            response = self._client.query(**kwargs)
+            items.extend(response.get("Items", []))
+            if not response.get("LastEvaluatedKey"):
+                return items
+            kwargs = {**kwargs, "ExclusiveStartKey": response["LastEvaluatedKey"]}
+
     # ---- history -------------------------------------------------------------------------
 
     def history(self, session_id: str, window: int, *, max_chars: int | None = None) -> list[Message]:
@@ -87,7 +97,6 @@ class HistoryReads:
         """The stored messages with ``start_seq <= seq < end_seq``, oldest first."""
         if end_seq <= start_seq:
             return []
-        items: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
@@ -98,13 +107,7 @@ class HistoryReads:
             },
             "ConsistentRead": True,
         }
-        while True:
-            response = self._client.query(**kwargs)
-            items.extend(response.get("Items", []))
-            if not response.get("LastEvaluatedKey"):
-                break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return [_message(item) for item in items]
+        return [_message(item) for item in self._query_all(kwargs)]
 
     def transcript_items(self, session_id: str, start_seq: int, limit: int) -> list[StoredMessage]:
         """Up to ``limit`` stored messages from ``start_seq`` on, oldest first, each with its seq

@@ -160,19 +160,7 @@ class SessionRecords:
         then the connections' mappings. Returns how many items were deleted."""
         self._client.delete_item(TableName=self._table, Key={"pk": {"S": session_pk}, "sk": {"S": "STATE"}})
         keys = [{"pk": {"S": f"CONN#{connection_id}"}, "sk": {"S": "CONN"}} for connection_id in connection_ids]
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": session_pk}},
-            "ProjectionExpression": "pk, sk",
-            "ConsistentRead": True,
-        }
-        while True:
-            response = self._client.query(**kwargs)
-            keys.extend({"pk": item["pk"], "sk": item["sk"]} for item in response.get("Items", []))
-            if not response.get("LastEvaluatedKey"):
-                break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        keys.extend(self.session_keys(session_pk))
         for start in range(0, len(keys), BATCH_DELETE_MAX):
             self._delete_batch(keys[start : start + BATCH_DELETE_MAX])
         return len(keys) + 1

@@ -317,13 +317,7 @@ class SessionStore(HistoryReads):
             },
             "ConsistentRead": True,
         }
-        items: list[dict[str, Any]] = []
-        while True:
-            response = self._client.query(**kwargs)
-            items.extend(response.get("Items", []))
-            if not response.get("LastEvaluatedKey"):
-                break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        items = self._query_all(kwargs)
         return [(int(item["sk"]["S"].rsplit("#", 1)[1]), item["text"]["S"]) for item in items]
 
     # ---- outbox (server events kept for replay) ----------------------------------------------
@@ -351,7 +345,6 @@ class SessionStore(HistoryReads):
         before_seq = min(before_seq, MAX_SEQ + 1)
         if after_seq + 1 > before_seq - 1:
             return []
-        response_items: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
@@ -362,13 +355,7 @@ class SessionStore(HistoryReads):
             },
             "ConsistentRead": True,
         }
-        while True:
-            response = self._client.query(**kwargs)
-            response_items.extend(response.get("Items", []))
-            if not response.get("LastEvaluatedKey"):
-                break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return [(int(item["sk"]["S"].split("#", 1)[1]), item["frame"]["S"]) for item in response_items]
+        return [(int(item["sk"]["S"].split("#", 1)[1]), item["frame"]["S"]) for item in self._query_all(kwargs)]
 
     # ---- processed client events (idempotency) --------------------------------------------
 
