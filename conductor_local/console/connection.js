@@ -3,7 +3,7 @@
  * (resent as they were when a call comes again), and the record of what was sent and received. */
 
 import { CAPABILITIES, kindOf, makeEvent, wellFormed } from "./protocol.js";
-import { cognitoSignIn, lastSeq, saveLastSeq, settings, signIn } from "./settings.js";
+import { freshToken, lastSeq, saveLastSeq, settings } from "./settings.js";
 import { logEvent, note, setConnection } from "./view.js";
 
 const RECONNECT_DELAYS_S = [1, 2, 4, 8, 16];
@@ -25,22 +25,11 @@ export function isConnected() {
   return Boolean(conn.ws && conn.started);
 }
 
-function tokenExpiry(token) {
-  try {
-    const claims = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
-    return typeof claims.exp === "number" ? claims.exp * 1000 : 0;
-  } catch {
-    return 0;
-  }
-}
-
 async function socketUrl() {
-  if (settings.token && signIn.password && tokenExpiry(settings.token) - Date.now() < 60000) {
-    await cognitoSignIn(); // refresh an ID token about to expire before the handshake
-  }
+  const token = await freshToken(); // an ID token about to expire is renewed before the handshake
   const url = new URL(settings.url);
   url.searchParams.set("sessionId", settings.sessionId);
-  if (settings.token) url.searchParams.set("token", settings.token);
+  if (token) url.searchParams.set("token", token);
   return url.toString();
 }
 
@@ -92,7 +81,8 @@ export async function connect() {
   };
 }
 
-function disconnect() {
+/** Close the connection and stay closed (no reconnecting) until connect() or reconnect(). */
+export function disconnect() {
   conn.userClosed = true;
   clearTimeout(conn.timer);
   if (conn.ws) conn.ws.close(1000);

@@ -1,23 +1,23 @@
 /* VoiceIDE console: talk to the conductor in a browser, written from docs/protocol.md. This module
  * wires the others together: the events received to the view, the timeline, speech and the tools;
- * the page's controls; the start (config.json, sign-in, connect); `window.voiceConsole`, which
- * exposes what the page sent and received, for the browser tests.
+ * the page's controls and the Sessions panel; the start (config.json, sign-in, the earlier
+ * conversation, connect); `window.voiceConsole`, which exposes what the page sent and received,
+ * for the browser tests.
  *
  * Plain JavaScript modules, no build step, nothing from a CDN. Speech recognition and synthesis are
  * the browser's (Web Speech API); JSON Patch is the vendored fast-json-patch (global `jsonpatch`).
  */
 
-import { answer, answerAgain, connect, isConnected, onEvent, reconnect, record } from "./connection.js";
+import { answer, answerAgain, connect, disconnect, isConnected, onEvent, reconnect, record } from "./connection.js";
 import { $ } from "./dom.js";
-import { uuid4 } from "./protocol.js";
-import { cognitoSignIn, defaultUrl, lastSeq, settings, signIn, store } from "./settings.js";
+import { wireSessionList } from "./session_list.js";
+import { newSession, resumeSession, showStartingSession, showTitle } from "./session_switch.js";
+import { cognitoSignIn, defaultUrl, settings, signIn, store } from "./settings.js";
 import { bargeIn, forgetHeardAnswer, sendFinal, speak, wireTalking } from "./speech.js";
-import { clearTimeline, mark, turns } from "./timeline.js";
+import { mark, turns } from "./timeline.js";
 import { renderFiles, runTool, wireFolderPicker } from "./tools.js";
 import {
   applyPatch,
-  clearCards,
-  clearTranscript,
   currentState,
   currentUiModel,
   note,
@@ -53,13 +53,28 @@ function handle(name, payload) {
       onToolCall(payload);
       break;
     case "sessionReady":
+      if (payload.title) showTitle(payload.title);
       if (payload.resumed) note(`Session resumed${payload.title ? `: ${payload.title}` : ""}.`);
       break;
     case "error":
       note(`error ${payload.code}: ${payload.message || ""}`, "error");
+      onSessionGone(payload.code);
       break;
     default:
       break; // kinds this console does not know are ignored
+  }
+}
+
+/** The session was ended or erased elsewhere (another device, the sessions API): the conductor
+ * closes the connection. An erased session is forgotten (a new one starts); an ended one is not
+ * resumed by reconnecting at once (Connect or the Sessions panel resume it). */
+function onSessionGone(code) {
+  if (code === "session_erased") {
+    newSession();
+    note("The session was erased: this is a new one.");
+  } else if (code === "session_ended") {
+    disconnect();
+    note("The session was ended. Connect resumes it; New session starts another.");
   }
 }
 
@@ -130,10 +145,6 @@ function wire() {
     e.preventDefault();
     settings.url = $("url").value.trim() || defaultUrl;
     const sessionId = $("session-id").value.trim().toLowerCase();
-    if (sessionId && sessionId !== settings.sessionId) {
-      settings.sessionId = sessionId;
-      store.set("sessionId", sessionId);
-    }
     if ($("client-id").value.trim() && $("username").value.trim()) {
       try {
         await cognitoSignIn();
@@ -142,17 +153,11 @@ function wire() {
         return;
       }
     }
-    reconnect();
+    if (sessionId && sessionId !== settings.sessionId) resumeSession({ id: sessionId, title: null });
+    else reconnect();
   });
-  $("new-session").addEventListener("click", () => {
-    settings.sessionId = uuid4();
-    store.set("sessionId", settings.sessionId);
-    $("session-id").value = settings.sessionId;
-    clearTranscript();
-    clearCards();
-    clearTimeline();
-    reconnect();
-  });
+  $("new-session").addEventListener("click", newSession);
+  wireSessionList();
   wireFolderPicker();
 }
 
@@ -163,7 +168,6 @@ async function start() {
   wire();
   renderFiles();
   renderCards();
-  if (lastSeq() > 0) note(`Resumed session ${settings.sessionId}: what was said before this page is not shown.`);
   try {
     const response = await fetch("/console/config.json", { cache: "no-store" });
     signIn.config = response.ok ? await response.json() : {};
@@ -191,6 +195,7 @@ async function start() {
       return;
     }
   }
+  await showStartingSession();
   connect();
 }
 

@@ -1,5 +1,6 @@
-/* Settings and sign-in: the conductor URL, token and session id (from the page's address or
- * localStorage), the last sequence number seen, and Cognito sign-in for a stage that needs it. */
+/* Settings and sign-in: the conductor URL, the sessions API's URL, token and session id (from the
+ * page's address or localStorage), the last sequence number seen, and Cognito sign-in for a stage
+ * that needs it (with the token renewed before it expires). */
 
 import { $ } from "./dom.js";
 import { uuid4 } from "./protocol.js";
@@ -28,6 +29,7 @@ export const defaultUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${
 export const settings = {
   url: params.get("url") || defaultUrl, // a stage's URL: ?url=wss://…&token=… or the settings
   token: params.get("token") || null,
+  sessionsUrl: params.get("sessions") || null, // a stage's sessions API: ?sessions=https://… (its SessionsApiUrl)
   sessionId: (params.get("sessionId") || store.get("sessionId") || uuid4()).toLowerCase(),
   speakAloud: store.get("speakAloud") !== "false",
 };
@@ -40,6 +42,28 @@ export function lastSeq() {
 
 export function saveLastSeq(seq) {
   store.set(`lastSeq.${settings.sessionId}`, String(seq));
+}
+
+/** Forget the last sequence number seen of a session: its next sessionStart asks for no replay. */
+export function forgetLastSeq(sessionId) {
+  store.set(`lastSeq.${sessionId}`, null);
+}
+
+function tokenExpiry(token) {
+  try {
+    const claims = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+    return typeof claims.exp === "number" ? claims.exp * 1000 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** The token to send (null: none), signed in again first when it is about to expire. */
+export async function freshToken() {
+  if (settings.token && signIn.password && tokenExpiry(settings.token) - Date.now() < 60000) {
+    await cognitoSignIn();
+  }
+  return settings.token;
 }
 
 export async function cognitoSignIn() {

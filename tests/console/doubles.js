@@ -1,9 +1,14 @@
 /* Test doubles for the Web Speech API, installed before the console's scripts run. They fire the
  * events the browser's own objects fire (onresult with interim and final results; onboundary for
  * each word, then onend; cancel() ends playback with an "interrupted" error), so the console's
- * code paths are the ones a real browser drives. Driven from the tests through window.__fake. */
+ * code paths are the ones a real browser drives. Driven from the tests through window.__fake,
+ * which also records the page's uncaught errors (window.__fake.errors). */
 (() => {
-  const fake = (window.__fake = { msPerWord: 40, utterances: [], words: [], recognition: null });
+  const fake = (window.__fake = { msPerWord: 40, utterances: [], words: [], recognition: null, errors: [] });
+
+  // uncaught exceptions and unhandled rejections in the page, which the tests expect none of
+  window.addEventListener("error", (e) => fake.errors.push(String(e.message || e.error)));
+  window.addEventListener("unhandledrejection", (e) => fake.errors.push(String(e.reason && (e.reason.stack || e.reason))));
 
   class FakeUtterance {
     constructor(text) {

@@ -73,7 +73,8 @@ def test_a_tool_call_is_answered_from_the_demo_project(console: Console) -> None
 
     console.js("voiceConsole.say(arguments[0])", "call tests.run {}")  # the demo's failing test
     console.idle_after(2)
-    assert "testEmptyInput" in finals_on_screen(console)[-1]
+    # a background tool: the turn ends once it started, the conductor's report turn tells the outcome
+    console.until(lambda: "testEmptyInput" in finals_on_screen(console)[-1])
 
 
 def test_speech_recognition_then_a_barge_in_reports_the_heard_text(console: Console) -> None:
@@ -191,7 +192,8 @@ def test_a_finished_conversation(console: Console) -> None:
     console.idle_after(3)
     console.js("voiceConsole.say(arguments[0])", "call tests.run {}")
     console.idle_after(4)
-    assert len(finals_on_screen(console)) == 4
+    console.until(lambda: "testEmptyInput" in finals_on_screen(console)[-1])  # the background run's report
+    assert len(finals_on_screen(console)) == 5
     assert console.js("return document.querySelectorAll('#timeline .turn-row').length") == 4
     target = os.environ.get(SCREENSHOT_ENV)
     if target:
@@ -207,3 +209,8 @@ def test_the_console_signs_in_where_the_stack_needs_it(driver: Any) -> None:
         console.js("voiceConsole.say('hello')")
         console.idle_after(1)
         assert finals_on_screen(console) == ["assistantYou said: hello"]
+        # the Sessions panel calls the sessions API with the same token (it answers 401 without one)
+        console.driver.find_element("id", "sessions-button").click()
+        listed = "return [...document.querySelectorAll('#session-list li')].map(li => li.dataset.sessionId)"
+        console.until(lambda: console.session_id in console.js(listed))
+        assert console.js("return __fake.errors") == []
