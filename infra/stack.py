@@ -170,6 +170,7 @@ class ConductorStack(Stack):
             config=config,
             runner=functions.turn,
             consumer=functions.tool_deadline,
+            receiver=functions.message,
             topic=self.alarms.topic,
         )
         self.alarms.alarms.append(self.deadlines.alarm)  # on the dashboard's alarm status with the others

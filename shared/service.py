@@ -263,6 +263,8 @@ class ConductorService:
         if committed is None:
             self.delivery.reply(request, ErrorCode.NO_SESSION, "the session no longer exists; reconnect")
             return
+        if (parts_due := result_parts.first_part_due(committed.outcome)) is not None:
+            self._arm(session_id, request.endpoint, parts_due)
         for call_id in committed.outcome.parts_complete:  # the last part is in: decide on the whole
             committed = self._assembled(session_id, call_id, committed, now)
             decided_on.append(committed.state)
@@ -284,6 +286,17 @@ class ConductorService:
             self._time_tool_round(decided_on[-1], now)
             window = self._window_after(recent, decided_on[-1], committed) if recent is not None else None
             self._launch(TurnTask.for_stream(state, committed.run_model, request.endpoint, window))
+
+    def _arm(self, session_id: str, endpoint: str, due_at: float) -> None:
+        """A deadline alarm for ``due_at`` (a result in parts that must be whole by then)."""
+        alarms = self.runner.alarms
+        if alarms is None:
+            return
+        try:
+            alarms.set_alarm(session_id, endpoint, due_at)
+        except Exception:  # the call's own deadline alarm still ends it
+            self.log.exception("parts deadline not armed", extra={"session_id": session_id})
+            self.metrics.count("DeadlineAlarmFailures")
 
     def _assembled(self, session_id: str, call_id: str, recorded: Committed, now: float) -> Committed:
         """Answer a call whose result came in parts with their text, read from the store. The

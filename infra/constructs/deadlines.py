@@ -41,6 +41,7 @@ class ConductorDeadlines(Construct):
         config: StageConfig,
         runner: lambda_.Function,
         consumer: lambda_.Function,
+        receiver: lambda_.Function,
         topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -67,10 +68,11 @@ class ConductorDeadlines(Construct):
         consumer.add_event_source(
             event_sources.SqsEventSource(self.queue, batch_size=BATCH_SIZE, report_batch_item_failures=True)
         )
-        # The runner arms the first deadline; the consumer re-arms later ones and the next pending one.
+        # The runner arms the first deadline; the consumer re-arms later ones and the next pending one;
+        # the message function arms the one of a tool result that started to arrive in parts.
         # SendMessage only: the code has the queue's URL and calls nothing else (grant_send_messages
         # would add GetQueueAttributes and GetQueueUrl).
-        for fn in (runner, consumer):
+        for fn in (runner, consumer, receiver):
             fn.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn]))
             fn.add_environment(QUEUE_URL_ENV, self.queue.queue_url)
 

@@ -31,7 +31,7 @@ from shared.core.decision import (
 from shared.core.messages import INTERRUPTED_MARKER, cap_tool_result, text_block, tool_result_block
 from shared.core.session_index import clean_title, note_utterance
 from shared.core.speakable import split_answer
-from shared.core.state import ActiveStream, OwnPurpose, SessionState, Turn
+from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, Turn
 from shared.core.stream import (
     CONTEXT_FULL_LINE,
     CONTEXT_FULL_MARKER,
@@ -200,10 +200,13 @@ def handle_tool_deadlines(state: SessionState, *, now: float) -> Outcome:
     turn = decision.state.turn
     if turn is None or turn.tools is None:
         return decision.outcome()
-    overdue = [call for call in turn.tools.pending() if call.deadline and now >= call.deadline]
+    overdue = [call for call in turn.tools.pending() if _overdue(call, now)]
     for call in overdue:
         waited = call.deadline - turn.tools.sent_at if turn.tools.sent_at else 0
         reason = f"timed out: the app did not answer {call.name} within {waited:.0f} s"
+        if call.parts is not None and call.parts.due and now >= call.parts.due and now < (call.deadline or now + 1):
+            waited = call.parts.due - call.parts.first_at
+            reason = f"timed out: the parts of the app's {call.name} result did not all arrive within {waited:.0f} s"
         if call.held:
             reason = confirming.NOT_CONFIRMED
             call.held = False
@@ -219,10 +222,18 @@ def handle_tool_deadlines(state: SessionState, *, now: float) -> Outcome:
     return decision.outcome()
 
 
+def _overdue(call: ModelCall, now: float) -> bool:
+    """Past the call's deadline, or past the time its result in parts had to be whole."""
+    parts_due = call.parts.due if call.parts is not None else 0.0
+    return bool(call.deadline and now >= call.deadline) or bool(parts_due and now >= parts_due)
+
+
 def next_tool_deadline(state: SessionState) -> float | None:
     """The earliest deadline of the calls and background jobs still waiting for the app (epoch seconds)."""
     turn = state.turn
-    deadlines = [call.deadline for call in turn.tools.pending() if call.deadline] if turn and turn.tools else []
+    pending = turn.tools.pending() if turn and turn.tools else []
+    deadlines = [call.deadline for call in pending if call.deadline]
+    deadlines += [call.parts.due for call in pending if call.parts is not None and call.parts.due]
     if (job_deadline := background.next_job_deadline(state)) is not None:
         deadlines.append(job_deadline)
     return min(deadlines) if deadlines else None

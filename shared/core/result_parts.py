@@ -8,7 +8,8 @@ records it; the decision that records the last one asks the caller to read them 
 again on the whole text (``handle_assembled_result``), which answers the call as a single result
 would, and drops the stored pieces. A part out of range, one sent twice, a count that changes or
 a total over ``MAX_RESULT_CHARS`` answer the model's call as failed at once; parts that never all
-arrive are failed by the call's deadline (``handle_tool_deadlines``). Pure.
+arrive are failed ``PARTS_WINDOW_S`` after the first one (or at the call's deadline, if sooner), by
+the deadline alarm the first part arms (``handle_tool_deadlines``). Pure.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from shared.core.decision import DEFAULT_SETTINGS, CoreSettings, Decision, Outco
 from shared.core.state import ModelCall, ResultParts, SessionState
 from shared.protocol import ErrorCode, ToolResult
 from shared.protocol_tools import MAX_RESULT_CHARS
+
+PARTS_WINDOW_S = 30.0
+"""How long after its first part a result in parts may take to arrive whole (an app sends all its
+parts at once: this only bounds a connection that dropped in between)."""
 
 
 def handle_tool_result_part(
@@ -36,7 +41,7 @@ def handle_tool_result_part(
     assert call is not None
     field = "result" if result.result is not None else "error"
     text = result.result if result.result is not None else (result.error or "")
-    parts = call.parts or ResultParts(count=result.parts, field=field, first_at=now)
+    parts = call.parts or ResultParts(count=result.parts, field=field, first_at=now, due=_due(call, now))
     problem = _problem(parts, result, field, len(text))
     if problem is not None:
         return _failed(decision, call, problem, settings, now)
@@ -47,6 +52,21 @@ def handle_tool_result_part(
     if len(parts.received) == parts.count:
         decision.parts_complete.append(call.call_id)
     return decision.outcome()
+
+
+def _due(call: ModelCall, now: float) -> float:
+    if not now:
+        return 0.0
+    return min(now + PARTS_WINDOW_S, call.deadline) if call.deadline else now + PARTS_WINDOW_S
+
+
+def first_part_due(outcome: Outcome) -> float | None:
+    """When the parts this decision began receiving must all be in: the deadline alarm to arm."""
+    for write in outcome.part_writes:
+        call = outcome.state.model_call(write.call_id)
+        if call is not None and call.parts is not None and len(call.parts.received) == 1 and call.parts.due:
+            return call.parts.due
+    return None
 
 
 def _problem(parts: ResultParts, result: ToolResult, field: str, chars: int) -> str | None:

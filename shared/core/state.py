@@ -42,6 +42,7 @@ class ResultParts(_Model):
     chars: int = 0
     field: Literal["result", "error"] = "result"
     first_at: float = 0.0  # epoch seconds the first part arrived
+    due: float = 0.0  # epoch seconds by which all parts must be in (before the call's own deadline)
 
 
 class ModelCall(_Model):

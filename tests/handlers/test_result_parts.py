@@ -9,6 +9,7 @@ import pytest
 from conductor_local.bedrock_server import message, tool_call
 from lambdas import runtime
 from shared import service as service_module
+from shared.core.result_parts import PARTS_WINDOW_S
 from shared.gateway import callback_endpoint
 from tests.handlers.conftest import STAGE, Connection, Harness
 
@@ -93,24 +94,35 @@ def test_a_count_that_changes_or_a_part_out_of_range_is_refused(conductor: Harne
     assert [block["toolResult"]["status"] for block in sent if "toolResult" in block] == ["error"]
 
 
-def test_parts_that_never_complete_fail_the_call_by_its_deadline(
+def test_parts_that_never_complete_fail_the_call_before_its_deadline(
     conductor: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    armed: list[float] = []
+    monkeypatch.setattr(runtime.service().runner, "alarms", RecordingAlarms(armed))
     conn, call_id = read_file_turn(conductor)
     conductor.send(conn, "toolResult", {"callId": call_id, "result": "abc", "part": 0, "parts": 2})
     state = runtime.store().load(conn.session_id)
     assert state is not None
     call = state.model_call(call_id)
     assert call is not None and call.parts is not None and call.parts.received == [0]
+    assert armed[-1] == call.parts.due == call.parts.first_at + PARTS_WINDOW_S < call.deadline  # armed by the part
     assert part_items(conn.session_id) != []
-    later = call.deadline + 1
-    monkeypatch.setattr(service_module.time, "time", lambda: later)  # the deadline alarm goes off
+    monkeypatch.setattr(service_module.time, "time", lambda: call.parts.due + 1)  # the parts' alarm goes off
     runtime.service().expire_tool_calls(conn.session_id, callback_endpoint(conductor.management.domain, STAGE))
     assert part_items(conn.session_id) == []
     stored = runtime.store().messages(conn.session_id)
     results = [block["toolResult"] for m in stored for block in m["content"] if "toolResult" in block]
     assert results and results[-1]["status"] == "error"
-    assert "it sent 1 of the 2 parts of its result" in results[-1]["content"][0]["text"]
+    text = results[-1]["content"][0]["text"]
+    assert "did not all arrive within 30 s" in text and "it sent 1 of the 2 parts of its result" in text
+
+
+class RecordingAlarms:
+    def __init__(self, armed: list[float]) -> None:
+        self.armed = armed
+
+    def set_alarm(self, session_id: str, endpoint: str, due_at: float) -> None:
+        self.armed.append(due_at)
 
 
 def test_a_barge_in_drops_the_pieces_that_came(conductor: Harness) -> None:

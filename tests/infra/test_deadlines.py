@@ -96,7 +96,9 @@ def test_the_runner_may_only_send_and_the_deadline_function_send_and_consume(any
     assert not {action for action, _ in runner} & CONSUME
     assert {(action, queue_arn) for action in (SEND, *CONSUME)} <= consumer
     assert all(resource == queue_arn for _, resource in runner | consumer), "nothing on the dead letters, no wildcard"
-    for handler in ("lambdas.message.handler", "lambdas.connect.handler", "lambdas.disconnect.handler"):
+    # $default arms the deadline of a tool result that started to arrive in parts: send only
+    assert service_grants(any_stage, "lambdas.message.handler", "sqs") == {(SEND, queue_arn)}
+    for handler in ("lambdas.connect.handler", "lambdas.disconnect.handler"):
         assert not service_grants(any_stage, handler, "sqs"), handler
     assert dlq_id not in str(runner | consumer)
 

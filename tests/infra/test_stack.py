@@ -662,6 +662,7 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
     env = props["Environment"]["Variables"]
     assert ref_of(env.pop("CONDUCTOR_TABLE")) == table_id
     assert ref_of(env.pop("CONDUCTOR_TURN_FUNCTION")) == any_stage.function(TURN_HANDLER)[0]
+    assert "ToolDeadlinesQueue" in ref_of(env.pop("CONDUCTOR_DEADLINE_QUEUE_URL"))  # parts' deadlines
     assert env == {
         "BEDROCK_MODEL_ID": config.bedrock.model_id,
         "BEDROCK_REGION": config.bedrock_region,
