@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 
+from shared.core import background
 from shared.core.confirmation import Verdict, change_card, describe_change
 from shared.core.decision import CoreSettings, Decision, Outcome, close_round, deadline_of
 from shared.core.messages import tool_result_block
@@ -80,11 +81,13 @@ def handle_answer(state: SessionState, said: Verdict, settings: CoreSettings, *,
             call.deadline = now + deadline_of(decision.state, settings, call.name) if now else 0.0
             decision.show("executing")
             decision.send(ToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments))
+            if background.is_background(decision.state, settings, call.name):  # a long change: the talk goes on
+                background.start_in_background(decision, call, now)
         turn.tools.sent_at = now
         decision.notes.append(f"confirmed: {[call.call_id for call in held]}")
-        return decision.outcome()
-    _decline(held, DECLINED)
-    decision.notes.append(f"declined: {[call.call_id for call in held]}")
+    else:
+        _decline(held, DECLINED)
+        decision.notes.append(f"declined: {[call.call_id for call in held]}")
     if not turn.tools.pending():
         close_round(decision, turn)
         decision.start_stream(turn, now)

@@ -78,3 +78,21 @@ def test_a_barge_in_or_a_new_request_never_ends_a_job() -> None:
     assert [job.call_id for job in interrupted.background] == ["b1"]
     renewed = conductor.handle_transcript(interrupted, "something else", now=130.0, settings=SETTINGS).state
     assert [job.call_id for job in renewed.background] == ["b1"]
+
+
+def test_a_long_change_said_yes_to_runs_in_the_background() -> None:
+    settings = CoreSettings(
+        catalog_names=frozenset({"build.run"}),
+        background_tools=frozenset({"build.run"}),
+        changing_tools=frozenset({"build.run"}),
+    )
+    state = streaming()
+    message = ModelMessage()
+    message.add(ToolUseStarted("tu-1", "tool_call"))
+    message.add(ToolUseRequest("tu-1", "tool_call", {"name": "build.run", "arguments": {}, "call_id": "b1"}))
+    message.add(MessageEnd("tool_use"))
+    asked = conductor.stream_finished(state, "s1", message, settings, now=100.0)
+    assert asked.run_model is None and not [e for e in asked.events if getattr(e, "name", None) == "build.run"]
+    yes = conductor.handle_transcript(asked.state, "yes", now=110.0, settings=settings)
+    assert [getattr(e, "name", None) for e in yes.events].count("build.run") == 1
+    assert yes.run_model is not None and [job.call_id for job in yes.state.background] == ["b1"]
