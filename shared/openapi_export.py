@@ -11,9 +11,10 @@ parameters (a query parameter is absent, never null).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
+
+from shared.schema_export import write_document
 
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "docs" / "openapi.json"
 TITLE = "VoiceIDE sessions API"
@@ -89,12 +90,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    path = Path(args[0]) if args else DEFAULT_PATH
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(), encoding="utf-8")
-    print(f"wrote {path}")
-    return 0
+    return write_document(render(), DEFAULT_PATH, argv)
 
 
 if __name__ == "__main__":

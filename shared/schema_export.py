@@ -15,13 +15,18 @@ def render() -> str:
     return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def write_document(text: str, default_path: Path, argv: list[str] | None = None) -> int:
+    """Write a generated document to the path on the command line, or to its default place."""
     args = sys.argv[1:] if argv is None else argv
-    path = Path(args[0]) if args else DEFAULT_PATH
+    path = Path(args[0]) if args else default_path
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     print(f"wrote {path}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return write_document(render(), DEFAULT_PATH, argv)
 
 
 if __name__ == "__main__":
