@@ -10,6 +10,7 @@ from .client import (
     session_url,
 )
 from .local_stub import OFFLINE_REPLY, LocalConductorStub
+from .recognizer import RecognizerPace
 from .render import NullRenderer, TranscriptRenderer
 from .speech import (
     EspeakSpeaker,
@@ -39,6 +40,7 @@ __all__ = [
     "PatchError",
     "Playback",
     "PrintSpeaker",
+    "RecognizerPace",
     "SilentSpeaker",
     "Speaker",
     "SpeakerError",

@@ -7,27 +7,40 @@ With ``--username`` (or ``VOICEIDE_USERNAME``) the client signs in to the conduc
 user pool first and sends the ID token on every handshake (``sign_in.CognitoSignIn``).
 ``--handoff FILE.json`` continues a conversation from chat: the first ``sessionStart`` carries it.
 ``voiceide-client sessions …`` and ``--resume`` use the sessions API (``sessions_cli``).
+Typed on a terminal (or with ``--partials``), a line goes out as the app's recognizer sends speech:
+partial transcripts word by word, then the final (``recognizer``). The options are in ``cli_args``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import io
-import json
-import os
 import sys
 import threading
-import uuid
 from collections.abc import Sequence
-from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TextIO
 
-from pydantic import ValidationError
+from shared.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, ErrorCode, ErrorPayload, Event
 
-from shared.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, ErrorCode, ErrorPayload, Event, Handoff
-
+from .cli_args import (
+    EXIT_CODES,
+    EXIT_OK,
+    EXIT_SERVER_ERROR,
+    EXIT_SIGN_IN_FAILED,
+    EXIT_TURN_TIMEOUT,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    SIGN_IN_ENV,
+    SPEECH_RATE,
+    OneLineErrorParser,
+    add_sign_in_arguments,
+    build_parser,
+    load_handoff,
+    recognizer_pace,
+    script_lines,
+    sign_in_from,
+)
 from .client import (
     DEFAULT_BACKOFF,
     DEFAULT_CAPABILITIES,
@@ -37,222 +50,37 @@ from .client import (
     ConductorUnavailable,
 )
 from .declarations import declared_tools
+from .recognizer import RecognizerPace
 from .render import TranscriptRenderer, transcript_renderer
-from .sessions_cli import add_sessions_url_argument, api_for, pick_session, run_sessions
+from .sessions_cli import api_for, pick_session, run_sessions
 from .sign_in import CognitoSignIn, SignInError
 from .speech import make_speaker
 from .tools import ToolRouter
 from .turn import TurnResult, TurnTimeout
-from .urls import check_url
 from .workspace_tools import Workspace
 
-EXIT_OK = 0
-EXIT_TURN_TIMEOUT = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-EXIT_SIGN_IN_FAILED = 4
-EXIT_SERVER_ERROR = 5
-EXIT_CODES = {
-    EXIT_OK: "every turn finished",
-    EXIT_TURN_TIMEOUT: "a turn did not finish within --timeout",
-    EXIT_USAGE: "bad usage (an option or the URL)",
-    EXIT_UNREACHABLE: "the conductor could not be reached (first connection after its retries, or every reconnect)",
-    EXIT_SIGN_IN_FAILED: "signing in failed",
-    EXIT_SERVER_ERROR: "a turn ended with an error from the conductor",
-}
-SIGN_IN_ENV = {
-    "username": "VOICEIDE_USERNAME",
-    "password": "VOICEIDE_PASSWORD",
-    "client_id": "VOICEIDE_CLIENT_ID",
-    "cognito_endpoint": "VOICEIDE_COGNITO_ENDPOINT",
-    "region": "VOICEIDE_REGION",
-}
-"""Environment variables standing in for the sign-in options (a password there stays out of ``ps``)."""
+__all__ = [
+    "BARGE_IN_LINE",
+    "EXIT_CODES",
+    "EXIT_OK",
+    "EXIT_SERVER_ERROR",
+    "EXIT_SIGN_IN_FAILED",
+    "EXIT_TURN_TIMEOUT",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "SIGN_IN_ENV",
+    "SPEECH_RATE",
+    "BargeInAfter",
+    "OneLineErrorParser",
+    "RendererLines",
+    "add_sign_in_arguments",
+    "build_parser",
+    "load_handoff",
+    "main",
+    "run",
+]
+
 BARGE_IN_LINE = "!"
-SPEECH_RATE = 180.0
-"""Words a minute of printed speech when typing on a terminal: as long as saying it takes, so "!"
-cuts it short and the barge-in reports the words heard so far."""
-
-
-def _uuid4(value: str) -> str:
-    try:
-        parsed = uuid.UUID(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
-    if parsed.version != 4:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a version-4 UUID")
-    return str(parsed)
-
-
-def _positive(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if not number > 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"{value!r}: must be a number of seconds greater than 0")
-    return number
-
-
-def _count(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return number
-
-
-def _rate(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of words a minute") from None
-    if not 0 <= number < float("inf"):
-        raise argparse.ArgumentTypeError(f"{value!r}: must be 0 (at once) or more words a minute")
-    return number
-
-
-def _url(value: str) -> str:
-    problem = check_url(value)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(problem)
-    return value
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """Usage errors as one line (``voiceide-client: …``), exit code 2; ``--help`` has the rest."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
-
-
-def _exit_codes_help() -> str:
-    return "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(
-        prog="voiceide-client",
-        description="A stand-in for the VoiceIDE iOS app: each line is a final transcript. "
-        "`voiceide-client sessions list|show|rename|end|erase` manages sessions (see `voiceide-client sessions -h`).",
-        epilog=_exit_codes_help(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--url",
-        required=True,
-        type=_url,
-        help="conductor WebSocket URL: ws://127.0.0.1:8080 for `make run`, wss://… for a deployed stage",
-    )
-    parser.add_argument("--session", type=_uuid4, metavar="UUID", help="session UUID (v4) to use; a new one by default")
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="list your sessions and resume the one you pick by number (read from stdin: a script's first line)",
-    )
-    add_sessions_url_argument(parser)
-    parser.add_argument(
-        "--script", type=Path, metavar="FILE", help="send each non-empty, non-# line of FILE, one turn each"
-    )
-    parser.add_argument("--speak-to", type=Path, metavar="DIR", help="write speech as WAV files into DIR")
-    parser.add_argument(
-        "--barge-in-after", type=_count, metavar="N", help="barge in after N assistant partials of a turn"
-    )
-    parser.add_argument(
-        "--workspace",
-        type=Path,
-        default=Path.cwd(),
-        metavar="DIR",
-        help="folder the IDE tools (open, read, search, list, git status) act on; the current one by default",
-    )
-    parser.add_argument(
-        "--build-seconds",
-        type=_positive,
-        metavar="S",
-        help="simulate build.run and tests.run: they succeed after S seconds (refused otherwise)",
-    )
-    parser.add_argument(
-        "--declare-tools",
-        action="store_true",
-        help="declare the stub's tools in sessionStart (as the catalog describes them) instead of relying on it",
-    )
-    parser.add_argument(
-        "--quiet", action="store_true", help="print nothing but errors and connection trouble (to stderr)"
-    )
-    parser.add_argument("--timeout", type=_positive, default=60.0, metavar="S", help="seconds a turn may take")
-    parser.add_argument(
-        "--speech-rate",
-        type=_rate,
-        metavar="WPM",
-        help=(
-            "words a minute at which printed speech plays, word by word, when espeak-ng is not installed "
-            f"(a barge-in reports the words heard so far); {SPEECH_RATE:g} when typing on a terminal, "
-            "else 0: at once"
-        ),
-    )
-    parser.add_argument(
-        "--handoff",
-        type=Path,
-        metavar="FILE.json",
-        help='continue a conversation from chat: {"summary": "...", "recentTurns": [{"role": "user", "text": "..."}]}',
-    )
-    parser.add_argument(
-        "--no-sentence-speech",
-        dest="sentence_speech",
-        action="store_false",
-        help="do not announce sentenceSpeech: the conductor then speaks each answer once it is complete",
-    )
-    add_sign_in_arguments(parser)
-    return parser
-
-
-def add_sign_in_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sign-in options (also of ``voiceide-client sessions``)."""
-    sign_in = parser.add_argument_group(
-        "sign-in", "Sign in to the conductor's Cognito user pool and send the ID token on every handshake."
-    )
-    sign_in.add_argument(
-        "--username", default=os.environ.get(SIGN_IN_ENV["username"]), help="sign in as this user; $VOICEIDE_USERNAME"
-    )
-    sign_in.add_argument(
-        "--password",
-        default=os.environ.get(SIGN_IN_ENV["password"]),
-        help="the user's password; $VOICEIDE_PASSWORD; asked for when neither is given and stdin is a terminal",
-    )
-    sign_in.add_argument(
-        "--client-id", default=os.environ.get(SIGN_IN_ENV["client_id"]), help="the app client id; $VOICEIDE_CLIENT_ID"
-    )
-    sign_in.add_argument(
-        "--cognito-endpoint",
-        default=os.environ.get(SIGN_IN_ENV["cognito_endpoint"]),
-        metavar="URL",
-        help="cognito-idp endpoint (the local stack's moto server); AWS's by default; $VOICEIDE_COGNITO_ENDPOINT",
-    )
-    sign_in.add_argument(
-        "--region",
-        default=os.environ.get(SIGN_IN_ENV["region"]),
-        help="region of the user pool; $VOICEIDE_REGION, else $AWS_REGION, else us-east-1",
-    )
-
-
-def _sign_in_from(args: argparse.Namespace, parser: argparse.ArgumentParser, stdin: TextIO) -> CognitoSignIn | None:
-    """The sign-in the options ask for (None without a username); usage errors exit with 2."""
-    if not args.username:
-        if args.password or args.client_id:
-            parser.error("--password and --client-id need --username")
-        return None
-    if not args.client_id:
-        parser.error("--username needs --client-id (or VOICEIDE_CLIENT_ID)")
-    password = args.password
-    if not password:
-        if not stdin.isatty():
-            parser.error("--username needs --password (or VOICEIDE_PASSWORD)")
-        password = getpass.getpass(f"password for {args.username}: ")
-    return CognitoSignIn(
-        args.client_id, args.username, password, region=args.region, endpoint_url=args.cognito_endpoint
-    )
 
 
 class BargeInAfter:
@@ -281,38 +109,16 @@ class BargeInAfter:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def load_handoff(path: Path) -> Handoff:
-    """The handoff in ``path``, checked as the conductor checks it; ValueError (one line) if bad."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ValueError(f"{path} is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{path}: a handoff is a JSON object with summary and recentTurns")
-    try:
-        return Handoff.model_validate(value)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'handoff'}: {error['msg']}" for error in exc.errors()[:3]
-        )
-        raise ValueError(f"{path} is not a valid handoff: {problems}") from None
-
-
-def _script_lines(path: Path) -> list[str]:
-    lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
-    return [line for line in lines if line and not line.startswith("#")]
-
-
 def _server_errors(turn: TurnResult) -> list[str]:
     """The codes of the ``error`` events the conductor sent during ``turn``."""
     return [event.payload.code for event in turn.events if isinstance(event.payload, ErrorPayload)]
 
 
-async def _take_turn(client: ConductorClient, text: str, timeout: float, renderer: TranscriptRenderer) -> int:
+async def _take_turn(
+    client: ConductorClient, text: str, timeout: float, renderer: TranscriptRenderer, pace: RecognizerPace | None
+) -> int:
     try:
-        turn = await client.say(text, timeout=timeout)
+        turn = await client.say(text, timeout=timeout, speaking=pace)
     except TurnTimeout as exc:
         renderer.notice(f"voiceide-client: {exc}")
         return EXIT_TURN_TIMEOUT
@@ -322,13 +128,15 @@ async def _take_turn(client: ConductorClient, text: str, timeout: float, rendere
     return EXIT_SERVER_ERROR if _server_errors(turn) else EXIT_OK
 
 
-async def _run_script(client: ConductorClient, lines: list[str], timeout: float, renderer: TranscriptRenderer) -> int:
+async def _run_script(
+    client: ConductorClient, lines: list[str], timeout: float, renderer: TranscriptRenderer, pace: RecognizerPace | None
+) -> int:
     """One turn per line; a timeout stops the script, a server error is reported at the end."""
     exit_code = EXIT_OK
     for text in lines:
         if client.closed_by_server is not None:
             return EXIT_SERVER_ERROR
-        outcome = await _take_turn(client, text, timeout, renderer)
+        outcome = await _take_turn(client, text, timeout, renderer, pace)
         if outcome == EXIT_TURN_TIMEOUT:
             return outcome
         exit_code = exit_code or outcome
@@ -344,7 +152,9 @@ def _read_lines(stream: TextIO, queue: asyncio.Queue[str | None], loop: asyncio.
         loop.call_soon_threadsafe(queue.put_nowait, None)
 
 
-async def _run_interactive(client: ConductorClient, stdin: TextIO, timeout: float, renderer: TranscriptRenderer) -> int:
+async def _run_interactive(
+    client: ConductorClient, stdin: TextIO, timeout: float, renderer: TranscriptRenderer, pace: RecognizerPace | None
+) -> int:
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     transcripts: asyncio.Queue[str | None] = asyncio.Queue()
@@ -354,7 +164,7 @@ async def _run_interactive(client: ConductorClient, stdin: TextIO, timeout: floa
     async def take_turns() -> None:
         nonlocal exit_code
         while (text := await transcripts.get()) is not None:
-            outcome = await _take_turn(client, text, timeout, renderer)
+            outcome = await _take_turn(client, text, timeout, renderer, pace)
             if outcome == EXIT_TURN_TIMEOUT or exit_code == EXIT_OK:
                 exit_code = outcome
 
@@ -397,7 +207,7 @@ async def run(
             args.handoff = load_handoff(args.handoff)
         except ValueError as exc:
             parser.error(f"--handoff: {exc}")
-    sign_in = _sign_in_from(args, parser, input_stream)
+    sign_in = sign_in_from(args, parser, input_stream)
     if sign_in is not None:
         try:
             await asyncio.to_thread(sign_in.sign_in)
@@ -451,13 +261,14 @@ async def _converse(
         if not renderer.live:  # a terminal display has just shown it as an [error] line
             renderer.notice(f"voiceide-client: {exc}")
         return EXIT_UNREACHABLE
+    pace = recognizer_pace(args, input_stream)
     try:
         if args.script is not None:
-            exit_code = await _run_script(client, _script_lines(args.script), args.timeout, renderer)
+            exit_code = await _run_script(client, script_lines(args.script), args.timeout, renderer, pace)
         else:
             if input_stream.isatty():
                 renderer.line(f"session {client.session_id}: type what you would say, '!' to barge in, Ctrl-D to quit")
-            exit_code = await _run_interactive(client, input_stream, args.timeout, renderer)
+            exit_code = await _run_interactive(client, input_stream, args.timeout, renderer, pace)
         await barge_in.drain()
     finally:
         await client.close()

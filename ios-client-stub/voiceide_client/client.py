@@ -42,7 +42,6 @@ from shared.protocol import (
     SessionReady,
     ToolCall,
     ToolResult,
-    UserAudioTranscriptFinal,
     make_event,
     parse_event,
 )
@@ -67,6 +66,7 @@ from .connection import (
 )
 from .incoming import SESSION_CLOSING, TRANSCRIPT_REFUSED, gateway_frame, raw_seq
 from .local_stub import OFFLINE_REPLY, LocalConductorStub
+from .recognizer import RecognizerPace, final_transcript, send_transcript, speaking_time
 from .render import NullRenderer, Renderer
 from .result_parts import ResultTooLarge, fits, split_result
 from .speech import Speaker
@@ -306,22 +306,23 @@ class ConductorClient(ConnectionLifecycle):
 
     # ---- what tests and the CLI call ---------------------------------------------------------
 
-    async def say(self, text: str, timeout: float = 30.0) -> TurnResult:
+    async def say(self, text: str, timeout: float = 30.0, *, speaking: RecognizerPace | None = None) -> TurnResult:
         """Send a final transcript and wait until the turn ends (``convo.setState idle`` handled).
 
+        With ``speaking``, partials go first, word by word at that pace (added to ``timeout``).
         A turn still open is closed as not completed: a new transcript replaces it.
         Raises TurnTimeout (carrying what happened) when the turn does not end in time.
         """
         if self._turn is not None:
             self._finish_turn(self._turn, completed=False)
-        turn = TurnResult(transcript=text)
+        turn = TurnResult(transcript=final_transcript(text, speaking))
         self._turn = turn
         self.turns.append(turn)
         self.tools.new_request()  # a barge-in held speech until the user's next request
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout + speaking_time(text, speaking)):
                 await self._wait_session_ready()
-                await self._send(make_event(UserAudioTranscriptFinal(text=text)))
+                await send_transcript(self._send, text, speaking)
                 await turn.done.wait()
         except TimeoutError:
             self._finish_turn(turn, completed=False)
@@ -405,6 +406,8 @@ class ConductorClient(ConnectionLifecycle):
             await self._ready.wait()
             if self._link is Link.CLOSED:
                 raise ClientClosed(f"client closed; {event.kind_name} not sent")
+            if self._turn is not None:
+                self._turn.sending(event)
             if self._link is Link.OFFLINE:
                 assert self.stub is not None
                 self._renderer.sent(event)
@@ -458,7 +461,7 @@ class ConductorClient(ConnectionLifecycle):
         self.events.append(event)
         turn = self._turn
         if turn is not None:
-            turn.events.append(event)
+            turn.received(event)
             if isinstance(event.payload, ErrorPayload):
                 turn.errors.append(event.payload)
                 if event.payload.code in TRANSCRIPT_REFUSED:  # no turn started: nothing else comes

@@ -51,7 +51,7 @@ def add_sessions_url_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cli import OneLineErrorParser, add_sign_in_arguments
+    from .cli_args import OneLineErrorParser, add_sign_in_arguments
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", metavar="WS_URL", help="the conductor's WebSocket URL, e.g. ws://127.0.0.1:8080")
@@ -97,11 +97,11 @@ def api_for(args: argparse.Namespace, parser: argparse.ArgumentParser, sign_in: 
 
 async def run_sessions(argv: Sequence[str], *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     """``voiceide-client sessions …`` (``argv`` after ``sessions``)."""
-    from .cli import _sign_in_from
+    from .cli_args import sign_in_from
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    sign_in = _sign_in_from(args, parser, stdin)
+    sign_in = sign_in_from(args, parser, stdin)
     api = api_for(args, parser, sign_in)
     try:
         if sign_in is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,9 +14,11 @@ from shared.protocol import (
     AssistantSpeechPartial,
     ErrorPayload,
     Event,
+    ToolCall,
+    UserAudioTranscriptFinal,
 )
 
-from .tools import SET_STATE
+from .tools import SET_STATE, TTS_SPEAK
 
 
 @dataclass
@@ -46,12 +50,20 @@ class ToolInvocation:
 class TurnResult:
     """Everything that happened in one turn, in arrival order.
 
-    ``errors`` holds the server's ``error`` events and the client-side errors raised during
-    the turn. ``completed`` is false when the turn timed out or a newer transcript replaced it.
+    ``transcript`` is the text of the final transcript. ``errors`` holds the server's ``error``
+    events and the client-side errors raised during the turn. ``completed`` is false when the turn
+    timed out or a newer transcript replaced it.
+
+    Times are ``time.perf_counter()`` readings (a monotonic clock, the one the benchmarks' meters
+    read): ``final_sent_at`` when the final transcript was handed to the connection (the last
+    time, if a reconnect made the client send it again), ``received_at[i]`` when ``events[i]``
+    arrived. ``first_partial_at - final_sent_at`` is how long the answer took to start.
     """
 
     transcript: str
     events: list[Event] = field(default_factory=list)
+    received_at: list[float] = field(default_factory=list)
+    final_sent_at: float | None = None
     tool_calls: list[ToolInvocation] = field(default_factory=list)
     errors: list[ErrorPayload] = field(default_factory=list)
     completed: bool = False
@@ -81,8 +93,32 @@ class TurnResult:
                 states.append(args["state"])
         return states
 
+    @property
+    def first_partial_at(self) -> float | None:
+        """When the turn's first ``assistantSpeechPartial`` arrived (None if none did)."""
+        return self.first_at(lambda event: isinstance(event.payload, AssistantSpeechPartial))
+
+    @property
+    def first_speak_at(self) -> float | None:
+        """When the turn's first ``tts.speak`` call arrived (None if none did)."""
+        return self.first_at(lambda event: isinstance(event.payload, ToolCall) and event.payload.name == TTS_SPEAK)
+
+    def first_at(self, predicate: Callable[[Event], bool]) -> float | None:
+        """When the turn's first event matching ``predicate`` arrived (None if none did)."""
+        return next((at for at, event in zip(self.received_at, self.events, strict=True) if predicate(event)), None)
+
     def calls(self, name: str) -> list[ToolInvocation]:
         return [call for call in self.tool_calls if call.name == name]
+
+    def received(self, event: Event) -> None:
+        """``event`` arrived during the turn: kept, with the time."""
+        self.events.append(event)
+        self.received_at.append(time.perf_counter())
+
+    def sending(self, event: Event) -> None:
+        """``event`` is about to go out: the final transcript's time is kept."""
+        if isinstance(event.payload, UserAudioTranscriptFinal):
+            self.final_sent_at = time.perf_counter()
 
     def finish(self, *, completed: bool) -> None:
         if not self.done.is_set():
