@@ -375,6 +375,8 @@ class LocalStack:
             "POWERTOOLS_METRICS_NAMESPACE": "VoiceIDE/Conductor",
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_DISABLED": "true",
+            # Speculative turns are on locally, as in the dev stage (cdk.json's ``speculation``).
+            "CONDUCTOR_SPECULATION": "true",
         }
         env |= {name: value for name, value in defaults.items() if name not in os.environ}
         if self.user_pool is not None:

@@ -34,6 +34,7 @@ from shared.memory_keeper import MemoryKeeper
 from shared.service import ConductorService
 from shared.session_records import SessionRecords
 from shared.session_service import SessionService
+from shared.speculation_watcher import SpeculationWatcher
 from shared.store import SessionStore
 from shared.turn_launcher import LambdaTurnLauncher
 from shared.turn_runner import TurnRunner
@@ -228,6 +229,11 @@ def turn_runner() -> TurnRunner:
         alarms=deadline_alarms(),
         memory=memory,
     )
+
+
+@cache
+def speculation_watcher() -> SpeculationWatcher:
+    return SpeculationWatcher(turn_runner())
 
 
 @cache

@@ -19,6 +19,7 @@ from lambdas.runtime import (
     call_counts,
     logger,
     metrics,
+    speculation_watcher,
     tracer,
     turn_runner,
 )
@@ -41,7 +42,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     tracer.put_annotation("session_id", task.session_id)
     call_counts.reset()
     began = time.monotonic()
-    turn_runner().run(task, context.get_remaining_time_in_millis)
+    if task.watch:
+        speculation_watcher().watch(task, context.get_remaining_time_in_millis)
+    else:
+        turn_runner().run(task, context.get_remaining_time_in_millis)
     # One record per runner invocation: what the turn cost, beside the runner's own timings.
     sink = PowertoolsMetrics()
     sink.timing(TURN_RUN_METRIC, (time.monotonic() - began) * 1000)

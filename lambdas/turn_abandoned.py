@@ -13,7 +13,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from lambdas.runtime import PowertoolsMetrics, logger, metrics, tracer, turn_runner
+from lambdas.runtime import PowertoolsMetrics, logger, metrics, speculation_watcher, tracer, turn_runner
 from shared.core.conductor import RUNNER_LOST_LINE
 from shared.protocol import ErrorCode
 from shared.turn_launcher import TurnTask
@@ -45,6 +45,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         },
     )
     PowertoolsMetrics().count("TurnsAbandoned")
+    if task.watch:  # a watcher of the person's speech: its speculation, never heard, is forgotten
+        speculation_watcher().abandoned(task)
+        return {"ended": True}
     turn_runner().fail(
         task, ErrorCode.CONDUCTOR_ERROR, f"the turn could not run ({condition})", fallback_line=RUNNER_LOST_LINE
     )

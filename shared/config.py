@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.core.conductor import CoreSettings
+from shared.core.speculation import SpeculationSettings
 from shared.core.wrapper import ClientTool
 from shared.model_rules import Effort, Inference, ThinkingSetting
 
@@ -89,6 +90,14 @@ class Settings(BaseModel):
     summary_model_id: str | None = None
     # How long the app may take to answer a tool call of the model (the catalog may say more per tool).
     tool_deadline_s: float = Field(default=60.0, gt=0, le=3600)
+    # Speculative turns (``shared.core.speculation``): the model starts on a partial transcript that
+    # stayed the same ``speculation_stable_ms``; its runner reads every ``speculation_poll_ms`` whether
+    # the final confirmed or dropped it, and gives it up ``speculation_hold_ms`` after it started.
+    speculation: bool = False
+    speculation_stable_ms: int = Field(default=300, ge=0, le=5000)
+    speculation_poll_ms: int = Field(default=50, ge=10, le=1000)
+    speculation_hold_ms: int = Field(default=4000, ge=500, le=30_000)
+    max_speculations_per_utterance: int = Field(default=3, ge=1, le=20)
 
     @property
     def inference(self) -> Inference:
@@ -102,6 +111,15 @@ class Settings(BaseModel):
         """How much history text is worth reading for one request: the budget at 8 characters
         per token (more than any model's measured ratio)."""
         return self.input_budget_tokens * 8
+
+    @cached_property
+    def speculating(self) -> SpeculationSettings:
+        return SpeculationSettings(
+            enabled=self.speculation,
+            stable_s=self.speculation_stable_ms / 1000,
+            max_per_utterance=self.max_speculations_per_utterance,
+            hold_s=self.speculation_hold_ms / 1000,
+        )
 
     @cached_property
     def core(self) -> CoreSettings:
@@ -153,6 +171,11 @@ class Settings(BaseModel):
             "input_budget_tokens": "CONDUCTOR_INPUT_BUDGET_TOKENS",
             "elide_tool_results_over_chars": "CONDUCTOR_ELIDE_TOOL_RESULTS_OVER_CHARS",
             "summary_model_id": "CONDUCTOR_SUMMARY_MODEL_ID",
+            "speculation": "CONDUCTOR_SPECULATION",
+            "speculation_stable_ms": "CONDUCTOR_SPECULATION_STABLE_MS",
+            "speculation_poll_ms": "CONDUCTOR_SPECULATION_POLL_MS",
+            "speculation_hold_ms": "CONDUCTOR_SPECULATION_HOLD_MS",
+            "max_speculations_per_utterance": "CONDUCTOR_MAX_SPECULATIONS_PER_UTTERANCE",
         }
         values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
         catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")

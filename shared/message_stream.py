@@ -65,6 +65,7 @@ class MessageStream:
         out_of_time: Callable[[], bool],
         clock: Callable[[], float] = time.time,
         stop_check_s: float = STOP_CHECK_S,
+        confirmed: bool = False,
     ) -> None:
         self.task = task
         self.state = state
@@ -82,7 +83,7 @@ class MessageStream:
         self._claiming: Future[Committed | None] | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._model_requested = False
-        self._checked = False  # a commit or read since the last partial confirmed the stream
+        self._checked = confirmed  # a commit or read since the last partial confirmed the stream
         self._last_partial = ""
         self._checked_at = clock()
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from shared.commit import Committed, ConductorBusy, Metrics, NullMetrics
 from shared.config import Settings
-from shared.core import conductor, connection, result_parts
+from shared.core import conductor, connection, result_parts, speculation
 from shared.core.conductor import Outcome
 from shared.core.decision import is_unrecorded_own_call, may_resume_the_model
 from shared.core.history_ops import history_after
@@ -34,6 +34,7 @@ from shared.protocol import (
     SessionStart,
     ToolResult,
     UserAudioTranscriptFinal,
+    UserAudioTranscriptPartial,
     make_event,
     parse_event,
 )
@@ -45,6 +46,8 @@ __all__ = ["ConductorBusy", "ConductorService", "ConnectResult", "Request"]
 
 CONNECTIONS_CACHED = 10_000
 TOOL_ROUND_TRIP_METRIC = "ToolRoundTripMs"
+SPECULATED_METRIC = "TurnsSpeculated"  # per final: 1 when a speculation was running, else 0
+PROMOTED_METRIC = "TurnsPromoted"  # per final: 1 when it promoted the speculation, else 0
 
 
 class Launcher(Protocol):
@@ -223,6 +226,13 @@ class ConductorService:
             decide = lambda state: conductor.handle_tool_result(  # noqa: E731
                 state, result, self.settings.core, now=now
             )
+        elif isinstance(payload, UserAudioTranscriptPartial):
+            if not self.settings.speculation or len(payload.text) > self.settings.max_transcript_chars:
+                return  # nothing to decide: the final starts the turn (and says what is wrong with it)
+            heard = payload.text
+            decide = lambda state: speculation.handle_partial(  # noqa: E731
+                state, heard, now=now, settings=self.settings.speculating
+            )
         elif isinstance(payload, ErrorPayload) and payload.code == ErrorCode.AUDIO_OUTPUT_INTERRUPTED:
             heard = payload.heard_text
             decide = lambda state: conductor.handle_barge_in(state, heard)  # noqa: E731
@@ -246,8 +256,11 @@ class ConductorService:
             decided_on.append(state)
             return decide(state)
 
+        # A partial changes nothing when it repeats the last one: it is never claimed (the same words
+        # again decide the same), so it costs a read, not a write.
+        claimed = None if isinstance(payload, UserAudioTranscriptPartial) else event_id
         try:
-            committed = self.committer.apply(session_id, deciding, hint=hint, claim_event_id=event_id)
+            committed = self.committer.apply(session_id, deciding, hint=hint, claim_event_id=claimed)
         except DuplicateEvent:
             self.log.info("duplicate event ignored", extra={"event_id": event_id, "session_id": session_id})
             stored = self.store.load(session_id)  # a retry after a reconnect still catches the app up
@@ -282,6 +295,10 @@ class ConductorService:
             self.delivery.deliver(request.endpoint, committed)
         if isinstance(payload, SessionStart):
             self._ready(request, decided_on[-1], state, payload)
+        if isinstance(payload, UserAudioTranscriptFinal) and self.settings.speculation:
+            self._count_speculation(decided_on[-1], committed.state)
+        if committed.outcome.watch:
+            self._launch_watcher(TurnTask.for_watch(state, committed.outcome.watch, request.endpoint))
         if committed.run_model:
             self._time_tool_round(decided_on[-1], now)
             window = self._window_after(recent, decided_on[-1], committed) if recent is not None else None
@@ -348,6 +365,21 @@ class ConductorService:
             return None
         cap = committed.state.window_cap or self.settings.history_window
         return fit_window(after, min(self.settings.history_window, cap))
+
+    def _count_speculation(self, before: SessionState, after: SessionState) -> None:
+        """Per final transcript: whether a speculation was running, and whether the final promoted it."""
+        speculated, promoted = speculation.final_figures(before, after)
+        self.metrics.count(SPECULATED_METRIC, int(speculated))
+        self.metrics.count(PROMOTED_METRIC, int(promoted))
+
+    def _launch_watcher(self, task: TurnTask) -> None:
+        """A watcher for the person's speech; if it cannot be launched, the final starts the turn as
+        without one (and a partial after the watch's start time launches another)."""
+        try:
+            self.launcher.launch(task)
+        except Exception:
+            self.log.exception("watcher not launched", extra={"session_id": task.session_id})
+            self.metrics.count("WatcherLaunchFailures")
 
     def _launch(self, task: TurnTask) -> None:
         """Hand the stream to the turn runner; if it cannot be launched, the turn ends at once."""

@@ -35,6 +35,9 @@ class TurnTask(BaseModel):
     # The history window for the stream's first request (JSON), read by ``$default`` beside the
     # state: the runner then calls the model without reading it again.
     history: str | None = Field(default=None, max_length=MAX_HISTORY_CHARS)
+    # A watcher of the person's speech (``shared.speculation_watcher``): ``stream_id`` is then the
+    # watch's id, and a stream is started only if a partial transcript stays the same.
+    watch: bool = False
 
     @classmethod
     def for_stream(
@@ -48,6 +51,17 @@ class TurnTask(BaseModel):
             endpoint=endpoint,
             state=snapshot if len(snapshot) <= MAX_STATE_CHARS else None,
             history=window if window is not None and len(window) <= MAX_HISTORY_CHARS else None,
+        )
+
+    @classmethod
+    def for_watch(cls, state: SessionState, watch_id: str, endpoint: str) -> TurnTask:
+        snapshot = state.model_dump_json()
+        return cls(
+            session_id=state.session_id,
+            stream_id=watch_id,
+            endpoint=endpoint,
+            state=snapshot if len(snapshot) <= MAX_STATE_CHARS else None,
+            watch=True,
         )
 
     def history_window(self) -> list[Message] | None:

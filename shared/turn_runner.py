@@ -29,6 +29,7 @@ from shared.core.wrapper import ClientTool
 from shared.delivery import Delivery
 from shared.memory_keeper import Fitted, MemoryKeeper
 from shared.message_stream import MessageStream, OutOfTime, TurnFigures
+from shared.model_prefetch import Prefetch
 from shared.protocol import ErrorCode
 from shared.protocol_tools import RESERVED_TOOL_NAMES
 from shared.store import SessionStore
@@ -80,6 +81,7 @@ class _Run:
     carried: list[Message] | None = None  # the first stream's history window, read by ``$default``
     fitted: Fitted | None = None  # the last request's window, as the memory budget cut it
     state: SessionState | None = None  # the last state this run committed
+    prefetched: Prefetch | None = None  # the first message, already streaming (a promoted speculation)
 
 
 class TurnRunner:
@@ -118,9 +120,27 @@ class TurnRunner:
             return None
         claim = RunnerClaim(uuid.uuid4().hex, time.time() + remaining_ms() / 1000)
         run = _Run(task, claim, remaining_ms, SegmentText(self._pacing()), TurnFigures(), task.history_window())
+        return self._run(run, state)
+
+    def run_promoted(
+        self,
+        task: TurnTask,
+        state: SessionState,
+        claim: RunnerClaim,
+        remaining_ms: RemainingMs,
+        first: Prefetch,
+        window: list[Message],
+    ) -> TurnFigures:
+        """A speculation the final transcript confirmed (``state``, just read): its stream, which
+        ``claim`` holds, goes on from what the model already wrote (``first``, asked with ``window``)."""
+        segment = SegmentText(self._pacing())
+        run = _Run(task, claim, remaining_ms, segment, TurnFigures(), carried=window, prefetched=first)
+        return self._run(run, state)
+
+    def _run(self, run: _Run, state: SessionState) -> TurnFigures:
         self._run_model(run, state)
         if self.memory is not None:  # after the turn's events went out: off the hot path
-            self.memory.after_turn(task.session_id, run.state, run.fitted)
+            self.memory.after_turn(run.task.session_id, run.state, run.fitted)
         self._record(run.figures)
         return run.figures
 
@@ -307,7 +327,7 @@ class TurnRunner:
             self.log.exception("tool deadline not armed", extra={"session_id": task.session_id})
             self.metrics.count("DeadlineAlarmFailures")
 
-    def _session_tools(self, state: SessionState) -> list[ClientTool] | None:
+    def session_tools(self, state: SessionState) -> list[ClientTool] | None:
         """The app's declared tools and the catalog's protocol calls (None: the whole catalog)."""
         if state.tools is None:
             return None
@@ -327,10 +347,15 @@ class TurnRunner:
             figures=run.figures,
             out_of_time=lambda: run.remaining_ms() < self.settings.turn_reserve_ms,
             stop_check_s=self.settings.stop_check_ms / 1000,
+            confirmed=run.prefetched is not None,  # its runner read the state that promoted it
         )
-        requested = time.monotonic()
-        tools = self._session_tools(state)
-        items = self.brain.stream(messages, summary=state.summary, tools=tools, on_sent=streamer.model_requested)
+        prefetched, run.prefetched = run.prefetched, None
+        if prefetched is not None:
+            requested, items = prefetched.requested_at, prefetched.items()
+        else:
+            requested = time.monotonic()
+            tools = self.session_tools(state)
+            items = self.brain.stream(messages, summary=state.summary, tools=tools, on_sent=streamer.model_requested)
         try:
             return streamer.run(items, message, requested)
         finally:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from shared.core import background, confirming
+from shared.core import background, confirming, speculation
 from shared.core.confirmation import Verdict, verdict
 from shared.core.decision import (
     DEFAULT_SETTINGS,
@@ -130,6 +130,8 @@ def handle_transcript(state: SessionState, text: str, *, now: float, settings: C
         return decision.outcome()
     recent = [started for started in decision.state.turn_starts if now - started < 60]
     if len(recent) >= settings.max_turns_per_minute:
+        speculation.drop(decision, "the final transcript was refused")
+        decision.state.listening = None
         decision.send(
             error_payload(
                 ErrorCode.RATE_LIMITED, f"at most {settings.max_turns_per_minute} requests a minute; wait a moment"
@@ -142,8 +144,14 @@ def handle_transcript(state: SessionState, text: str, *, now: float, settings: C
             return confirming.handle_answer(state, said, settings, now=now)
         decision = Decision(confirming.declined_for_new_request(decision.state))
     decision.state.turn_starts = [*recent, now]
-    _cancel_turn(decision, "the user started a new request")
+    promoted = speculation.take_final(decision, text, now)
     note_utterance(decision.state, text, now)
+    if promoted is not None:  # the model has been answering it: its runner lets the answer out
+        decision.history.add("user", [text_block(text.strip())])
+        promoted.shown = "thinking"
+        decision.set_state("thinking", promoted.turn_id)
+        return decision.outcome()
+    _cancel_turn(decision, "the user started a new request")
     turn = Turn(turn_id=new_id("turn"))
     decision.state.turn = turn
     decision.history.add("user", [text_block(text.strip())])
@@ -273,6 +281,9 @@ def handle_barge_in(state: SessionState, heard_text: str | None = None) -> Outco
     turn = decision.state.turn
     if turn is None:
         decision.notes.append("barge-in with no turn in progress")
+        return decision.outcome()
+    if turn.speculative is not None:  # nothing of it was said: nothing to stop on the app
+        speculation.drop(decision, "the user interrupted")
         return decision.outcome()
     if turn.stream is None and turn.tools is None and decision.state.last_role == "assistant":
         mark_cut_off_answer(decision, heard_text)  # during playback of the final answer

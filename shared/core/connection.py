@@ -102,7 +102,7 @@ def session_ready(
     if start.session_id.lower() != after.session_id or after.connection_id != connection_id:
         return None
     return SessionReady(
-        resumed=bool(before.history_len or before.summary or before.turn is not None),
+        resumed=bool(before.history_len or before.summary or (before.turn is not None and not before.turn.speculative)),
         title=after.title,
         lastSeq=after.next_seq - 1,
         capabilities=tuple(after.capabilities),

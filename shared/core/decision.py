@@ -101,6 +101,8 @@ class Outcome:
     part_writes: list[PartWrite] = field(default_factory=list)
     parts_complete: list[str] = field(default_factory=list)
     parts_dropped: list[tuple[str, int]] = field(default_factory=list)
+    # A watcher to launch for the person's speech (``shared.core.speculation``): its id.
+    watch: str | None = None
 
     def numbered_events(self) -> list[tuple[int, Payload]]:
         return [(self.first_seq + index, payload) for index, payload in enumerate(self.events)]

@@ -94,6 +94,7 @@ def end_session(state: SessionState, now: float) -> Outcome:
         state.model_copy(
             update={
                 "ended_at": state.ended_at if state.ended_at is not None else now,
+                "listening": None,
                 "connection_id": None,
                 "catch_up_owner": None,
                 "catch_up_since": None,

@@ -123,9 +123,26 @@ class ActiveStream(_Model):
 class Turn(_Model):
     turn_id: str
     shown: str = "thinking"  # the convo.setState value the app was last sent in this turn
+    # A speculative turn (``shared.core.speculation``): the model runs on the partial transcript
+    # whose normalized text this is, and nothing of it reaches the app until the final confirms it.
+    speculative: str | None = None
     rounds: int = 0
     stream: ActiveStream | None = None
     tools: ToolRound | None = None
+
+
+class Listening(_Model):
+    """What the app's recognizer hears while no turn runs: its latest partial transcript, and the
+    watcher (a turn-runner invocation) that starts a speculative turn once it stays the same."""
+
+    text: str
+    key: str  # the text normalized (``speculation.normalized``)
+    heard_at: float  # epoch seconds the partials first read ``key``
+    watcher: str | None = None  # the watcher launched for this utterance
+    watcher_runner: str | None = None  # the invocation that took it
+    watcher_until: float = 0.0  # epoch seconds: past it the watcher is gone and a partial launches another
+    speculations: int = 0  # started in this utterance
+    speculated: str | None = None  # the key of the last one started (never twice on the same text)
 
 
 class SessionState(_Model):
@@ -169,6 +186,8 @@ class SessionState(_Model):
     # Background tools still running on the app, and outcomes waiting for idle to be reported.
     background: list[BackgroundJob] = Field(default_factory=list)
     background_reports: list[BackgroundReport] = Field(default_factory=list)
+    # The person is speaking: the latest partial transcript since the last final (or None).
+    listening: Listening | None = None
 
     def own_call(self, call_id: str) -> OwnCall | None:
         return next((call for call in self.own_calls if call.call_id == call_id), None)

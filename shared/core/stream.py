@@ -64,6 +64,8 @@ def _current_stream(decision: Decision, stream_id: str, claim: RunnerClaim | Non
     turn = decision.state.turn
     if turn is None or turn.stream is None or turn.stream.stream_id != stream_id:
         raise StreamSuperseded(stream_id)
+    if turn.speculative is not None:  # nothing of a speculation is said before its final confirms it
+        raise StreamSuperseded(stream_id)
     stream = turn.stream
     if claim is not None:
         if stream.runner is not None and stream.runner != claim.runner:
@@ -337,7 +339,10 @@ def end_lost_stream(decision: Decision, now: float, settings: CoreSettings) -> N
         return
     never_started = stream.runner is None and now - stream.launched_at > settings.stream_start_timeout_s
     overran = stream.deadline is not None and now > stream.deadline
-    if never_started or overran:
+    if (never_started or overran) and turn.speculative is not None:
+        decision.state.turn = None  # nothing of it was said: it ends without a word
+        decision.notes.append(f"speculative turn {turn.turn_id} lost its runner: dropped")
+    elif never_started or overran:
         decision.notes.append(f"stream {stream.stream_id} lost its runner: the turn ends")
         reason = "the turn never started" if never_started else "the turn stopped unexpectedly"
         _fail_stream(decision, turn, stream, ErrorCode.CONDUCTOR_ERROR, reason, RUNNER_LOST_LINE)

@@ -1,0 +1,224 @@
+"""The watcher of a person's speech: a turn-runner invocation that answers while they finish.
+
+``$default`` launches it for an utterance's first partial transcript (``Outcome.watch``). It sleeps
+until the latest partial has stayed the same for the stable time, then starts a speculative turn
+on it (``shared.core.speculation``) and reads the model's answer ahead (``Prefetch``), reading the
+session every poll: the final's commit either promotes the speculation (this invocation then runs
+the turn, from what the model already wrote) or drops it (the model is stopped at its next delta
+and the watcher goes back to watching). Nothing of a speculation is posted before its promotion.
+The watcher leaves once the final came, a turn runs, the session ended or nothing new was heard.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable
+
+from shared.commit import Committed
+from shared.core.conductor import StreamSuperseded, StreamTaken
+from shared.core.messages import Message
+from shared.core.speculation import (
+    Leave,
+    Speculate,
+    Wait,
+    abandon_watch,
+    drop_speculation,
+    hold_expired,
+    release_watch,
+    request_window,
+    start_speculation,
+    status,
+    take_watch,
+    watch_step,
+)
+from shared.core.state import SessionState
+from shared.core.stream import RunnerClaim
+from shared.message_stream import TurnFigures
+from shared.model_prefetch import Prefetch
+from shared.turn_launcher import TurnTask
+from shared.turn_runner import RemainingMs, TurnRunner
+
+STOPPED_JOIN_S = 5.0  # how long a leaving watcher waits for the model streams it stopped to close
+
+SPECULATIONS_METRIC = "Speculations"
+DISCARDED_METRIC = "SpeculationsDiscarded"
+DISCARDED_INPUT_METRIC = "SpeculationDiscardedInputTokens"
+DISCARDED_OUTPUT_METRIC = "SpeculationDiscardedOutputTokens"
+
+
+class SpeculationWatcher:
+    def __init__(
+        self,
+        runner: TurnRunner,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.runner = runner
+        self.settings = runner.settings
+        self.rules = runner.settings.speculating
+        self.store = runner.store
+        self.committer = runner.committer
+        self.metrics = runner.metrics
+        self.log = runner.log
+        self.clock = clock
+        self.sleep = sleep
+
+    def watch(self, task: TurnTask, remaining_ms: RemainingMs) -> TurnFigures | None:
+        """Watch the session's partial transcripts; returns the figures of the turn it ran (if a
+        speculation was promoted), else None."""
+        watcher = task.stream_id
+        claim = RunnerClaim(uuid.uuid4().hex, self.clock() + remaining_ms() / 1000)
+        try:
+            taken = self.committer.apply(
+                task.session_id,
+                lambda fresh: take_watch(fresh, watcher, claim.runner, deadline=claim.deadline),
+                hint=task.session_state(),
+            )
+        except (StreamSuperseded, StreamTaken):
+            return None
+        state = taken.state if taken is not None else None
+        stopped: list[Prefetch] = []  # discarded speculations' model streams, closing
+        try:
+            while state is not None:
+                if remaining_ms() < self.settings.turn_reserve_ms:
+                    self._leave(task, claim, remaining_ms)
+                    return None
+                step = watch_step(state, watcher, claim.runner, now=self.clock(), settings=self.rules)
+                if isinstance(step, Leave):
+                    self.log.info("watcher leaves", extra={"session_id": task.session_id, "reason": step.reason})
+                    if step.release:
+                        self._leave(task, claim, remaining_ms)
+                    return None
+                if isinstance(step, Speculate):
+                    figures = self._speculate(task, claim, state, step, remaining_ms, stopped)
+                    if figures is not None:
+                        return figures
+                elif isinstance(step, Wait):
+                    self.sleep(max(0.0, step.until - self.clock()))
+                state = self.store.load(task.session_id)
+            return None
+        finally:
+            for prefetch in stopped:
+                prefetch.join(STOPPED_JOIN_S)
+
+    def abandoned(self, task: TurnTask) -> None:
+        """The watcher's invocation died: its utterance and speculation are forgotten."""
+        self.committer.apply(task.session_id, lambda fresh: abandon_watch(fresh, task.stream_id))
+
+    # ---- one speculation -----------------------------------------------------------------------
+
+    def _speculate(
+        self,
+        task: TurnTask,
+        claim: RunnerClaim,
+        state: SessionState,
+        step: Speculate,
+        remaining_ms: RemainingMs,
+        stopped: list[Prefetch],
+    ) -> TurnFigures | None:
+        """Start the model on the partial and hold its answer until the final decides."""
+        try:
+            started = self.committer.apply(
+                task.session_id,
+                lambda fresh: start_speculation(
+                    fresh,
+                    task.stream_id,
+                    claim.runner,
+                    step.key,
+                    now=self.clock(),
+                    deadline=claim.deadline,
+                    settings=self.rules,
+                ),
+                hint=state,
+            )
+        except StreamSuperseded:  # the partial changed, or the final came first: it wins
+            return None
+        if started is None or started.state.turn is None or started.state.turn.stream is None:
+            return None
+        state = started.state
+        stream_id = started.state.turn.stream.stream_id
+        self.metrics.count(SPECULATIONS_METRIC)
+        window = self._window(task.session_id, state, step.text)
+        messages = window if self.runner.memory is None else self.runner.memory.fit(state, window).messages
+        tools = self.runner.session_tools(state)
+        prefetch = Prefetch(lambda: self.runner.brain.stream(messages, summary=state.summary, tools=tools))
+        poll_s = self.settings.speculation_poll_ms / 1000
+        while True:
+            self.sleep(poll_s)
+            fresh = self.store.load(task.session_id)
+            where = "dropped" if fresh is None else status(fresh, stream_id, claim.runner)
+            if where == "promoted" and fresh is not None:
+                self.log.info("speculation promoted", extra={"session_id": task.session_id})
+                stream = TurnTask(session_id=task.session_id, stream_id=stream_id, endpoint=task.endpoint)
+                return self.runner.run_promoted(stream, fresh, claim, remaining_ms, prefetch, window)
+            if where == "dropped" or fresh is None:
+                stopped.append(self._discarded(prefetch, messages, state))
+                return None
+            reason = self._give_up_reason(fresh, stream_id, prefetch, remaining_ms)
+            if reason is not None:
+                stopped.append(self._discarded(prefetch, messages, state))
+                self._give_up(task, stream_id, reason, fresh, remaining_ms)
+                return None
+
+    def _give_up_reason(
+        self, state: SessionState, stream_id: str, prefetch: Prefetch, remaining_ms: RemainingMs
+    ) -> str | None:
+        if prefetch.failed_early:
+            return "the model failed before the final came"
+        if hold_expired(state, stream_id, now=self.clock(), settings=self.rules):
+            return "no final transcript came"
+        if state.ended_at is not None:
+            return "the session was ended"
+        if remaining_ms() < self.settings.turn_reserve_ms:
+            return "the watcher ran out of time"
+        return None
+
+    def _window(self, session_id: str, state: SessionState, text: str) -> list[Message]:
+        size = min(self.settings.history_window, state.window_cap or self.settings.history_window)
+        history = self.store.history(session_id, size, max_chars=self.settings.history_read_chars)
+        return request_window(history, text)
+
+    def _discarded(self, prefetch: Prefetch, messages: list[Message], state: SessionState) -> Prefetch:
+        """Stop the model and count what the speculation spent for nothing."""
+        prefetch.stop()
+        reported = prefetch.usage.get("inputTokens")
+        chars = sum(len(str(message["content"])) for message in messages)
+        input_tokens = reported if reported is not None else math.ceil(chars / max(state.chars_per_token, 1.0))
+        self.metrics.count(DISCARDED_METRIC)
+        self.metrics.count(DISCARDED_INPUT_METRIC, input_tokens)
+        self.metrics.count(DISCARDED_OUTPUT_METRIC, prefetch.output_tokens())
+        return prefetch
+
+    # ---- leaving -------------------------------------------------------------------------------
+
+    def _give_up(
+        self, task: TurnTask, stream_id: str, reason: str, state: SessionState, remaining_ms: RemainingMs
+    ) -> None:
+        self.log.info("speculation dropped", extra={"session_id": task.session_id, "reason": reason})
+        try:
+            committed = self.committer.apply(
+                task.session_id,
+                lambda fresh: drop_speculation(fresh, stream_id, reason, now=self.clock()),
+                hint=state,
+            )
+        except StreamSuperseded:
+            return
+        self._after_leaving(task, committed, remaining_ms)
+
+    def _leave(self, task: TurnTask, claim: RunnerClaim, remaining_ms: RemainingMs) -> None:
+        committed = self.committer.apply(
+            task.session_id, lambda fresh: release_watch(fresh, task.stream_id, claim.runner, now=self.clock())
+        )
+        self._after_leaving(task, committed, remaining_ms)
+
+    def _after_leaving(self, task: TurnTask, committed: Committed | None, remaining_ms: RemainingMs) -> None:
+        """A background tool's outcome that waited for the person to be silent is reported now:
+        its turn runs in this invocation."""
+        if committed is None:
+            return
+        self.runner.delivery.deliver(task.endpoint, committed)
+        if committed.run_model:
+            self.runner.run(TurnTask.for_stream(committed.state, committed.run_model, task.endpoint), remaining_ms)
