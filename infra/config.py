@@ -182,6 +182,18 @@ class SessionsSettings(_Settings):
         return self.ended_retention_days * 24 * 3600
 
 
+class SpeculationSettings(_Settings):
+    """Speculative turns (README, "Speculative turns"): the model starts on the app's partial
+    transcript once it has stayed the same ``stable_ms``, before the final one; the final confirms it
+    (the answer is already on its way) or it is dropped, having cost its input tokens and the few
+    output tokens written before it was stopped. Its watcher runs in the turn function: while a
+    person speaks, their session holds one of that function's executions
+    (``lambdas.turn_reserved_concurrency``)."""
+
+    enabled: bool = False
+    stable_ms: int = Field(default=300, ge=100, le=2000)
+
+
 AuthMode = Literal["cognito", "none", "dev-signed-token"]
 AUTH_MODES: tuple[str, ...] = ("cognito", "none", "dev-signed-token")
 # An open stage (``auth: none``) is reachable by anyone who finds its URL: its whole stage may take at
@@ -275,6 +287,7 @@ class StageConfig(_Settings):
     throttle: ThrottleSettings
     alarms: AlarmSettings = AlarmSettings()
     sessions: SessionsSettings = SessionsSettings()
+    speculation: SpeculationSettings = SpeculationSettings()
 
     @model_validator(mode="before")
     @classmethod

@@ -12,6 +12,8 @@ from infra.config import StageConfig
 from infra.constructs.monitoring import (
     CACHE_READ_TOKENS_METRIC,
     CACHE_WRITE_TOKENS_METRIC,
+    DISCARDED_INPUT_TOKENS_METRIC,
+    DISCARDED_OUTPUT_TOKENS_METRIC,
     DYNAMODB_REQUESTS_METRIC,
     FIRST_PARTIAL_METRIC,
     FIRST_SPEAK_METRIC,
@@ -20,12 +22,16 @@ from infra.constructs.monitoring import (
     OUTPUT_TOKENS_METRIC,
     PERIOD,
     POSTS_METRIC,
+    SPECULATIONS_DISCARDED_METRIC,
+    SPECULATIONS_METRIC,
     SUMMARIES_WRITTEN_METRIC,
     SUMMARY_FAILURES_METRIC,
     TOOL_ROUND_TRIP_METRIC,
     TURN_RUN_METRIC,
     TURNS_ABANDONED_METRIC,
     TURNS_METRIC,
+    TURNS_PROMOTED_METRIC,
+    TURNS_SPECULATED_METRIC,
     ConductorAlarms,
     api_metric,
     error_events,
@@ -92,12 +98,51 @@ def per_turn(config: StageConfig, metric_id: str, name: str) -> cloudwatch.MathE
     )
 
 
+def speculation_rates(config: StageConfig) -> list[cloudwatch.IMetric]:
+    """Of the final transcripts: the share that found a speculation running, the share that promoted
+    it, and of the speculated ones the share promoted (the hit rate)."""
+    counts = {
+        "speculated": own_metric(config, TURNS_SPECULATED_METRIC),
+        "promoted": own_metric(config, TURNS_PROMOTED_METRIC),
+        "finals": own_metric(config, TURNS_SPECULATED_METRIC, statistic="SampleCount"),
+    }
+
+    def share(expression: str, label: str) -> cloudwatch.MathExpression:
+        return cloudwatch.MathExpression(expression=expression, using_metrics=counts, label=label, period=PERIOD)
+
+    return [
+        share("IF(FILL(finals, 0) > 0, 100 * FILL(speculated, 0) / finals, 0)", "speculated (% of finals)"),
+        share("IF(FILL(finals, 0) > 0, 100 * FILL(promoted, 0) / finals, 0)", "promoted (% of finals)"),
+        share("IF(FILL(speculated, 0) > 0, 100 * FILL(promoted, 0) / speculated, 0)", "hit rate (% of speculated)"),
+    ]
+
+
+def speculation_row(config: StageConfig) -> list[cloudwatch.IWidget]:
+    """Speculative turns: how often the final confirms them, and what the dropped ones cost."""
+    state = "on" if config.speculation.enabled else "off"
+    return [
+        graph(
+            f"Speculative turns (%; {state}, stable {config.speculation.stable_ms} ms)",
+            speculation_rates(config),
+            left_y_axis=cloudwatch.YAxisProps(min=0, max=100),
+        ),
+        graph(
+            "Speculations started and dropped (per 5 minutes)",
+            [own_metric(config, name) for name in (SPECULATIONS_METRIC, SPECULATIONS_DISCARDED_METRIC)],
+        ),
+        graph(
+            "Tokens spent on dropped speculations (per 5 minutes)",
+            [own_metric(config, name) for name in (DISCARDED_INPUT_TOKENS_METRIC, DISCARDED_OUTPUT_TOKENS_METRIC)],
+        ),
+    ]
+
+
 def turn_section(config: StageConfig) -> list[list[cloudwatch.IWidget]]:
     """Rows of the per-turn figures: dimensions service only (as the conductor emits them; the
     dashboard is the stage's), nothing per session."""
     header = cloudwatch.TextWidget(
         markdown=f"## Per turn ({config.name})\nLatency percentiles, Bedrock tokens and the prompt cache, "
-        "DynamoDB requests and posts per turn.",
+        "DynamoDB requests and posts per turn, speculative turns.",
         width=3 * WIDTH,
         height=2,
     )
@@ -120,6 +165,7 @@ def turn_section(config: StageConfig) -> list[list[cloudwatch.IWidget]]:
                 left_y_axis=cloudwatch.YAxisProps(min=0, max=100),
             ),
         ],
+        speculation_row(config),
     ]
 
 

@@ -141,6 +141,8 @@ class ConductorFunctions(Construct):
             "CONDUCTOR_TURN_RESERVE_MS": str(lambdas.turn_reserve_ms),
             "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
             "CONDUCTOR_MAX_TURNS_PER_MINUTE": str(config.max_turns_per_minute),
+            "CONDUCTOR_SPECULATION": "true" if config.speculation.enabled else "false",
+            "CONDUCTOR_SPECULATION_STABLE_MS": str(config.speculation.stable_ms),
             # Every store keeps an ended session's expiry on its later writes: all functions agree on it.
             ENDED_RETENTION_ENV: str(config.sessions.ended_retention_seconds),
             "POWERTOOLS_SERVICE_NAME": config.service_name,

@@ -55,6 +55,15 @@ POSTS_METRIC = "Posts"
 # goes on, but what left the window is forgotten until a later fold succeeds).
 SUMMARIES_WRITTEN_METRIC = "SummariesWritten"
 SUMMARY_FAILURES_METRIC = "SummaryFailures"
+# Speculative turns (shared/core/speculation.py): per final transcript 1 or 0, whether a speculation was
+# running and whether the final promoted it; per watcher, speculations started and dropped and the tokens
+# the dropped ones spent (input, and output written before they were stopped).
+TURNS_SPECULATED_METRIC = "TurnsSpeculated"
+TURNS_PROMOTED_METRIC = "TurnsPromoted"
+SPECULATIONS_METRIC = "Speculations"
+SPECULATIONS_DISCARDED_METRIC = "SpeculationsDiscarded"
+DISCARDED_INPUT_TOKENS_METRIC = "SpeculationDiscardedInputTokens"
+DISCARDED_OUTPUT_TOKENS_METRIC = "SpeculationDiscardedOutputTokens"
 # Who may publish to the alarm topic and use its key: CloudWatch, for alarms of this account and region.
 CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
 NO_SUBSCRIBER_WARNING = "@voiceide/conductor:alarmsWithoutSubscriber"

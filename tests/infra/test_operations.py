@@ -20,6 +20,13 @@ from infra.constructs.monitoring import (
 from infra.nag import flatten_cfn_reference
 from shared.commit import error_metric_name
 from shared.protocol import SENT_ERROR_CODES, SERVER_ERROR_CODES, ErrorCode
+from shared.service import PROMOTED_METRIC, SPECULATED_METRIC
+from shared.speculation_watcher import (
+    DISCARDED_INPUT_METRIC,
+    DISCARDED_METRIC,
+    DISCARDED_OUTPUT_METRIC,
+    SPECULATIONS_METRIC,
+)
 from tests.infra.conftest import Synth
 
 pytestmark = pytest.mark.infra
@@ -367,3 +374,30 @@ def test_dashboard_widgets_do_not_overlap(any_stage: Synth) -> None:
         assert not cells & area, widget["properties"].get("title")
         assert widget["x"] + widget["width"] <= 24
         cells |= area
+
+
+def test_dashboard_shows_how_often_speculations_are_confirmed_and_what_dropped_ones_cost(any_stage: Synth) -> None:
+    widgets = dashboard(any_stage)["widgets"]
+    config = any_stage.config
+    own = {"service": config.service_name}
+    state = "on" if config.speculation.enabled else "off"
+    by_title = {w["properties"].get("title"): w for w in widgets if w["type"] == "metric"}
+    rates = by_title[f"Speculative turns (%; {state}, stable {config.speculation.stable_ms} ms)"]
+    assert expressions(rates) == [
+        "IF(FILL(finals, 0) > 0, 100 * FILL(speculated, 0) / finals, 0)",
+        "IF(FILL(finals, 0) > 0, 100 * FILL(promoted, 0) / finals, 0)",
+        "IF(FILL(speculated, 0) > 0, 100 * FILL(promoted, 0) / speculated, 0)",
+    ]
+    # The names are the ones the conductor emits: $default per final, the watcher per speculation.
+    assert {row_id: (m, stat) for _, m, _, stat, row_id in graph_rows(rates)} == {
+        "speculated": (SPECULATED_METRIC, "Sum"),
+        "promoted": (PROMOTED_METRIC, "Sum"),
+        "finals": (SPECULATED_METRIC, "SampleCount"),
+    }
+    started = by_title["Speculations started and dropped (per 5 minutes)"]
+    assert [(m, dims, stat) for _, m, dims, stat, _ in graph_rows(started)] == [
+        (SPECULATIONS_METRIC, own, "Sum"),
+        (DISCARDED_METRIC, own, "Sum"),
+    ]
+    spent = by_title["Tokens spent on dropped speculations (per 5 minutes)"]
+    assert [m for _, m, _, _, _ in graph_rows(spent)] == [DISCARDED_INPUT_METRIC, DISCARDED_OUTPUT_METRIC]

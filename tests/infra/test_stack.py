@@ -673,6 +673,8 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
         "CONDUCTOR_TURN_RESERVE_MS": str(config.lambdas.turn_reserve_ms),
         "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
         "CONDUCTOR_MAX_TURNS_PER_MINUTE": str(config.max_turns_per_minute),
+        "CONDUCTOR_SPECULATION": "true" if config.speculation.enabled else "false",
+        "CONDUCTOR_SPECULATION_STABLE_MS": str(config.speculation.stable_ms),
         "CONDUCTOR_ENDED_RETENTION_SECONDS": str(config.sessions.ended_retention_days * 86_400),
         "POWERTOOLS_SERVICE_NAME": config.service_name,
         "POWERTOOLS_LOG_LEVEL": config.log_level,
@@ -686,6 +688,9 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
     assert turn_props["Timeout"] == config.lambdas.turn_timeout_seconds >= 300
     assert turn_props["MemorySize"] == config.lambdas.turn_memory_mb
     assert int(env["CONDUCTOR_TURN_RESERVE_MS"]) < turn_props["Timeout"] * 1000
+    # The watcher of a person's speech runs in the turn function: it speculates exactly as $default asks.
+    for name in ("CONDUCTOR_SPECULATION", "CONDUCTOR_SPECULATION_STABLE_MS"):
+        assert turn_env[name] == env[name]
     for route_key in ("$connect", "$disconnect"):
         _, fn = any_stage.function(HANDLERS[route_key])
         assert fn["Properties"]["Timeout"] == config.lambdas.handler_timeout_seconds <= 29
