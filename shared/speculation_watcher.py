@@ -153,6 +153,8 @@ class SpeculationWatcher:
             if where == "promoted" and fresh is not None:
                 self.log.info("speculation promoted", extra={"session_id": task.session_id})
                 stream = TurnTask(session_id=task.session_id, stream_id=stream_id, endpoint=task.endpoint)
+                if prefetch.failed_early:  # the model failed before it wrote a word: ask it again, now
+                    return self.runner.run_promoted(stream, fresh, claim, remaining_ms, None, None)
                 return self.runner.run_promoted(stream, fresh, claim, remaining_ms, prefetch, window)
             if where == "dropped" or fresh is None:
                 stopped.append(self._discarded(prefetch, messages, state))

@@ -128,11 +128,12 @@ class TurnRunner:
         state: SessionState,
         claim: RunnerClaim,
         remaining_ms: RemainingMs,
-        first: Prefetch,
-        window: list[Message],
+        first: Prefetch | None,
+        window: list[Message] | None,
     ) -> TurnFigures:
         """A speculation the final transcript confirmed (``state``, just read): its stream, which
-        ``claim`` holds, goes on from what the model already wrote (``first``, asked with ``window``)."""
+        ``claim`` holds, goes on from what the model already wrote (``first``, asked with ``window``;
+        None: the model is asked now, on the stored history)."""
         segment = SegmentText(self._pacing())
         run = _Run(task, claim, remaining_ms, segment, TurnFigures(), carried=window, prefetched=first)
         return self._run(run, state)

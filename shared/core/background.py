@@ -79,7 +79,7 @@ def _report(decision: Decision, job: BackgroundJob, text: str, *, failed: bool, 
         BackgroundReport(call_id=job.call_id, name=job.name, text=text, failed=failed, started_at=job.started_at)
     )
     decision.notes.append(f"background {job.name} ({job.call_id}) {'failed' if failed else 'finished'}")
-    if decision.state.turn is None:
+    if decision.state.turn is None and decision.state.listening is None:  # not while the person speaks
         start_report(decision, now)
 
 

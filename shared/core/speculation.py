@@ -134,7 +134,9 @@ def watch_step(
     if state.ended_at is not None:
         return Leave("the session was ended", release=True)
     if state.turn is not None:
-        return Leave("a turn runs") if state.turn.speculative is None else Wait(now + settings.stable_s)
+        # A turn runs (a background tool's report): the utterance is forgotten, so that the next
+        # partial, once the turn is over, launches a watcher again.
+        return Leave("a turn runs", release=True) if state.turn.speculative is None else Wait(now + settings.stable_s)
     due = listening.heard_at + settings.stable_s
     if now - listening.heard_at >= settings.idle_s:
         return Leave("nothing new was heard", release=True)
