@@ -161,8 +161,12 @@ class SpeculationWatcher:
                 return None
             reason = self._give_up_reason(fresh, stream_id, prefetch, remaining_ms)
             if reason is not None:
+                try:
+                    committed = self._give_up(task, stream_id, reason, fresh)
+                except StreamSuperseded:  # the final came meanwhile: read whether it promoted it
+                    continue
                 stopped.append(self._discarded(prefetch, messages, state))
-                self._give_up(task, stream_id, reason, fresh, remaining_ms)
+                self._after_leaving(task, committed, remaining_ms)
                 return None
 
     def _give_up_reason(
@@ -196,19 +200,16 @@ class SpeculationWatcher:
 
     # ---- leaving -------------------------------------------------------------------------------
 
-    def _give_up(
-        self, task: TurnTask, stream_id: str, reason: str, state: SessionState, remaining_ms: RemainingMs
-    ) -> None:
+    def _give_up(self, task: TurnTask, stream_id: str, reason: str, state: SessionState) -> Committed | None:
+        """Drop the speculation. Raises ``StreamSuperseded`` when it is no longer one to drop: a
+        final that came since the last read may have promoted it (then this invocation runs it)."""
+        committed = self.committer.apply(
+            task.session_id,
+            lambda fresh: drop_speculation(fresh, stream_id, reason, now=self.clock()),
+            hint=state,
+        )
         self.log.info("speculation dropped", extra={"session_id": task.session_id, "reason": reason})
-        try:
-            committed = self.committer.apply(
-                task.session_id,
-                lambda fresh: drop_speculation(fresh, stream_id, reason, now=self.clock()),
-                hint=state,
-            )
-        except StreamSuperseded:
-            return
-        self._after_leaving(task, committed, remaining_ms)
+        return committed
 
     def _leave(self, task: TurnTask, claim: RunnerClaim, remaining_ms: RemainingMs) -> None:
         committed = self.committer.apply(

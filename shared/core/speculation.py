@@ -141,7 +141,9 @@ def watch_step(
     if now - listening.heard_at >= settings.idle_s:
         return Leave("nothing new was heard", release=True)
     if listening.speculations >= settings.max_per_utterance:
-        return Leave("this utterance has had its speculations", release=True)
+        # Not released: the utterance stays known with its count, so its next partials launch no
+        # other watcher (``handle_partial`` keeps nothing more of it) until the final forgets it.
+        return Leave("this utterance has had its speculations")
     if listening.speculated == listening.key or now < due:
         return Wait(max(due, now + settings.stable_s / 2) if listening.speculated == listening.key else due)
     return Speculate(listening.text, listening.key)
