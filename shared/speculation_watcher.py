@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 
 from shared.commit import Committed
-from shared.core.conductor import StreamSuperseded, StreamTaken
+from shared.core.conductor import RUNNER_LOST_LINE, StreamSuperseded, StreamTaken
 from shared.core.messages import Message
 from shared.core.speculation import (
     Leave,
@@ -37,6 +37,7 @@ from shared.core.state import SessionState
 from shared.core.stream import RunnerClaim
 from shared.message_stream import TurnFigures
 from shared.model_prefetch import Prefetch
+from shared.protocol import ErrorCode
 from shared.turn_launcher import TurnTask
 from shared.turn_runner import RemainingMs, TurnRunner
 
@@ -70,7 +71,8 @@ class SpeculationWatcher:
         """Watch the session's partial transcripts; returns the figures of the turn it ran (if a
         speculation was promoted), else None."""
         watcher = task.stream_id
-        claim = RunnerClaim(uuid.uuid4().hex, self.clock() + remaining_ms() / 1000)
+        # The runner id names the watch: if this invocation dies, the turn it runs is known by it.
+        claim = RunnerClaim(f"{watcher}.{uuid.uuid4().hex[:16]}", self.clock() + remaining_ms() / 1000)
         try:
             taken = self.committer.apply(
                 task.session_id,
@@ -105,8 +107,17 @@ class SpeculationWatcher:
                 prefetch.join(STOPPED_JOIN_S)
 
     def abandoned(self, task: TurnTask) -> None:
-        """The watcher's invocation died: its utterance and speculation are forgotten."""
-        self.committer.apply(task.session_id, lambda fresh: abandon_watch(fresh, task.stream_id))
+        """The watcher's invocation died: its utterance and speculation are forgotten, and a turn
+        it was running (a promoted speculation) ends as a lost runner's does: an error, a spoken
+        apology, idle."""
+        committed = self.committer.apply(task.session_id, lambda fresh: abandon_watch(fresh, task.stream_id))
+        turn = committed.state.turn if committed is not None else None
+        stream = turn.stream if turn is not None else None
+        if stream is None or not (stream.runner or "").startswith(f"{task.stream_id}."):
+            return
+        held = TurnTask(session_id=task.session_id, stream_id=stream.stream_id, endpoint=task.endpoint)
+        reason = "the turn could not run (its runner stopped)"
+        self.runner.fail(held, ErrorCode.CONDUCTOR_ERROR, reason, fallback_line=RUNNER_LOST_LINE)
 
     # ---- one speculation -----------------------------------------------------------------------
 

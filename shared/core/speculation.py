@@ -26,8 +26,11 @@ from shared.core.decision import Decision, Outcome, StreamSuperseded, new_id
 from shared.core.messages import Message, text_block
 from shared.core.state import ActiveStream, Listening, SessionState, Turn
 
-# Unicode categories left out of the comparison: punctuation, separators, controls and format marks.
-_IGNORED = ("P", "Z", "C")
+# Marks that join a word's letters (apostrophes, format characters such as zero-width spaces) are
+# dropped; every other punctuation mark, separator or control separates words. So "it's" reads as
+# "its" and "main.swift" as "main swift", but "therapist" never reads as "the rapist".
+_JOINERS = frozenset("'\u2019\u02bc\u2018")
+_SEPARATING = ("P", "Z", "Cc")
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,16 @@ SpeculationStatus = Literal["speculating", "promoted", "dropped"]
 
 
 def normalized(text: str) -> str:
-    """The text as speculation compares it: case, punctuation and whitespace do not count."""
+    """The text as speculation compares it, its words in order: case, punctuation and the amount
+    of whitespace between words do not count."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return "".join(char for char in folded if not unicodedata.category(char).startswith(_IGNORED))
+    kept = []
+    for char in folded:
+        category = unicodedata.category(char)
+        if char in _JOINERS or category == "Cf":
+            continue
+        kept.append(" " if category.startswith(_SEPARATING) else char)
+    return " ".join("".join(kept).split())
 
 
 def handle_partial(state: SessionState, text: str, *, now: float, settings: SpeculationSettings) -> Outcome:
@@ -255,7 +265,7 @@ def request_window(messages: list[Message], text: str) -> list[Message]:
 def _report_waiting(decision: Decision, now: float) -> None:
     """A background tool's outcome waits for no turn to run: it is reported once the person is
     silent and no speculation runs."""
-    if decision.state.turn is None and decision.state.background_reports:
+    if decision.state.turn is None and decision.state.listening is None and decision.state.background_reports:
         background.start_report(decision, now)
 
 

@@ -109,18 +109,23 @@ def nothing_sent(outcome: Outcome) -> bool:
     ("said", "final"),
     [
         ("what time is it", "What time is it?"),
-        ("  open the READ me  ", "Open the readme."),
+        ("  open the READ me  ", "Open the read me."),
         ("it's fine", "its fine"),
         ("\uff26\uff35\uff2c\uff2c width", "full width"),  # compatibility forms fold to the plain letters
         ("STRASSE", "straße"),
         ("new\nline\ttab", "new line tab"),
+        ("open main.swift", "Open main swift"),
+        ("zero\u200bwidth", "zerowidth"),
     ],
 )
 def test_case_punctuation_and_whitespace_do_not_count(said: str, final: str) -> None:
     assert speculation.normalized(said) == speculation.normalized(final)
 
 
-@pytest.mark.parametrize(("said", "final"), [("open the readme", "open the read me file"), ("ten", "tan")])
+@pytest.mark.parametrize(
+    ("said", "final"),
+    [("open the readme", "open the read me file"), ("ten", "tan"), ("the rapist", "therapist"), ("a way", "away")],
+)
 def test_different_words_read_differently(said: str, final: str) -> None:
     assert speculation.normalized(said) != speculation.normalized(final)
 
@@ -129,19 +134,25 @@ def test_nothing_but_punctuation_is_nothing() -> None:
     assert speculation.normalized(" ... ?! ") == ""
 
 
-NOISE = st.sampled_from([" ", "  ", ",", ".", "?", "!", "'", "-", "…", "\u00a0", "\t", "\n", "\u200b"])
+GAPS = st.sampled_from([" ", "  ", ", ", ". ", "? ", "! ", " - ", "… ", "\u00a0", "\t", "\n", "; "])
+JOINERS = st.sampled_from(["'", "\u2019", "\u200b"])
 
 
 @st.composite
 def dressed(draw: st.DrawFn) -> tuple[str, str]:
-    """Plain words, and the same words with their case changed and punctuation and spaces added."""
+    """Plain words, and the same words with their case changed, punctuation and spaces between
+    them, and apostrophes or zero-width marks inside them."""
     words = draw(st.lists(st.text(alphabet=string.ascii_lowercase + string.digits, min_size=1), min_size=1))
     plain = " ".join(words)
-    out = []
-    for char in plain:
-        out.append(draw(NOISE) if draw(st.booleans()) else "")
-        out.append(char.upper() if draw(st.booleans()) else char)
-    out.append(draw(NOISE) if draw(st.booleans()) else "")
+    out = [draw(GAPS) if draw(st.booleans()) else ""]
+    for index, word in enumerate(words):
+        if index:
+            out.append(draw(GAPS))
+        for char in word:
+            out.append(char.upper() if draw(st.booleans()) else char)
+            if draw(st.integers(0, 5)) == 0:
+                out.append(draw(JOINERS))
+    out.append(draw(GAPS) if draw(st.booleans()) else "")
     return plain, "".join(out)
 
 
@@ -178,7 +189,7 @@ def test_the_first_partial_is_kept_and_launches_one_watcher() -> None:
     assert nothing_sent(outcome)
     listening = session.state.listening
     assert listening is not None and outcome.watch == listening.watcher
-    assert (listening.text, listening.key, listening.heard_at) == ("What time is it", "whattimeisit", session.clock)
+    assert (listening.text, listening.key, listening.heard_at) == ("What time is it", "what time is it", session.clock)
     assert listening.watcher_until == session.clock + SPEC.watcher_start_s
     assert session.state.next_seq == 1 and session.state.turn is None  # no event was numbered
 
@@ -250,8 +261,8 @@ def test_a_differing_partial_drops_the_speculation_without_a_word() -> None:
     assert nothing_sent(outcome) and outcome.watch is None
     assert session.state.turn is None and session.state.next_seq == 1
     listening = session.state.listening
-    assert listening is not None and listening.key == "whattimeisitinparis"
-    assert (listening.speculations, listening.speculated, listening.watcher_runner) == (1, "whattimeisit", RUNNER)
+    assert listening is not None and listening.key == "what time is it in paris"
+    assert (listening.speculations, listening.speculated, listening.watcher_runner) == (1, "what time is it", RUNNER)
     assert session.sent == [] and session.history == []
 
 
@@ -335,7 +346,7 @@ def test_the_watcher_waits_until_the_partial_is_stable_then_speculates() -> None
     session.clock += SPEC.stable_s * 0.9
     assert session.step() == Wait(heard_at + SPEC.stable_s)
     session.clock = heard_at + SPEC.stable_s
-    assert session.step() == Speculate(PARTIAL, "whattimeisit")
+    assert session.step() == Speculate(PARTIAL, "what time is it")
 
 
 def test_a_newer_partial_restarts_the_wait() -> None:
@@ -440,7 +451,7 @@ def test_a_speculation_is_a_turn_held_by_the_watcher_and_says_nothing() -> None:
     outcome = session.start(step.key)
     assert nothing_sent(outcome) and outcome.run_model is None and outcome.watch is None
     turn = session.state.turn
-    assert turn is not None and turn.speculative == "whattimeisit" and turn.tools is None
+    assert turn is not None and turn.speculative == "what time is it" and turn.tools is None
     assert turn.stream is not None
     assert (turn.stream.runner, turn.stream.deadline, turn.stream.launched_at) == (
         RUNNER,
@@ -450,7 +461,7 @@ def test_a_speculation_is_a_turn_held_by_the_watcher_and_says_nothing() -> None:
     assert session.state.next_seq == before.next_seq and session.state.history_len == 0
     assert session.state.turn_count == before.turn_count and session.state.last_utterance is None
     listening = session.state.listening
-    assert listening is not None and (listening.speculations, listening.speculated) == (1, "whattimeisit")
+    assert listening is not None and (listening.speculations, listening.speculated) == (1, "what time is it")
     assert speculation.status(session.state, session.stream_id, RUNNER) == "speculating"
 
 
@@ -469,7 +480,7 @@ def test_a_speculation_on_a_partial_that_changed_meanwhile_is_refused() -> None:
 def test_a_speculation_while_a_turn_exists_is_refused() -> None:
     session = speculating()
     with pytest.raises(StreamSuperseded):
-        session.start("whattimeisit")
+        session.start("what time is it")
 
 
 def test_a_final_that_came_before_the_speculation_wins() -> None:
@@ -491,7 +502,7 @@ def test_only_the_watcher_holding_the_watch_starts_a_speculation() -> None:
     session.take()
     session.clock += SPEC.stable_s
     with pytest.raises(StreamSuperseded):
-        session.start("whattimeisit", runner="other")
+        session.start("what time is it", runner="other")
 
 
 # ---- the final's commit ------------------------------------------------------------------------
@@ -738,11 +749,16 @@ def assert_report_turn_started(session: Speech, outcome: Outcome) -> None:
     assert session.history[-1]["content"][0]["text"].startswith(REPORT_MARKER)
 
 
-def test_dropping_a_speculation_lets_a_waiting_background_report_start() -> None:
+def test_a_dropped_speculation_leaves_a_waiting_report_until_the_person_is_silent() -> None:
     session = speculating_with_a_build_result_waiting()
     session.clock += SPEC.hold_s
-    dropped = speculation.drop_speculation(session.state, session.stream_id, "no final", now=session.clock)
-    assert_report_turn_started(session, session.apply(dropped))
+    dropped = session.apply(
+        speculation.drop_speculation(session.state, session.stream_id, "no final", now=session.clock)
+    )
+    assert nothing_sent(dropped) and dropped.run_model is None  # the person may still be speaking
+    assert session.state.turn is None and [report.call_id for report in session.state.background_reports] == ["b1"]
+    released = speculation.release_watch(session.state, str(session.watcher), RUNNER, now=session.clock)
+    assert_report_turn_started(session, session.apply(released))
 
 
 def test_a_leaving_watcher_lets_a_waiting_background_report_start() -> None:

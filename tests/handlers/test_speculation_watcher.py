@@ -26,7 +26,7 @@ from shared import speculation_watcher
 from shared.brain import BrainError
 from shared.commit import Committer
 from shared.config import Settings
-from shared.core import session_index
+from shared.core import session_index, speculation
 from shared.core.messages import Message
 from shared.core.model_output import MessageEnd, StreamItem, TextDelta, ToolUseRequest
 from shared.core.state import SessionState
@@ -347,7 +347,7 @@ def test_a_confirmed_speculation_speaks_its_answer_after_the_final(rig: Rig) -> 
     assert script.held.wait(WAIT_S)  # the model wrote its first words, and is held there
     rig.clock.sleeper()
     speculating = rig.load(session_id)
-    assert speculating.turn is not None and speculating.turn.speculative == "whattimeisit"
+    assert speculating.turn is not None and speculating.turn.speculative == "what time is it"
     assert rig.brain.requests[0][-1] == {"role": "user", "content": [{"text": "what time is it"}]}
     assert rig.posts.since(mark) == []  # nothing of it reaches the app
     assert rig.store.messages(session_id) == []
@@ -578,6 +578,51 @@ def test_two_deliveries_of_one_launch_at_once_watch_once(rig: Rig) -> None:
     assert [watching.result() for watching in both] == [None, None]
     assert len(rig.clock.sleeping_threads) == 1  # only one ever waited on the partial
     assert rig.brain.requests == []
+
+
+def test_a_watcher_that_dies_running_a_confirmed_speculation_ends_its_turn_with_an_apology(rig: Rig) -> None:
+    session_id, conn = rig.connect()
+    rig.partial(conn, "what time is it")
+    (task,) = rig.launches.watches()
+    runner, deadline = f"{task.stream_id}.dead", rig.clock() + 600  # the invocation that will die
+    rig.service.committer.apply(
+        session_id, lambda state: speculation.take_watch(state, task.stream_id, runner, deadline=deadline)
+    )
+    rig.service.committer.apply(
+        session_id,
+        lambda state: speculation.start_speculation(
+            state,
+            task.stream_id,
+            runner,
+            "what time is it",
+            now=rig.clock(),
+            deadline=deadline,
+            settings=rig.settings.speculating,
+        ),
+    )
+    rig.final(conn, "What time is it?")  # promoted: the dead invocation was to run it
+    promoted = rig.load(session_id).turn
+    assert promoted is not None and promoted.speculative is None
+    mark = len(rig.posts.events)
+
+    rig.watcher.abandoned(task)  # its failure record came
+
+    assert rig.load(session_id).turn is not None  # until the apology is spoken
+    events = rig.posts.since(mark)
+    assert [e.payload.code for e in events if e.kind_name == "error"] == ["conductor_error"]
+    assert [e.payload.name for e in events if e.kind_name == "toolCall"][-1] == "tts.speak"
+
+
+def test_a_dead_watchers_record_leaves_a_turn_another_runner_holds_alone(rig: Rig) -> None:
+    session_id, conn = rig.connect()
+    rig.partial(conn, "what time is it")
+    (task,) = rig.launches.watches()
+    rig.final(conn, "What time is it?")  # no speculation: the turn is launched as before
+    assert len(rig.launches.streams()) == 1
+    before = rig.load(session_id)
+    rig.watcher.abandoned(task)
+    after = rig.load(session_id)
+    assert after.turn == before.turn and after.listening is None
 
 
 def test_a_repeated_partial_costs_no_write_and_launches_nothing(rig: Rig) -> None:
