@@ -41,6 +41,7 @@ from shared.protocol import (
 from shared.store import ConnectionInfo, DuplicateEvent, RecentHistory, SessionStore
 from shared.turn_launcher import TurnTask
 from shared.turn_runner import TurnRunner
+from shared.wire_formats import timestamp_seconds
 
 __all__ = ["ConductorBusy", "ConductorService", "ConnectResult", "Request"]
 
@@ -229,9 +230,9 @@ class ConductorService:
         elif isinstance(payload, UserAudioTranscriptPartial):
             if not self.settings.speculation or len(payload.text) > self.settings.max_transcript_chars:
                 return  # nothing to decide: the final starts the turn (and says what is wrong with it)
-            heard = payload.text
+            heard, said_at = payload.text, timestamp_seconds(event.timestamp)
             decide = lambda state: speculation.handle_partial(  # noqa: E731
-                state, heard, now=now, settings=self.settings.speculating
+                state, heard, now=now, settings=self.settings.speculating, said_at=said_at
             )
         elif isinstance(payload, ErrorPayload) and payload.code == ErrorCode.AUDIO_OUTPUT_INTERRUPTED:
             heard = payload.heard_text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from datetime import datetime
 
 UUID_V4_PATTERN = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", re.IGNORECASE | re.ASCII
@@ -56,3 +57,17 @@ def is_rfc3339_timestamp(value: object) -> bool:
     if day_shift < 0:  # the UTC date is the day before: the last of the previous month only on the 1st
         return day == 1
     return day + day_shift == days_in_month
+
+
+def timestamp_seconds(value: str) -> float | None:
+    """An RFC 3339 timestamp as epoch seconds (a leap second counts as the second before it);
+    None when it is not one."""
+    if not is_rfc3339_timestamp(value):
+        return None
+    match = TIMESTAMP_PATTERN.fullmatch(value)
+    assert match is not None
+    text = value.upper()
+    if match.group(6) == "60":
+        start = match.start(6)
+        text = f"{text[:start]}59{text[start + 2 :]}"
+    return datetime.fromisoformat(text).timestamp()

@@ -83,12 +83,19 @@ def normalized(text: str) -> str:
     return " ".join("".join(kept).split())
 
 
-def handle_partial(state: SessionState, text: str, *, now: float, settings: SpeculationSettings) -> Outcome:
+def handle_partial(
+    state: SessionState, text: str, *, now: float, settings: SpeculationSettings, said_at: float | None = None
+) -> Outcome:
     """A partial transcript: keep it while no turn runs; one that differs from the speculated text
-    drops the speculation; launch a watcher (``Outcome.watch``) when none is watching."""
+    drops the speculation; launch a watcher (``Outcome.watch``) when none is watching.
+
+    ``said_at``: the app's timestamp of the partial. The app's events may be handled out of order
+    (each in its own invocation): a partial the app made before the one kept is older news."""
     key = normalized(text)
     turn, listening = state.turn, state.listening
     if not settings.enabled or not key or state.ended_at is not None:
+        return Outcome(state)
+    if listening is not None and said_at is not None and listening.said_at is not None and said_at < listening.said_at:
         return Outcome(state)
     if turn is not None and turn.speculative is None:
         return Outcome(state)  # a turn runs: its answer is not interrupted by what the person says next
@@ -99,7 +106,7 @@ def handle_partial(state: SessionState, text: str, *, now: float, settings: Spec
     decision = Decision(state)
     if turn is not None:
         drop(decision, "the person went on speaking")
-    heard = Listening(text=text.strip(), key=key, heard_at=now)
+    heard = Listening(text=text.strip(), key=key, heard_at=now, said_at=said_at)
     if listening is not None:
         heard.speculations, heard.speculated = listening.speculations, listening.speculated
         if listening.watcher is not None and now < listening.watcher_until:

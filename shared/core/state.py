@@ -138,6 +138,7 @@ class Listening(_Model):
     text: str
     key: str  # the text normalized (``speculation.normalized``)
     heard_at: float  # epoch seconds the partials first read ``key``
+    said_at: float | None = None  # the app's timestamp of the latest partial (epoch seconds)
     watcher: str | None = None  # the watcher launched for this utterance
     watcher_runner: str | None = None  # the invocation that took it
     watcher_until: float = 0.0  # epoch seconds: past it the watcher is gone and a partial launches another

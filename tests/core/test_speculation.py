@@ -37,8 +37,10 @@ class Speech(Session):
         self.spec = spec
         self.watcher: str | None = None
 
-    def hear(self, text: str) -> Outcome:
-        outcome = self.apply(speculation.handle_partial(self.state, text, now=self.clock, settings=self.spec))
+    def hear(self, text: str, said_at: float | None = None) -> Outcome:
+        outcome = self.apply(
+            speculation.handle_partial(self.state, text, now=self.clock, settings=self.spec, said_at=said_at)
+        )
         if outcome.watch is not None:
             self.watcher = outcome.watch
         return outcome
@@ -944,3 +946,23 @@ def test_nothing_is_heard_before_the_final_and_the_final_starts_one_turn(script:
     # The person goes on speaking over the answer: nothing changes.
     assert session.hear("and one more thing").state == session.state
     assert_valid_history(session.history)
+
+
+def test_a_partial_the_app_made_before_the_one_kept_is_older_news() -> None:
+    session = Speech()
+    session.hear("what time", said_at=100.2)
+    session.clock += 0.1
+    late = session.hear("what", said_at=100.1)  # handled after the newer one
+    assert nothing_sent(late) and late.state == session.state
+    listening = session.state.listening
+    assert listening is not None and listening.text == "what time" and listening.said_at == 100.2
+    session.hear("what time is it", said_at=100.3)
+    assert session.state.listening is not None and session.state.listening.text == "what time is it"
+
+
+def test_partials_without_an_ordering_timestamp_are_taken_as_they_come() -> None:
+    session = Speech()
+    session.hear("what time", said_at=100.0)
+    session.hear("what", said_at=100.0)  # the same second: no order to tell (whole-second clocks)
+    session.hear("what is", said_at=None)
+    assert session.state.listening is not None and session.state.listening.text == "what is"

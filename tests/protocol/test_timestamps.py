@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from shared.protocol import ErrorCode, Event, ProtocolError, now_timestamp, parse_event
 from shared.schema_export import DEFAULT_PATH
-from shared.wire_formats import is_rfc3339_timestamp
+from shared.wire_formats import is_rfc3339_timestamp, timestamp_seconds
 
 SCHEMA = json.loads(DEFAULT_PATH.read_text(encoding="utf-8"))
 SCHEMA_PATTERN = re.compile(SCHEMA["properties"]["timestamp"]["pattern"])
@@ -274,3 +274,21 @@ def test_the_schema_describes_the_rule_and_refuses_what_its_pattern_can() -> Non
     for bad in ("2025-01-15T10:30:00", "2025-13-15T10:30:00Z", "2025-01-15T24:00:00Z", "2025-01-15T10:30:00+0200"):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(json.loads(frame(bad)), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("2025-01-15T10:30:00Z", 1736937000.0),
+        ("2025-01-15t10:30:00.25z", 1736937000.25),
+        ("2025-01-15T12:30:00.5+02:00", 1736937000.5),
+        ("2016-12-31T23:59:60Z", 1483228799.0),  # a leap second counts as the second before it
+    ],
+)
+def test_a_timestamp_reads_as_epoch_seconds(value: str, seconds: float) -> None:
+    assert timestamp_seconds(value) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("value", ["", "yesterday", "2025-02-30T10:00:00Z", "2025-01-15 10:30:00Z"])
+def test_what_is_not_a_timestamp_has_no_seconds(value: str) -> None:
+    assert timestamp_seconds(value) is None
