@@ -1,6 +1,7 @@
 """The conductor's hot path on the local stack, as the app sees it and as AWS would bill it.
 
     python benchmarks/turn_latency.py [--turns N] [--quick] [--sessions K] [--session-turns M]
+        [--speculation-turns N] [--speculation-sessions K] [--speculation-processes P] [--skip-speculation]
 
 Starts ``LocalStack``s on free loopback ports (the deployed Lambda handlers behind the local API
 Gateway, DynamoDB on moto, Bedrock answered by the offline brain) and drives them with the client
@@ -26,7 +27,9 @@ and RRU (``benchmarks.capacity``), and the posts and bytes posted to the connect
 
 Then: the first partial and first ``tts.speak`` with thinking off (the stages' default) and left on
 (``benchmarks.thinking``), the cost of 1,000 turns at list prices (``benchmarks.costs``), how soon a barge-in stops a
-long answer (``benchmarks.barge_in``), the handlers' cold import time
+long answer (``benchmarks.barge_in``), how much sooner speculative turns start the answer of an app that
+sends partial transcripts and what the speculations the final did not confirm cost
+(``benchmarks.speculation``), the handlers' cold import time
 (``benchmarks.cold_import``) and K sessions taking M turns each at once on the paced model (turns
 completed, events lost: a turn without ``idle`` or a final without the whole text; p50/p99 of the
 first partial).
@@ -61,6 +64,7 @@ from benchmarks.figures import Result, Scenario, TurnFigures, percentile
 from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
 from benchmarks.meters import DynamoMeter, DynamoRequest, ModelMeter, ModelStream, PostMeter
 from benchmarks.report import cell, report_costs, report_scenario
+from benchmarks.speculation import report_speculation, speculation_flows
 from benchmarks.thinking import FLOWS as THINKING_FLOWS
 from benchmarks.thinking import MODEL_ID as THINKING_MODEL
 from benchmarks.thinking import report_thinking
@@ -363,20 +367,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=50, help="sessions at once in the load phase")
     parser.add_argument("--session-turns", type=int, default=10, help="turns per session in the load phase")
     parser.add_argument(
-        "--quick", action="store_true", help="3 turns per scenario, 10 sessions x 3 turns, imports measured once"
+        "--quick",
+        action="store_true",
+        help="3 turns per scenario, 4 spoken turns per speculation flow, 10 sessions x 3 turns, imports measured once",
     )
     parser.add_argument(
         "--pace",
         default=os.environ.get(PACE_ENV, "paced"),
         help=f"the paced model: paced or <first token ms>:<tokens per s> (default: ${PACE_ENV} or paced)",
     )
+    parser.add_argument(
+        "--speculation-turns", type=int, default=40, help="spoken turns per speculation flow (--quick: 4)"
+    )
+    parser.add_argument("--speculation-sessions", type=int, default=1, help="sessions at once in a speculation flow")
+    parser.add_argument(
+        "--speculation-processes",
+        type=int,
+        help="speculation flows at once, each in a process of its own (default 2; --quick: 4; 4 takes half the "
+        "time but starts a few more speculations on partials that come late, widening p99)",
+    )
+    parser.add_argument("--skip-speculation", action="store_true", help="leave out the speculative turns")
     parser.add_argument("--skip-load", action="store_true", help="leave out the concurrent sessions")
     parser.add_argument("--skip-imports", action="store_true", help="leave out the cold import times")
     parser.add_argument("--load-only", action="store_true", help="only the concurrent sessions (in this process)")
     args = parser.parse_args(argv)
     turns, sessions, session_turns = max(1, args.turns), max(1, args.sessions), max(1, args.session_turns)
+    speculation_turns, speculation_processes = max(1, args.speculation_turns), 2
     if args.quick:
         turns, sessions, session_turns = 3, 10, 3
+        speculation_turns, speculation_processes = 4, 4
+    speculation_processes = max(1, args.speculation_processes or speculation_processes)
     pace = ModelPace.parse(args.pace) or ModelPace()
 
     out = sys.stdout
@@ -431,6 +451,13 @@ def main(argv: list[str] | None = None) -> int:
             )
     report_barge_in(barge_ins, stop_check_ms, out)
     out.flush()
+
+    if not args.skip_speculation:
+        at_once = max(1, args.speculation_sessions)
+        speculation = speculation_flows(speculation_turns, at_once, processes=speculation_processes)
+        stable_ms = Settings.from_env({**os.environ, **STACK_ENV}).speculation_stable_ms
+        report_speculation(speculation, out, stable_ms=stable_ms, sessions=at_once, processes=speculation_processes)
+        out.flush()
 
     if not args.skip_imports:
         print("\n== cold import of the handlers (ms, best of a few, fresh interpreter) ==", file=out)

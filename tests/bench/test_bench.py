@@ -12,6 +12,7 @@ from benchmarks.capacity import item_size, read_units, write_units
 from benchmarks.costs import PRICES, TurnUsage, cost_per_1000, stages, websocket_messages
 from benchmarks.load import sessions_in_own_process
 from benchmarks.meters import DynamoRequest, ModelStream
+from benchmarks.speculation import REQUESTS, Flow, differs, speculation_turns
 from benchmarks.turn_latency import (
     PLAIN,
     RAMBLE,
@@ -142,6 +143,32 @@ def test_a_barge_in_is_measured_on_a_local_stack() -> None:
         assert turn.model_after_ms >= 0 and turn.model_chars_after >= 0
     # both answers were stopped long before their end: the stream's text is far from 400 deltas
     assert all(stream.ended is None for stream in streams[-2:]), "a stream was read to its end"
+
+
+def test_finals_that_differ_are_spread_evenly_over_the_turns() -> None:
+    assert [differs(i, 0.3) for i in range(10)].count(True) == 3
+    assert sum(differs(i, 0.3) for i in range(40)) == 12
+    assert not any(differs(i, 0.0) for i in range(40)) and all(differs(i, 1.0) for i in range(40))
+
+
+def test_speculative_turns_are_measured_on_a_local_stack() -> None:
+    flow = Flow("every other final differs", speculation=True, differ=0.5)
+    pace = ModelPace(first_token_s=0.1, tokens_per_s=300)
+    with bench_stack(pace, naive=False, extra_env=flow.env) as bench:
+        run = asyncio.run(speculation_turns(bench, flow, 2, 1))
+
+    matching, revised = run.turns
+    assert not matching.differs and revised.differs
+    assert all(turn.completed and turn.answered_final for turn in run.turns)
+    assert run.counts["TurnsSpeculated"] == 2 and run.counts["TurnsPromoted"] == 1  # the greeting left out
+    # the promoted stream was asked before the final; the revised final's own stream after it, the
+    # speculation on its last partial discarded (at the endpoint and as the watcher counts it; a
+    # partial that came late may have started one more)
+    assert matching.asked_ms is not None and matching.asked_ms < 0
+    assert revised.asked_ms is not None and revised.asked_ms > 0
+    thrown = revised.discarded[-1]
+    assert thrown.asked == REQUESTS[1][0] and thrown.input_tokens > thrown.prefix_tokens > 0
+    assert run.counts["SpeculationsDiscarded"] == len(run.discarded()) >= 1
 
 
 def test_the_stack_streams_at_the_pace_asked() -> None:
