@@ -271,5 +271,15 @@ def session_service() -> SessionService:
 
 def reset() -> None:
     """Forget the container's clients and settings (the local stack and tests re-point them)."""
-    for built in (settings, store, service, gateway, turn_runner, deadline_alarms, session_records, session_service):
+    for built in (
+        settings,
+        store,
+        service,
+        gateway,
+        turn_runner,
+        speculation_watcher,
+        deadline_alarms,
+        session_records,
+        session_service,
+    ):
         built.cache_clear()

@@ -11,10 +11,12 @@ The watcher leaves once the final came, a turn runs, the session ended or nothin
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from shared.commit import Committed
 from shared.core.conductor import RUNNER_LOST_LINE, StreamSuperseded, StreamTaken
@@ -35,6 +37,7 @@ from shared.core.speculation import (
 )
 from shared.core.state import SessionState
 from shared.core.stream import RunnerClaim
+from shared.core.wrapper import ClientTool
 from shared.message_stream import TurnFigures
 from shared.model_prefetch import Prefetch
 from shared.protocol import ErrorCode
@@ -47,6 +50,19 @@ SPECULATIONS_METRIC = "Speculations"
 DISCARDED_METRIC = "SpeculationsDiscarded"
 DISCARDED_INPUT_METRIC = "SpeculationDiscardedInputTokens"
 DISCARDED_OUTPUT_METRIC = "SpeculationDiscardedOutputTokens"
+
+
+@dataclass
+class _Watch:
+    """One watcher invocation: its task and claim, the history window it read (a speculation's
+    request needs it at once: no turn runs while the person speaks, so it stays the same) and the
+    model streams of the speculations it dropped, closing."""
+
+    task: TurnTask
+    claim: RunnerClaim
+    remaining_ms: RemainingMs
+    history: tuple[int, int, list[Message]] | None = None  # (history_len, history_version, window)
+    stopped: list[Prefetch] = field(default_factory=list)
 
 
 class SpeculationWatcher:
@@ -82,20 +98,22 @@ class SpeculationWatcher:
         except (StreamSuperseded, StreamTaken):
             return None
         state = taken.state if taken is not None else None
-        stopped: list[Prefetch] = []  # discarded speculations' model streams, closing
+        watch = _Watch(task, claim, remaining_ms)
         try:
+            if state is not None:
+                self._history(watch, state)  # while the words settle: off the speculation's path
             while state is not None:
                 if remaining_ms() < self.settings.turn_reserve_ms:
-                    self._leave(task, claim, remaining_ms)
+                    self._leave(watch)
                     return None
                 step = watch_step(state, watcher, claim.runner, now=self.clock(), settings=self.rules)
                 if isinstance(step, Leave):
                     self.log.info("watcher leaves", extra={"session_id": task.session_id, "reason": step.reason})
                     if step.release:
-                        self._leave(task, claim, remaining_ms)
+                        self._leave(watch)
                     return None
                 if isinstance(step, Speculate):
-                    figures = self._speculate(task, claim, state, step, remaining_ms, stopped)
+                    figures = self._speculate(watch, state, step)
                     if figures is not None:
                         return figures
                 elif isinstance(step, Wait):
@@ -103,8 +121,9 @@ class SpeculationWatcher:
                 state = self.store.load(task.session_id)
             return None
         finally:
-            for prefetch in stopped:
+            for prefetch in watch.stopped:  # what the dropped ones wrote until they were closed
                 prefetch.join(STOPPED_JOIN_S)
+                self.metrics.count(DISCARDED_OUTPUT_METRIC, prefetch.output_tokens())
 
     def abandoned(self, task: TurnTask) -> None:
         """The watcher's invocation died: its utterance and speculation are forgotten, and a turn
@@ -121,16 +140,17 @@ class SpeculationWatcher:
 
     # ---- one speculation -----------------------------------------------------------------------
 
-    def _speculate(
-        self,
-        task: TurnTask,
-        claim: RunnerClaim,
-        state: SessionState,
-        step: Speculate,
-        remaining_ms: RemainingMs,
-        stopped: list[Prefetch],
-    ) -> TurnFigures | None:
-        """Start the model on the partial and hold its answer until the final decides."""
+    def _speculate(self, watch: _Watch, state: SessionState, step: Speculate) -> TurnFigures | None:
+        """Start the model on the partial and hold its answer until the final decides. The request
+        goes out first and the speculation is committed in its shadow (as a runner claims its
+        stream): if the commit finds the words changed or the final come, the request is dropped."""
+        task, claim = watch.task, watch.claim
+        window = request_window(self._history(watch, state), step.text)
+        messages = window if self.runner.memory is None else self.runner.memory.fit(state, window).messages
+        tools = self.runner.session_tools(state)
+        prefetch = Prefetch(lambda: self.runner.brain.stream(messages, summary=state.summary, tools=tools))
+        self.metrics.count(SPECULATIONS_METRIC)
+        spent = self._request_tokens(state, messages, tools)
         try:
             started = self.committer.apply(
                 task.session_id,
@@ -146,16 +166,11 @@ class SpeculationWatcher:
                 hint=state,
             )
         except StreamSuperseded:  # the partial changed, or the final came first: it wins
-            return None
+            started = None
         if started is None or started.state.turn is None or started.state.turn.stream is None:
+            self._discard(watch, prefetch, spent)
             return None
-        state = started.state
         stream_id = started.state.turn.stream.stream_id
-        self.metrics.count(SPECULATIONS_METRIC)
-        window = self._window(task.session_id, state, step.text)
-        messages = window if self.runner.memory is None else self.runner.memory.fit(state, window).messages
-        tools = self.runner.session_tools(state)
-        prefetch = Prefetch(lambda: self.runner.brain.stream(messages, summary=state.summary, tools=tools))
         poll_s = self.settings.speculation_poll_ms / 1000
         while True:
             self.sleep(poll_s)
@@ -165,19 +180,19 @@ class SpeculationWatcher:
                 self.log.info("speculation promoted", extra={"session_id": task.session_id})
                 stream = TurnTask(session_id=task.session_id, stream_id=stream_id, endpoint=task.endpoint)
                 if prefetch.failed_early:  # the model failed before it wrote a word: ask it again, now
-                    return self.runner.run_promoted(stream, fresh, claim, remaining_ms, None, None)
-                return self.runner.run_promoted(stream, fresh, claim, remaining_ms, prefetch, window)
+                    return self.runner.run_promoted(stream, fresh, claim, watch.remaining_ms, None, None)
+                return self.runner.run_promoted(stream, fresh, claim, watch.remaining_ms, prefetch, window)
             if where == "dropped" or fresh is None:
-                stopped.append(self._discarded(prefetch, messages, state))
+                self._discard(watch, prefetch, spent)
                 return None
-            reason = self._give_up_reason(fresh, stream_id, prefetch, remaining_ms)
+            reason = self._give_up_reason(fresh, stream_id, prefetch, watch.remaining_ms)
             if reason is not None:
                 try:
                     committed = self._give_up(task, stream_id, reason, fresh)
                 except StreamSuperseded:  # the final came meanwhile: read whether it promoted it
                     continue
-                stopped.append(self._discarded(prefetch, messages, state))
-                self._after_leaving(task, committed, remaining_ms)
+                self._discard(watch, prefetch, spent)
+                self._after_leaving(watch, committed)
                 return None
 
     def _give_up_reason(
@@ -193,21 +208,32 @@ class SpeculationWatcher:
             return "the watcher ran out of time"
         return None
 
-    def _window(self, session_id: str, state: SessionState, text: str) -> list[Message]:
+    def _history(self, watch: _Watch, state: SessionState) -> list[Message]:
+        """The history window for a speculation's request: read once per watch, again only if the
+        history changed since."""
+        kept = watch.history
+        if kept is not None and kept[:2] == (state.history_len, state.history_version):
+            return kept[2]
         size = min(self.settings.history_window, state.window_cap or self.settings.history_window)
-        history = self.store.history(session_id, size, max_chars=self.settings.history_read_chars)
-        return request_window(history, text)
+        window = self.store.history(state.session_id, size, max_chars=self.settings.history_read_chars)
+        watch.history = (state.history_len, state.history_version, window)
+        return window
 
-    def _discarded(self, prefetch: Prefetch, messages: list[Message], state: SessionState) -> Prefetch:
-        """Stop the model and count what the speculation spent for nothing."""
+    def _request_tokens(self, state: SessionState, messages: list[Message], tools: list[ClientTool] | None) -> int:
+        """What a request costs in input tokens, estimated as the memory budget does (the model's
+        measured characters per token): its system prompt, summary, tools and messages."""
+        offered = [tool.model_dump(mode="json") for tool in (tools if tools is not None else self.settings.catalog)]
+        chars = len(self.settings.system_prompt) + len(state.summary or "")
+        chars += len(json.dumps(offered)) + len(json.dumps(messages, ensure_ascii=False))
+        return math.ceil(chars / max(state.chars_per_token, 1.0))
+
+    def _discard(self, watch: _Watch, prefetch: Prefetch, estimated_input: int) -> None:
+        """Stop the model and count what the speculation spent for nothing (its output once the
+        stream is closed, at the end of the watch)."""
         prefetch.stop()
-        reported = prefetch.usage.get("inputTokens")
-        chars = sum(len(str(message["content"])) for message in messages)
-        input_tokens = reported if reported is not None else math.ceil(chars / max(state.chars_per_token, 1.0))
+        watch.stopped.append(prefetch)
         self.metrics.count(DISCARDED_METRIC)
-        self.metrics.count(DISCARDED_INPUT_METRIC, input_tokens)
-        self.metrics.count(DISCARDED_OUTPUT_METRIC, prefetch.output_tokens())
-        return prefetch
+        self.metrics.count(DISCARDED_INPUT_METRIC, prefetch.usage.get("inputTokens", estimated_input))
 
     # ---- leaving -------------------------------------------------------------------------------
 
@@ -222,17 +248,19 @@ class SpeculationWatcher:
         self.log.info("speculation dropped", extra={"session_id": task.session_id, "reason": reason})
         return committed
 
-    def _leave(self, task: TurnTask, claim: RunnerClaim, remaining_ms: RemainingMs) -> None:
+    def _leave(self, watch: _Watch) -> None:
+        task, claim = watch.task, watch.claim
         committed = self.committer.apply(
             task.session_id, lambda fresh: release_watch(fresh, task.stream_id, claim.runner, now=self.clock())
         )
-        self._after_leaving(task, committed, remaining_ms)
+        self._after_leaving(watch, committed)
 
-    def _after_leaving(self, task: TurnTask, committed: Committed | None, remaining_ms: RemainingMs) -> None:
+    def _after_leaving(self, watch: _Watch, committed: Committed | None) -> None:
         """A background tool's outcome that waited for the person to be silent is reported now:
         its turn runs in this invocation."""
         if committed is None:
             return
-        self.runner.delivery.deliver(task.endpoint, committed)
+        self.runner.delivery.deliver(watch.task.endpoint, committed)
         if committed.run_model:
-            self.runner.run(TurnTask.for_stream(committed.state, committed.run_model, task.endpoint), remaining_ms)
+            task = TurnTask.for_stream(committed.state, committed.run_model, watch.task.endpoint)
+            self.runner.run(task, watch.remaining_ms)
