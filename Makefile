@@ -70,7 +70,7 @@ lock: $(DEV_STAMP)
 		--python-platform aarch64-manylinux_2_28 --python-version 3.13 --no-python-downloads \
 		--output-file lambdas/requirements.lock >/dev/null
 
-## Benchmarks: figures printed, nothing asserted (about 5 minutes). BENCH_ARGS=--quick for a short run;
+## Benchmarks: figures printed, nothing asserted (about 13 minutes). BENCH_ARGS=--quick for a short run;
 ## CONDUCTOR_LOCAL_MODEL_PACE sets the paced model (e.g. 250:120 = first token ms : tokens per s).
 BENCH_ARGS ?=
 bench: $(RUN_STAMP)

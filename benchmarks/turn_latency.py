@@ -64,7 +64,8 @@ from benchmarks.figures import Result, Scenario, TurnFigures, percentile
 from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
 from benchmarks.meters import DynamoMeter, DynamoRequest, ModelMeter, ModelStream, PostMeter
 from benchmarks.report import cell, report_costs, report_scenario
-from benchmarks.speculation import report_speculation, speculation_flows
+from benchmarks.speculation import speculation_flows
+from benchmarks.speculation_report import report_speculation
 from benchmarks.thinking import FLOWS as THINKING_FLOWS
 from benchmarks.thinking import MODEL_ID as THINKING_MODEL
 from benchmarks.thinking import report_thinking
