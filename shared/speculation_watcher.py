@@ -11,7 +11,6 @@ The watcher leaves once the final came, a turn runs, the session ended or nothin
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import uuid
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 
 from shared.commit import Committed
 from shared.core.conductor import RUNNER_LOST_LINE, StreamSuperseded, StreamTaken
+from shared.core.memory import message_chars
 from shared.core.messages import Message
 from shared.core.speculation import (
     Leave,
@@ -37,7 +37,6 @@ from shared.core.speculation import (
 )
 from shared.core.state import SessionState
 from shared.core.stream import RunnerClaim
-from shared.core.wrapper import ClientTool
 from shared.message_stream import TurnFigures
 from shared.model_prefetch import Prefetch
 from shared.protocol import ErrorCode
@@ -146,11 +145,14 @@ class SpeculationWatcher:
         stream): if the commit finds the words changed or the final come, the request is dropped."""
         task, claim = watch.task, watch.claim
         window = request_window(self._history(watch, state), step.text)
-        messages = window if self.runner.memory is None else self.runner.memory.fit(state, window).messages
+        messages, chars = window, sum(map(message_chars, window))
+        if self.runner.memory is not None:  # the request's size as the memory budget counts it: all of it
+            fitted = self.runner.memory.fit(state, window)
+            messages, chars = fitted.messages, fitted.chars
         tools = self.runner.session_tools(state)
         prefetch = Prefetch(lambda: self.runner.brain.stream(messages, summary=state.summary, tools=tools))
         self.metrics.count(SPECULATIONS_METRIC)
-        spent = self._request_tokens(state, messages, tools)
+        spent = math.ceil(chars / max(state.chars_per_token, 1.0))  # input tokens, at the measured ratio
         try:
             started = self.committer.apply(
                 task.session_id,
@@ -218,14 +220,6 @@ class SpeculationWatcher:
         window = self.store.history(state.session_id, size, max_chars=self.settings.history_read_chars)
         watch.history = (state.history_len, state.history_version, window)
         return window
-
-    def _request_tokens(self, state: SessionState, messages: list[Message], tools: list[ClientTool] | None) -> int:
-        """What a request costs in input tokens, estimated as the memory budget does (the model's
-        measured characters per token): its system prompt, summary, tools and messages."""
-        offered = [tool.model_dump(mode="json") for tool in (tools if tools is not None else self.settings.catalog)]
-        chars = len(self.settings.system_prompt) + len(state.summary or "")
-        chars += len(json.dumps(offered)) + len(json.dumps(messages, ensure_ascii=False))
-        return math.ceil(chars / max(state.chars_per_token, 1.0))
 
     def _discard(self, watch: _Watch, prefetch: Prefetch, estimated_input: int) -> None:
         """Stop the model and count what the speculation spent for nothing (its output once the

@@ -55,14 +55,7 @@ class TurnTask(BaseModel):
 
     @classmethod
     def for_watch(cls, state: SessionState, watch_id: str, endpoint: str) -> TurnTask:
-        snapshot = state.model_dump_json()
-        return cls(
-            session_id=state.session_id,
-            stream_id=watch_id,
-            endpoint=endpoint,
-            state=snapshot if len(snapshot) <= MAX_STATE_CHARS else None,
-            watch=True,
-        )
+        return cls.for_stream(state, watch_id, endpoint).model_copy(update={"watch": True})
 
     def history_window(self) -> list[Message] | None:
         """The carried history window; None when there is none or it does not parse (then it is read)."""
