@@ -56,7 +56,14 @@ TOKEN_METRICS = (INPUT_TOKENS_METRIC, OUTPUT_TOKENS_METRIC, CACHE_READ_TOKENS_ME
 # Work per turn: the runner's counts over the turns started (metric id, metric).
 WORK_METRICS = (("dynamodb_requests", DYNAMODB_REQUESTS_METRIC), ("posts", POSTS_METRIC))
 # Failures the conductor counts besides the error events it sends.
-FAILURE_COUNTS = ("BedrockErrors", "ContextOverflows", "TurnLaunchFailures", "StateConflicts", TURNS_ABANDONED_METRIC)
+FAILURE_COUNTS = (
+    "BedrockErrors",
+    "ContextOverflows",
+    "TurnLaunchFailures",
+    "WatcherLaunchFailures",
+    "StateConflicts",
+    TURNS_ABANDONED_METRIC,
+)
 
 
 def graph(title: str, left: list[cloudwatch.IMetric], **options: object) -> cloudwatch.GraphWidget:
