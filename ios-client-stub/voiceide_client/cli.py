@@ -51,7 +51,8 @@ from .client import (
 )
 from .declarations import declared_tools
 from .recognizer import RecognizerPace
-from .render import TranscriptRenderer, transcript_renderer
+from .render import TranscriptRenderer
+from .renderer_choice import transcript_renderer
 from .sessions_cli import api_for, pick_session, run_sessions
 from .sign_in import CognitoSignIn, SignInError
 from .speech import make_speaker

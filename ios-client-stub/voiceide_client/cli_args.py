@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from shared.protocol import Handoff
 
 from .recognizer import PACE_SPEC, RecognizerPace
-from .sessions_cli import add_sessions_url_argument
+from .sessions_api import SESSIONS_URL_ENV
 from .sign_in import CognitoSignIn
 from .urls import check_url
 
@@ -50,6 +50,16 @@ SPEECH_RATE = 180.0
 cuts it short and the barge-in reports the words heard so far."""
 DEFAULT_PACE = RecognizerPace()
 """``--partials`` without a value: 200 ms a word, 800 ms of silence before the final."""
+
+
+def add_sessions_url_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sessions-url",
+        default=os.environ.get(SESSIONS_URL_ENV),
+        metavar="URL",
+        help="the sessions API (a deployed stage's SessionsApiUrl); by default the --url host's /sessions "
+        f"(the local stack); ${SESSIONS_URL_ENV}",
+    )
 
 
 def _uuid4(value: str) -> str:

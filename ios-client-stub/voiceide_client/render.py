@@ -5,7 +5,7 @@ model gains; the library default is ``NullRenderer`` so nothing is printed unles
 for it.
 ``TranscriptRenderer`` writes plain lines (no control characters: logs and pipes stay clean);
 ``LiveTranscriptRenderer`` (``live_render``) adds the growing partial answer on a terminal.
-``transcript_renderer`` picks one for a stream.
+``voiceide_client.renderer_choice.transcript_renderer`` picks one for a stream.
 """
 
 from __future__ import annotations
@@ -169,12 +169,3 @@ def card_lines(card: Card) -> list[str]:
     file = card.get("file")
     heading = f"[card] {title}" + (f" ({file})" if isinstance(file, str) and file and file not in title else "")
     return [heading, *(f"    {line}" for line in str(card.get("body", "")).splitlines())]
-
-
-def transcript_renderer(out: TextIO, err: TextIO, *, quiet: bool = False) -> TranscriptRenderer:
-    """A live display when ``out`` is a terminal (and not quiet), else plain lines."""
-    if not quiet and out.isatty():
-        from .live_render import LiveTranscriptRenderer  # rich loads only for a terminal
-
-        return LiveTranscriptRenderer.for_terminal(out)
-    return TranscriptRenderer(out, err=err, quiet=quiet)

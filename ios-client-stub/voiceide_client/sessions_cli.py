@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from .cli_args import OneLineErrorParser, add_sessions_url_argument, add_sign_in_arguments, sign_in_from
 from .sessions_api import SESSIONS_URL_ENV, SessionsApi, SessionsApiError, sessions_url_for
 from .sign_in import CognitoSignIn, SignInError
 
@@ -40,19 +40,7 @@ TITLE_WIDTH = 40
 RESULT_WIDTH = 200
 
 
-def add_sessions_url_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sessions-url",
-        default=os.environ.get(SESSIONS_URL_ENV),
-        metavar="URL",
-        help="the sessions API (a deployed stage's SessionsApiUrl); by default the --url host's /sessions "
-        f"(the local stack); ${SESSIONS_URL_ENV}",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from .cli_args import OneLineErrorParser, add_sign_in_arguments
-
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", metavar="WS_URL", help="the conductor's WebSocket URL, e.g. ws://127.0.0.1:8080")
     add_sessions_url_argument(common)
@@ -97,8 +85,6 @@ def api_for(args: argparse.Namespace, parser: argparse.ArgumentParser, sign_in: 
 
 async def run_sessions(argv: Sequence[str], *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     """``voiceide-client sessions …`` (``argv`` after ``sessions``)."""
-    from .cli_args import sign_in_from
-
     parser = build_parser()
     args = parser.parse_args(argv)
     sign_in = sign_in_from(args, parser, stdin)

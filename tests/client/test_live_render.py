@@ -24,7 +24,8 @@ from shared.protocol import (
     make_event,
 )
 from voiceide_client.live_render import LiveTranscriptRenderer
-from voiceide_client.render import TranscriptRenderer, transcript_renderer
+from voiceide_client.render import TranscriptRenderer
+from voiceide_client.renderer_choice import transcript_renderer
 
 from .fake_conductor import FakeConductor, async_test, standard_turn
 from .terminal import Screen
