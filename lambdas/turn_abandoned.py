@@ -3,7 +3,8 @@
 Lambda sends it the invocation record when the runner's asynchronous event failed (its retries
 are off) or waited past its maximum event age. The turn then ends with ``conductor_error``, a
 spoken line and idle, so the session never stays "thinking"; the record is logged and counted
-(``TurnsAbandoned``).
+(``TurnsAbandoned``). A watcher of the person's speech that failed is no turn the person waited for:
+its speculation is forgotten and it is counted apart (``WatcherFailures``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from lambdas.runtime import PowertoolsMetrics, logger, metrics, speculation_watc
 from shared.core.conductor import RUNNER_LOST_LINE
 from shared.protocol import ErrorCode
 from shared.turn_launcher import TurnTask
+
+TURNS_ABANDONED_METRIC = "TurnsAbandoned"
+WATCHER_FAILURES_METRIC = "WatcherFailures"
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -44,10 +48,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             "error_type": response.get("errorType") if isinstance(response, dict) else None,
         },
     )
-    PowertoolsMetrics().count("TurnsAbandoned")
     if task.watch:  # a watcher of the person's speech: its speculation, never heard, is forgotten
+        PowertoolsMetrics().count(WATCHER_FAILURES_METRIC)
         speculation_watcher().abandoned(task)
         return {"ended": True}
+    PowertoolsMetrics().count(TURNS_ABANDONED_METRIC)
     turn_runner().fail(
         task, ErrorCode.CONDUCTOR_ERROR, f"the turn could not run ({condition})", fallback_line=RUNNER_LOST_LINE
     )

@@ -17,8 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shared.core.messages import Message
 from shared.core.state import SessionState
 
-MAX_STATE_CHARS = 256 * 1024  # state + history stay well under Lambda's 1 MB for an asynchronous payload
-MAX_HISTORY_CHARS = 512 * 1024
+# Lambda's Invoke takes at most 1 MB of payload for an asynchronous (``Event``) invocation (API
+# reference, Invoke). The task is measured as the UTF-8 bytes Lambda receives, with room to spare: a
+# history in a script of three bytes a character is three times its length in characters.
+ASYNC_PAYLOAD_LIMIT = 1024 * 1024
+PAYLOAD_BUDGET = ASYNC_PAYLOAD_LIMIT - 64 * 1024
 
 
 class TurnTask(BaseModel):
@@ -31,10 +34,10 @@ class TurnTask(BaseModel):
     endpoint: str = Field(min_length=1, max_length=2048)  # the management API of the app's connection
     # The session state as ``$default`` committed it (JSON, with its version): the runner starts
     # from it instead of reading it again; a newer stored state shows up as a lost race.
-    state: str | None = Field(default=None, max_length=MAX_STATE_CHARS)
+    state: str | None = Field(default=None, max_length=ASYNC_PAYLOAD_LIMIT)
     # The history window for the stream's first request (JSON), read by ``$default`` beside the
     # state: the runner then calls the model without reading it again.
-    history: str | None = Field(default=None, max_length=MAX_HISTORY_CHARS)
+    history: str | None = Field(default=None, max_length=ASYNC_PAYLOAD_LIMIT)
     # A watcher of the person's speech (``shared.speculation_watcher``): ``stream_id`` is then the
     # watch's id, and a stream is started only if a partial transcript stays the same.
     watch: bool = False
@@ -43,15 +46,16 @@ class TurnTask(BaseModel):
     def for_stream(
         cls, state: SessionState, stream_id: str, endpoint: str, history: list[Message] | None = None
     ) -> TurnTask:
+        """The task with the committed state and the history window when the whole payload fits
+        the budget; else without the window (the runner reads it), then without the state too."""
         snapshot = state.model_dump_json()
         window = json.dumps(history, ensure_ascii=False, separators=(",", ":")) if history is not None else None
-        return cls(
-            session_id=state.session_id,
-            stream_id=stream_id,
-            endpoint=endpoint,
-            state=snapshot if len(snapshot) <= MAX_STATE_CHARS else None,
-            history=window if window is not None and len(window) <= MAX_HISTORY_CHARS else None,
-        )
+        bare = cls(session_id=state.session_id, stream_id=stream_id, endpoint=endpoint)
+        for carried in ({"state": snapshot, "history": window}, {"state": snapshot}, {"history": window}):
+            task = bare.model_copy(update=carried)
+            if task.payload_bytes() <= PAYLOAD_BUDGET:
+                return task
+        return bare
 
     @classmethod
     def for_watch(cls, state: SessionState, watch_id: str, endpoint: str) -> TurnTask:
@@ -81,7 +85,13 @@ class TurnTask(BaseModel):
             return None
 
     def to_payload(self) -> bytes:
-        return json.dumps(self.model_dump(by_alias=True), separators=(",", ":")).encode("utf-8")
+        """The Invoke payload: JSON in UTF-8 (text in any script as its own bytes, not escaped; a lone
+        surrogate, which UTF-8 cannot hold, as its JSON escape)."""
+        text = json.dumps(self.model_dump(by_alias=True), ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8", errors="backslashreplace")
+
+    def payload_bytes(self) -> int:
+        return len(self.to_payload())
 
 
 class LambdaTurnLauncher:

@@ -565,3 +565,78 @@ def test_the_model_request_goes_out_before_the_claiming_write(conductor: Harness
         events.unregister("before-send.bedrock-runtime.ConverseStream", unique_id=unique_id)
     assert before_first_partial(log) == ["ConverseStream", "PutItem"], log  # the claim, in the model's shadow
     assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]
+
+
+# ---- the task's size, in the bytes Lambda counts --------------------------------------------------
+
+
+def _sized_task(state_chars: int, history_chars: int, char: str = "語", history_char: str | None = None) -> TurnTask:
+    from shared.core.state import SessionState
+
+    state = SessionState(session_id=str(uuid.uuid4()), summary=char * state_chars)
+    history = [{"role": "user", "content": [{"text": (history_char or char) * history_chars}]}]
+    return TurnTask.for_stream(state, "turn-a.0.abc", "https://example.test/stage", history)
+
+
+def test_the_task_is_measured_in_utf8_bytes_not_characters() -> None:
+    from shared.turn_launcher import ASYNC_PAYLOAD_LIMIT
+
+    # 200,000 CJK characters of history and 250,000 of state: 1.35 MB of UTF-8, although each is
+    # under the character counts a task used to be cut at (512 Ki and 256 Ki characters).
+    task = _sized_task(250_000, 200_000)
+    assert task.payload_bytes() <= ASYNC_PAYLOAD_LIMIT
+    assert task.history is None and task.session_state() is not None  # the runner reads the window
+    small = _sized_task(100, 100)
+    assert small.history_window() is not None and small.session_state() is not None
+    # neither fits: both are left to the runner's reads, and the task still launches
+    neither = _sized_task(400_000, 400_000)
+    assert neither.state is None and neither.history is None and neither.payload_bytes() < 1024
+
+
+def test_a_task_keeps_text_in_any_script_as_its_bytes_and_parses_back() -> None:
+    task = _sized_task(10, 10, char="😀")
+    payload = task.to_payload()
+    assert "😀".encode() in payload  # not six-byte escapes
+    parsed = TurnTask.model_validate(json.loads(payload))
+    window = parsed.history_window()
+    assert window is not None and window[0]["content"][0]["text"] == "😀" * 10
+    lone = _sized_task(1, 1, history_char="\ud800")  # a lone surrogate UTF-8 cannot hold: its escape, no crash
+    assert b"\\ud800" in lone.to_payload()
+
+
+def test_a_large_cjk_history_still_launches_the_turn_through_lambda(conductor: Harness) -> None:
+    """The local Lambda refuses an Event payload over 1 MB as Lambda does: the task fits anyway."""
+    conn = conductor.connect()
+    conductor.start_session(conn)
+    named(conn)
+    long_question = "語" * 7000  # under the transcript limit, 21 KB of UTF-8 a turn
+    for _ in range(3):
+        conductor.script.push(message("Noted."))
+        conductor.say(conn, long_question)
+        conductor.finish_turn(conn)
+    conductor.script.push(message(ANSWER))
+    conductor.say(conn, "and now?")
+    assert ("final", ANSWER) in kinds_said(conductor, conn)
+
+
+# ---- failure records: turns and watchers counted apart ------------------------------------------------
+
+
+def test_a_failed_watcher_is_counted_as_a_watcher_failure_not_an_abandoned_turn(
+    conductor: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.handlers.test_metrics import emitted
+
+    conn, task = launched_turn(conductor)
+    capsys.readouterr()
+    watch = {**task, "streamId": "watch-abc", "watch": True}
+    record = {"requestContext": {"condition": "RetriesExhausted"}, "requestPayload": watch}
+    assert turn_abandoned.handler(record, LocalLambdaContext(function_name="turn-abandoned")) == {"ended": True}
+    figures = emitted(capsys)
+    assert figures.total("WatcherFailures") == 1 and figures.total("TurnsAbandoned") == 0
+    assert conductor.summary(conn) == [THINKING]  # the turn itself is untouched
+
+    record = {"requestContext": {"condition": "RetriesExhausted"}, "requestPayload": task}
+    assert turn_abandoned.handler(record, LocalLambdaContext(function_name="turn-abandoned")) == {"ended": True}
+    figures = emitted(capsys)
+    assert figures.total("TurnsAbandoned") == 1 and figures.total("WatcherFailures") == 0
