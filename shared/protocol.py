@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from shared import bounded_json
 from shared.protocol_tools import MAX_DECLARED_TOOLS, MAX_RESULT_PARTS, DeclaredTool, checked_declarations
 from shared.wire_formats import (
     TIMESTAMP_SYNTAX,
@@ -94,6 +95,9 @@ MAX_CAPABILITIES = 16
 MAX_HANDOFF_TURNS = 8
 MAX_HANDOFF_TEXT = 4000
 MAX_HEARD_TEXT = 8000
+# The deepest a frame may nest (envelope, kind and payload are 3; a declared tool's arguments schema
+# is the deepest legitimate part, at 6 plus the schema's own depth): deeper is invalid_json.
+MAX_FRAME_DEPTH = 64
 # Optional extension fields left out of a frame when they have no value.
 _OMITTED_WHEN_NONE = frozenset(
     {"lastSeq", "capabilities", "handoff", "heardText", "interrupted", "tools", "part", "parts"}
@@ -381,9 +385,10 @@ def parse_event(frame: str | bytes) -> ParseOutcome:
         except UnicodeDecodeError:
             return ProtocolError(code=ErrorCode.INVALID_JSON, message="frame is not UTF-8 text")
     try:
-        raw = json.loads(frame)
-    except (ValueError, RecursionError):
-        return ProtocolError(code=ErrorCode.INVALID_JSON, message="message body is not valid JSON")
+        raw = bounded_json.loads(frame, max_depth=MAX_FRAME_DEPTH)
+    except bounded_json.JsonRefused as refused:
+        message = str(refused) if refused.bound else "message body is not valid JSON"
+        return ProtocolError(code=ErrorCode.INVALID_JSON, message=message)
     if not isinstance(raw, dict):
         return ProtocolError(code=ErrorCode.INVALID_EVENT, message="an event must be a JSON object")
     try:  # "\ud800" is valid JSON but not Unicode text: nothing downstream could store it

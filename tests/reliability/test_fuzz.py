@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 
 from conductor_local.bedrock_server import message, tool_call
 from lambdas import runtime
-from shared.protocol import Event
+from shared.protocol import MAX_FRAME_DEPTH, Event
 from tests.handlers.conftest import Connection, Harness, summarize
 from tests.history_check import assert_valid_history
 from tests.reliability.figures import count
@@ -133,6 +133,32 @@ def good_uuid(value: object) -> bool:
 
 def strict_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Not JSON for the conductor (docs/protocol.md): NaN and Infinity, a number literal over 100
+# characters or past a float's range, nesting deeper than MAX_FRAME_DEPTH.
+def not_json(name: str) -> Any:
+    raise ValueError(name)
+
+
+def short_int(literal: str) -> int:
+    if len(literal) > 100:
+        raise ValueError("number too long")
+    return int(literal)
+
+
+def short_finite_float(literal: str) -> float:
+    if len(literal) > 100 or float(literal) in (float("inf"), float("-inf")):
+        raise ValueError("number too long or too large")
+    return float(literal)
+
+
+def depth_of(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((depth_of(item) for item in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((depth_of(item) for item in value), default=0)
+    return 0
 
 
 @dataclass(frozen=True)
@@ -241,7 +267,9 @@ class Oracle:
                 return error_("frame_too_large")
             text = body
         try:
-            value = json.loads(text)
+            value = json.loads(text, parse_constant=not_json, parse_int=short_int, parse_float=short_finite_float)
+            if depth_of(value) > MAX_FRAME_DEPTH:
+                return error_("invalid_json")
         except (ValueError, RecursionError):
             return error_("invalid_json")
         return self.expect_value(value)
