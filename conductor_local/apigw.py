@@ -47,6 +47,7 @@ from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError
@@ -66,6 +67,7 @@ from conductor_local.apigw_console import (
 )
 from conductor_local.apigw_events import (
     Invocation,
+    aws_id,
     disconnect_event,
     message_event,
 )
@@ -79,8 +81,10 @@ from conductor_local.apigw_frames import (
     summarize,
 )
 from conductor_local.apigw_handshake import Handshakes
-from conductor_local.apigw_http import SESSIONS_PATH, HttpApi
+from conductor_local.apigw_http import SESSIONS_PATH, HttpApi, gateway_answer
 from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.loopback_guard import LoopbackGuard
+from shared.log_safety import safe_text
 
 __all__ = [
     "AUTHORIZER_ROUTE",
@@ -207,7 +211,10 @@ class LocalApiGateway(Handshakes):
         self.console_dir = console_dir
         self.console_config = dict(console_config or {})
         self.allowed_origins = frozenset(normalize_origin(origin) for origin in allowed_origins)
-        self._origins: frozenset[str] = frozenset()
+        self.guard = LoopbackGuard(bind=host)
+        """``Host`` and ``Origin`` rules of the WebSocket handshakes, the console and the HTTP API."""
+        self._native_guard = LoopbackGuard(bind=host)
+        """The management API's: no browser at all (only the handlers post to connections)."""
         self._requested_port = port
         self._context_factory = context_factory
         self._on_log = on_log
@@ -306,7 +313,7 @@ class LocalApiGateway(Handshakes):
             max_size=(self.max_message_bytes, self.max_frame_bytes),
         )
         self._port = sock.getsockname()[1]
-        self._origins = own_origins(self.host, self._port) | self.allowed_origins
+        self.guard.allow_origins(self.browser_origins)
 
     async def _close(self) -> None:
         assert self._server is not None
@@ -334,6 +341,12 @@ class LocalApiGateway(Handshakes):
         self._open.clear()
 
     @property
+    def browser_origins(self) -> frozenset[str]:
+        """The browser origins this gateway answers: the console's own (every loopback spelling of
+        ``http://HOST:PORT``) and ``allowed_origins``."""
+        return own_origins(self.host, self.port) | self.allowed_origins
+
+    @property
     def console_url(self) -> str:
         """The voice console, served on the gateway's own origin."""
         return f"http://{self.domain_name}/console/"
@@ -356,12 +369,14 @@ class LocalApiGateway(Handshakes):
             await self._disconnect(ws)
 
     def _on_frame(self, ws: GatewayConnection, message: str) -> None:
+        """Hand one frame to ``$default``, then log it; nothing a client sends stops the connection
+        (``summarize`` never raises, and a log line that cannot be written is dropped)."""
         ws.last_active_at = time.time()
-        if self._on_log is not None:
-            self._log(f"→ conn {ws.connection_id} {summarize(message)}")
         task = asyncio.get_running_loop().create_task(self._default_route(ws, message_event(self, ws, message)))
         self._integrations.add(task)
         task.add_done_callback(self._integrations.discard)
+        if self._on_log is not None:
+            self._log(f"→ conn {ws.connection_id} {summarize(message)}")
 
     async def _default_route(self, ws: GatewayConnection, event: dict[str, Any]) -> None:
         """One ``$default`` integration. Past the integration timeout, or when the handler fails
@@ -428,16 +443,32 @@ class LocalApiGateway(Handshakes):
 
     async def _http_api_reply(self, request: management.ManagementRequest, conn: GatewayConnection) -> bytes:
         """The HTTP API's answer to one ``/sessions…`` request."""
+        reason = self._refusal(self.guard, request)
+        if reason is not None:
+            self._log(
+                f"x http {request.method[:16]} {safe_text(urlsplit(request.target).path, 80)} refused → 403: {reason}"
+            )
+            return gateway_answer(403, "Forbidden").to_bytes(aws_id())
         source_ip = str(conn.remote_address[0]) if conn.remote_address else "127.0.0.1"
         return await self.http_api.answer(request, source_ip=source_ip, domain_name=self.domain_name, port=self.port)
 
     # ---- management API ---------------------------------------------------------------------
 
+    def _refusal(self, guard: LoopbackGuard, request: management.ManagementRequest) -> str | None:
+        origin = request.headers.get("origin")
+        return guard.refusal(request.headers.get("host"), [] if origin is None else [origin], self.port)
+
     async def _management_reply(self, request: management.ManagementRequest) -> bytes:
+        reason = self._refusal(self._native_guard, request)
+        if reason is not None:
+            self._log(f"x management {safe_text(request.method, 16)} refused → 403: {reason}")
+            return management.error_response(403, "ForbiddenException", "Forbidden")
         try:
             return await self._manage(request)
         except Exception:
-            logger.exception("management API request %s %s failed", request.method, request.target)
+            logger.exception(
+                "management API request %s %s failed", safe_text(request.method, 16), safe_text(request.target, 160)
+            )
             return management.error_response(500, "InternalServerErrorException", "Internal server error")
 
     async def _manage(self, request: management.ManagementRequest) -> bytes:

@@ -11,6 +11,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Response
 
 from conductor_local.apigw_events import aws_id
+from shared.log_safety import safe_text, safe_value
 
 AUTHORIZER_ROUTE = "$connect authorizer"
 """The name under which the ``$connect`` authorizer's invocations are logged and given a context."""
@@ -19,29 +20,38 @@ INTERNAL_ERROR = "Internal server error"
 
 
 def summarize(frame: str | bytes, limit: int = 120) -> str:
-    """One readable line for a protocol event, e.g. ``toolCall tts.speak {"text":"Hi"}``."""
-    if isinstance(frame, bytes):
+    """One readable line for a protocol event, e.g. ``toolCall tts.speak {"text":"Hi"}``; never raises.
+
+    Whatever the client sent, the line is at most ``limit`` bytes, escaped and with secrets redacted
+    (``shared.log_safety``); a frame that is not a readable event (not JSON, nested past Python's
+    recursion limit, huge numbers) is shown as its first characters, as sent."""
+    if isinstance(frame, bytes | bytearray):
         return f"<{len(frame)} bytes binary>"
     try:
         ((kind, payload),) = json.loads(frame)["kind"].items()
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return _clip(json.dumps(frame, ensure_ascii=False), limit)
+        kind = str(kind)
+    except Exception:  # not an event (RecursionError too): the frame as it came
+        return safe_text(json.dumps(frame[: limit * 4], ensure_ascii=False), limit)
     if not isinstance(payload, dict):
-        return _clip(kind, limit)
+        return safe_text(kind, limit)
     if set(payload) == {"text"}:
-        detail = json.dumps(payload["text"], ensure_ascii=False)
+        text = payload["text"]
+        detail = json.dumps(text[: limit * 4], ensure_ascii=False) if isinstance(text, str) else safe_value(text, limit)
     elif kind == "toolCall":
-        detail = f"{payload.get('name')} {payload.get('arguments')} ({payload.get('callId')})"
+        name, arguments = safe_value(payload.get("name"), 64), safe_value(payload.get("arguments"), limit)
+        detail = f"{name} {arguments} ({safe_value(payload.get('callId'), 64)})"
     else:
-        detail = " ".join(f"{key}={value}" for key, value in payload.items() if value is not None)
-    return _clip(f"{kind} {detail}", limit)
+        detail = " ".join(
+            f"{safe_text(str(key), 32)}={_plain(value, limit)}"
+            for key, value in list(payload.items())[:16]
+            if value is not None
+        )
+    return safe_text(f"{safe_text(kind, 64)} {detail}", limit)
 
 
-def _clip(text: str, limit: int) -> str:
-    """At most ``limit`` characters, always writable as UTF-8: a lone surrogate (valid in JSON,
-    not in Unicode text) is shown as its escape, ``\\ud83d``."""
-    text = text if len(text) <= limit else text[: limit - 1] + "…"
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+def _plain(value: object, limit: int) -> str:
+    """A payload member for ``key=value``: a string as it is (escaped), anything else as JSON-like."""
+    return safe_text(value, limit) if isinstance(value, str) else safe_value(value, limit)
 
 
 def split_frames(payload: str | bytes, max_frame_bytes: int) -> list[str] | list[bytes]:

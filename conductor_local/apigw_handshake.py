@@ -14,9 +14,11 @@ from websockets.http11 import Request, Response
 
 from conductor_local.apigw_authorizer import authorizer_decision, identity_value
 from conductor_local.apigw_connection import GatewayConnection
-from conductor_local.apigw_console import console_response, is_websocket_handshake, origin_allowed
+from conductor_local.apigw_console import console_response, is_websocket_handshake
 from conductor_local.apigw_events import authorizer_event, aws_id, connect_event, request_context
 from conductor_local.apigw_frames import AUTHORIZER_ROUTE, INTERNAL_ERROR, TIMED_OUT, handshake_refusal
+from conductor_local.loopback_guard import LoopbackGuard
+from shared.log_safety import safe_text
 
 
 class Handshakes:
@@ -26,22 +28,30 @@ class Handshakes:
     console_config: dict[str, Any]
     authorizer_identity_source: tuple[str, ...]
     handlers: Any
-    _origins: Any
+    guard: LoopbackGuard
+    port: int
     _log: Callable[[str], None]
     _integrate: Callable[..., Awaitable[Any]]
 
     def _check_request(self, ws: ServerConnection, request: Request) -> Response | None:
-        """``process_request`` hook: plain HTTP GETs get the console; a WebSocket handshake from a
-        browser origin that is not allowed is refused with 403 before ``$connect``."""
-        if not is_websocket_handshake(request) and self.console_dir is not None:
+        """``process_request`` hook: a request naming another host than this machine's loopback
+        names (DNS rebinding) or coming from a browser origin that is not allowed is refused with
+        403 (before ``$connect``, and before the console serves anything); plain HTTP GETs get the
+        console."""
+        hosts = request.headers.get_all("Host")
+        origins = request.headers.get_all("Origin")
+        reason = self.guard.refusal(hosts[0] if len(hosts) == 1 else None, origins, self.port)
+        handshake = is_websocket_handshake(request)
+        if reason is not None:
+            what = "handshake" if handshake else f"http GET {safe_text(request.path.split('?')[0], 80)}"
+            hint = " (allow it with --allow-origin)" if reason.startswith("origin") else ""
+            self._log(f"x {what} refused → 403: {reason}{hint}")
+            return handshake_refusal(403, "Forbidden")
+        if not handshake and self.console_dir is not None:
             response = console_response(request, self.console_dir, self.console_config)
-            self._log(f"  http GET {request.path.split('?')[0]} → {response.status_code}")
+            self._log(f"  http GET {safe_text(request.path.split('?')[0], 120)} → {response.status_code}")
             return response
-        allowed, origin = origin_allowed(request, self._origins)
-        if allowed:
-            return None
-        self._log(f"x handshake from origin {origin!r} refused → 403 (allow it with --allow-origin)")
-        return handshake_refusal(403, "Forbidden")
+        return None
 
     async def _connect(self, ws: ServerConnection, request: Request, response: Response) -> Response | None:
         """``process_response`` hook: a valid handshake is accepted only if ``$connect`` says so."""
@@ -60,11 +70,12 @@ class Handshakes:
                 return refusal
             context["authorizer"] = dict(ws.authorizer or {})
         invocation = await self._integrate(self.handlers.connect, connect_event(self, ws, request, context), "$connect")
+        path = safe_text(request.path, 160)  # the query's token= is redacted
         if invocation is None:
-            self._log(f"+ conn {ws.connection_id} $connect {request.path} → timed out")
+            self._log(f"+ conn {ws.connection_id} $connect {path} → timed out")
             return handshake_refusal(504, TIMED_OUT)
         status = invocation.status
-        self._log(f"+ conn {ws.connection_id} $connect {request.path} → {status}")
+        self._log(f"+ conn {ws.connection_id} $connect {path} → {status}")
         if status < 400:
             return None
         try:

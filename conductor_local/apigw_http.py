@@ -44,6 +44,7 @@ from conductor_local.apigw_events import Invocation, aws_id
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.management import ManagementRequest
 from shared.jwt_auth import CognitoSettings, CognitoVerifier, KeysUnavailable, TokenRejected
+from shared.log_safety import safe_text
 
 logger = logging.getLogger(__name__)
 
@@ -302,9 +303,9 @@ class HttpApi:
         try:
             answer = await self._answer(request, request_id, source_ip, domain_name, port)
         except Exception:
-            logger.exception("the HTTP API failed on %s %s", request.method, target.path)
+            logger.exception("the HTTP API failed on %s %s", safe_text(request.method, 16), safe_text(target.path, 120))
             answer = INTERNAL_ERROR
-        self._log(f"  http {request.method} {target.path} → {answer.status}")
+        self._log(f"  http {safe_text(request.method, 16)} {safe_text(target.path, 120)} → {answer.status}")
         if request.method == "HEAD":  # never a body, whatever the answer
             answer = HttpAnswer(answer.status, answer.headers)
         return answer.to_bytes(request_id)

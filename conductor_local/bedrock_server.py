@@ -66,7 +66,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -119,6 +119,8 @@ from conductor_local.bedrock_validation import (
     unsupported_cache,
 )
 from conductor_local.eventstream import CONTENT_TYPE, event_message, exception_message
+from conductor_local.loopback_guard import GuardedRequestHandler, LoopbackGuard
+from shared.log_safety import safe_text
 
 __all__ = [
     "ID_MAX_LENGTH",
@@ -202,7 +204,7 @@ class _HTTPServer(ThreadingHTTPServer):
             logger.exception("local Bedrock request from %s failed", client_address)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GuardedRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
 
@@ -218,7 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.app._untrack(self.connection)
 
     def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("%s " + format, self.address_string(), *args)
+        logger.debug("%s %s", self.address_string(), safe_text(format % args))
 
     def do_POST(self) -> None:
         app = self.server.app
@@ -457,6 +459,7 @@ class LocalBedrockServer:
             raise RuntimeError("the server is already started")
         httpd = _HTTPServer((self._host, self._port), _Handler)
         httpd.app = self
+        httpd.guard = LoopbackGuard(bind=self._host)  # native clients only, by a loopback name
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="local-bedrock", daemon=True

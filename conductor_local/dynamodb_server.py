@@ -45,6 +45,8 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
+from conductor_local.loopback_guard import LoopbackGuard, guard_wsgi
+
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
@@ -346,11 +348,25 @@ def faster_moto() -> None:
 
 
 class LocalMotoServer(ThreadedMotoServer):
-    """``ThreadedMotoServer`` whose writes run alone, as DynamoDB's atomicity needs, and reads together."""
+    """``ThreadedMotoServer`` whose writes run alone, as DynamoDB's atomicity needs, and reads together.
+
+    Only native clients (no ``Origin``) and requests naming it by a loopback ``Host`` are answered
+    (``loopback_guard``): moto answers every web page with CORS headers, so without the guard any
+    page could read the tables and call the user pool's admin API. ``guard.allow_origins`` lets the
+    console's origin sign in (``InitiateAuth``) and nothing else."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.guard = LoopbackGuard(bind=self._ip_address)
+
+    def allow_origins(self, origins: Iterable[str]) -> None:
+        """Let these browser origins sign in (the console's; ``LoopbackGuard.allow_origins``)."""
+        self.guard.allow_origins(origins)
 
     def _server_entry(self) -> None:
         faster_moto()
-        app = ReadsTogetherWritesAlone(DomainDispatcherApplication(create_backend_app))
+        moto_app = ReadsTogetherWritesAlone(DomainDispatcherApplication(create_backend_app))
+        app = guard_wsgi(moto_app, self.guard, lambda: self._server.server_port)
         self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
         self._server_ready_event.set()
         self._server.serve_forever()

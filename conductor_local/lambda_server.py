@@ -28,12 +28,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.loopback_guard import GuardedRequestHandler, LoopbackGuard
+from shared.log_safety import safe_text
 
 logger = logging.getLogger(__name__)
 
@@ -87,12 +89,12 @@ class _HTTPServer(ThreadingHTTPServer):
     app: LocalLambdaServer
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GuardedRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("%s " + format, self.address_string(), *args)
+        logger.debug("%s %s", self.address_string(), safe_text(format % args))
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -189,6 +191,7 @@ class LocalLambdaServer:
     def start(self) -> LocalLambdaServer:
         httpd = _HTTPServer((self._host, self._port), _Handler)
         httpd.app = self
+        httpd.guard = LoopbackGuard(bind=self._host)  # native clients only, by a loopback name
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="local-lambda", daemon=True

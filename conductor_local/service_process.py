@@ -13,7 +13,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -23,6 +23,11 @@ class Server(Protocol):
     def url(self) -> str: ...
 
     def stop(self) -> None: ...
+
+
+ALLOW_ORIGINS = "allow-origins"
+"""The line (then the origins, space-separated) telling a running service which browser origins
+it may answer (``LocalMotoServer.allow_origins``); services without browsers ignore it."""
 
 
 class ServiceProcess:
@@ -63,6 +68,13 @@ class ServiceProcess:
             return None
         user, system = int(fields[11]), int(fields[12])  # utime and stime, the 14th and 15th fields
         return (user + system) / os.sysconf("SC_CLK_TCK")
+
+    def allow_origins(self, origins: Iterable[str]) -> None:
+        """Tell the service which browser origins it may answer (the console's own)."""
+        if self._process is None or self._process.stdin is None:
+            raise RuntimeError(f"the local {self.service} service is not running")
+        self._process.stdin.write(" ".join([ALLOW_ORIGINS, *origins]) + "\n")
+        self._process.stdin.flush()
 
     def get_host_and_port(self) -> tuple[str, int]:
         host, _, port = self.url.removeprefix("http://").rpartition(":")
@@ -118,7 +130,11 @@ def main(argv: Sequence[str]) -> None:
     """Start the named service, say its URL, serve until stdin closes."""
     server = SERVICES[argv[0]](argv[1:])
     print(server.url, flush=True)
-    sys.stdin.read()
+    for line in sys.stdin:  # until stdin closes
+        words = line.split()
+        allow = getattr(server, "allow_origins", None)
+        if words[:1] == [ALLOW_ORIGINS] and allow is not None:
+            allow(words[1:])
     server.stop()
 
 

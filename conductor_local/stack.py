@@ -196,6 +196,8 @@ class LocalStack:
                 http_api=http_api,
             ).start()
             self._export({CALLBACK_URL_ENV: self.gateway.callback_url})
+            # the console (and --allow-origin pages) sign in at the moto server's user pool
+            self._moto.allow_origins(self.gateway.browser_origins)
             from conductor_local.deadline_queue import start_poller
 
             self.deadline_poller = start_poller(

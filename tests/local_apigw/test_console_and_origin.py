@@ -82,7 +82,7 @@ def test_nothing_outside_the_console_folder_is_served(console_gateway: LocalApiG
     assert get(console_gateway, "/console/nope.js").status == 404
     assert get(console_gateway, "/elsewhere").status == 404
     with socket.create_connection(("127.0.0.1", console_gateway.port), timeout=WAIT_S) as raw:
-        raw.sendall(b"GET /console/../apigw.py HTTP/1.1\r\nHost: x\r\n\r\n")
+        raw.sendall(f"GET /console/../apigw.py HTTP/1.1\r\nHost: localhost:{console_gateway.port}\r\n\r\n".encode())
         assert raw.recv(200).startswith(b"HTTP/1.1 404")
 
 
