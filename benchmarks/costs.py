@@ -27,6 +27,8 @@ from shared.model_rules import rules_for
 
 WEBSOCKET_MESSAGE_BYTES = 32 * 1024
 
+PRICES_AS_OF = "2026-11-27"
+"""When the prices below were last checked against the pages named above."""
 PRICES: dict[str, float] = {
     "apigw_message": 1.00 / 1e6,
     "apigw_connection_minute": 0.25 / 1e6,

@@ -42,7 +42,8 @@ class DynamoMeter:
         from moto.dynamodb.models import dynamodb_backends
 
         server = stack._moto._server
-        serialized = server.app  # conductor_local.dynamodb_server.ReadsTogetherWritesAlone
+        outer = server.app  # ReadsTogetherWritesAlone, perhaps behind the loopback guard
+        serialized = _serialized_layer(outer)
         self._backend = lambda: dynamodb_backends[DEFAULT_ACCOUNT_ID][stack.region]
         self.requests: list[DynamoRequest] = []
         self._units = threading.local()
@@ -50,7 +51,7 @@ class DynamoMeter:
         inner = serialized._app
         if sizing:
             serialized._app = lambda environ, start_response: self._sized(inner, environ, start_response)
-        server.app = lambda environ, start_response: self._timed(serialized, environ, start_response)
+        server.app = lambda environ, start_response: self._timed(outer, environ, start_response)
         self.round_trips: list[DynamoRequest] = []
         if client is not None:
             client.meta.events.register("before-call.dynamodb", self._issued, unique_id="bench-round-trip-issued")
@@ -163,6 +164,18 @@ class DynamoMeter:
     def round_trip_mark(self) -> int:
         with self._lock:
             return len(self.round_trips)
+
+
+def _serialized_layer(app: Any) -> Any:
+    """The moto server's ``ReadsTogetherWritesAlone`` layer (it wraps moto's app as ``_app``): the
+    server's app itself, or the app a wrapper in front of it (the loopback guard) closes over."""
+    if hasattr(app, "_app"):
+        return app
+    for cell in getattr(app, "__closure__", None) or ():
+        inner = cell.cell_contents
+        if hasattr(inner, "_app"):
+            return inner
+    raise TypeError(f"no ReadsTogetherWritesAlone layer found in the DynamoDB server's app {app!r}")
 
 
 def _key_of(item: dict[str, Any]) -> dict[str, Any]:

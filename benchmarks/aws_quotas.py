@@ -1,0 +1,248 @@
+"""Every AWS quota the capacity model (``benchmarks.capacity_model``) holds a stage against: its
+documented default, where it is documented, and the Service Quotas code to ask for more.
+
+One table, ``QUOTAS``; nothing else in the benchmarks states a quota. ``documented`` is False
+where the documentation gives no figure for the stage's model and the value is the nearest one
+found (``note`` says which): check it in the account's Service Quotas console before relying on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Quota:
+    key: str
+    name: str
+    """As AWS names it (the Service Quotas name where there is one)."""
+    value: float | None
+    """The default; None where AWS enforces no such quota."""
+    unit: str
+    scope: str
+    source_title: str
+    source_url: str
+    code: str | None = None
+    """The Service Quotas code (None where the quota cannot be raised there, or has no public code)."""
+    adjustable: bool = True
+    documented: bool = True
+    note: str = ""
+
+
+APIGW_LIMITS = ("Amazon API Gateway quotas", "https://docs.aws.amazon.com/apigateway/latest/developerguide/limits.html")
+APIGW_WS = (
+    "Quotas for configuring and running a WebSocket in API Gateway",
+    "https://docs.aws.amazon.com/apigateway/latest/developerguide/apigateway-execution-service-websocket-limits-table.html",
+)
+LAMBDA_LIMITS = ("Lambda quotas", "https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html")
+LAMBDA_SCALING = ("Lambda scaling behavior", "https://docs.aws.amazon.com/lambda/latest/dg/scaling-behavior.html")
+DYNAMODB_LIMITS = (
+    "Quotas in Amazon DynamoDB",
+    "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html",
+)
+DYNAMODB_THROTTLING = (
+    "Why is my on-demand DynamoDB table being throttled? (AWS re:Post Knowledge Center)",
+    "https://repost.aws/knowledge-center/on-demand-table-throttling-dynamodb",
+)
+BEDROCK_RUNTIME = (
+    "Quotas for the bedrock-runtime endpoint",
+    "https://docs.aws.amazon.com/bedrock/latest/userguide/quotas-runtime.html",
+)
+BEDROCK_BURNDOWN = (
+    "How tokens are counted in Amazon Bedrock",
+    "https://docs.aws.amazon.com/bedrock/latest/userguide/quotas-token-burndown.html",
+)
+BEDROCK_GENERAL = ("Amazon Bedrock endpoints and quotas", "https://docs.aws.amazon.com/general/latest/gr/bedrock.html")
+
+_Q = [
+    # ---- API Gateway ---------------------------------------------------------------------------
+    Quota(
+        "apigw_account_rps",
+        "Throttle quota per account, per Region across HTTP APIs, REST APIs, WebSocket APIs, "
+        "and WebSocket callback APIs",
+        10_000,
+        "requests/s",
+        "account and Region, shared by every API (WebSocket messages in and @connections posts alike)",
+        *APIGW_LIMITS,
+        code="L-8A5B8E43",
+    ),
+    Quota(
+        "apigw_account_burst",
+        "Burst of the account throttle (token bucket capacity)",
+        5_000,
+        "requests",
+        "account and Region",
+        *APIGW_LIMITS,
+        adjustable=False,
+        note="set by API Gateway from the account's RPS quota; not requested separately",
+    ),
+    Quota(
+        "apigw_new_connections",
+        "New connections per second per account (across all WebSocket APIs) per Region",
+        500,
+        "connections/s",
+        "account and Region",
+        *APIGW_WS,
+        code="L-9ED1E49A",
+    ),
+    Quota("apigw_frame_bytes", "WebSocket frame size", 32 * 1024, "bytes", "per frame", *APIGW_WS, adjustable=False),
+    Quota(
+        "apigw_message_bytes", "Message payload size", 128 * 1024, "bytes", "per message", *APIGW_WS, adjustable=False
+    ),
+    Quota(
+        "apigw_connection_hours",
+        "Connection duration for WebSocket API",
+        2,
+        "hours",
+        "per connection",
+        *APIGW_WS,
+        adjustable=False,
+    ),
+    Quota(
+        "apigw_idle_minutes", "Idle Connection Timeout", 10, "minutes", "per connection", *APIGW_WS, adjustable=False
+    ),
+    # The stage's route throttle (cdk.json throttle.rate_limit / burst_limit) is the stage's own
+    # setting, not a quota: it may not exceed the account throttle above.
+    # ---- Lambda ---------------------------------------------------------------------------------
+    Quota(
+        "lambda_concurrency",
+        "Concurrent executions",
+        1_000,
+        "executions",
+        "account and Region; reservations come out of it and 100 stay unreserved",
+        *LAMBDA_LIMITS,
+        code="L-B99A9384",
+        note="new accounts start lower; AWS raises it with usage",
+    ),
+    Quota(
+        "lambda_scaling_per_10s",
+        "Concurrency scaling rate",
+        1_000,
+        "new execution environments per 10 s",
+        "per function",
+        *LAMBDA_SCALING,
+        adjustable=False,
+        note="refilled continuously, unused rate does not accumulate",
+    ),
+    Quota(
+        "lambda_async_payload_bytes",
+        "Invocation payload (asynchronous)",
+        1024 * 1024,
+        "bytes",
+        "per invocation",
+        *LAMBDA_LIMITS,
+        adjustable=False,
+    ),
+    # ---- DynamoDB (on-demand) --------------------------------------------------------------------
+    Quota(
+        "dynamodb_table_rru",
+        "Table-level read throughput limit",
+        40_000,
+        "read request units/s",
+        "per table (and per GSI), on-demand",
+        *DYNAMODB_LIMITS,
+        code="L-CF0CBE56",
+    ),
+    Quota(
+        "dynamodb_table_wru",
+        "Table-level write throughput limit",
+        40_000,
+        "write request units/s",
+        "per table (and per GSI), on-demand",
+        *DYNAMODB_LIMITS,
+        code="L-AB614373",
+    ),
+    Quota(
+        "dynamodb_partition_rcu",
+        "Per-partition read throughput",
+        3_000,
+        "read units/s",
+        "per partition (one partition key value at most)",
+        *DYNAMODB_THROTTLING,
+        adjustable=False,
+    ),
+    Quota(
+        "dynamodb_partition_wcu",
+        "Per-partition write throughput",
+        1_000,
+        "write units/s",
+        "per partition (one partition key value at most), GSI partitions too",
+        *DYNAMODB_THROTTLING,
+        adjustable=False,
+    ),
+    Quota(
+        "dynamodb_new_table_wru",
+        "Initial throughput of a new on-demand table",
+        4_000,
+        "write request units/s",
+        "per table, until its traffic has risen (double the previous peak within 30 minutes)",
+        *DYNAMODB_THROTTLING,
+        adjustable=False,
+        note="a ramp, not a ceiling: pre-warm (warm throughput) before a launch",
+    ),
+    # ---- Bedrock (bedrock-runtime, cross-Region inference profiles) -------------------------------
+    Quota(
+        "bedrock_tpm:anthropic.claude-haiku-5-5",
+        "Cross-Region InvokeModel tokens per minute for Anthropic Claude Haiku 5.5",
+        1_000_000,
+        "tokens/min (input + output x burndown)",
+        "account, Region and model",
+        *BEDROCK_RUNTIME,
+        code=None,
+        documented=False,
+        note=(
+            "no default is documented for Claude 5.5 models (the General Reference lists per-model values; "
+            "Bedrock's quota codes are per model and not published): 1,000,000 is the cross-Region Claude TPM "
+            "quoted by AWS Support in 2025 (ministryofjustice/analytical-platform#8139); check the account's value"
+        ),
+    ),
+    Quota(
+        "bedrock_tpm:anthropic.claude-sonnet-5-5",
+        "Cross-Region InvokeModel tokens per minute for Anthropic Claude Sonnet 5.5",
+        1_000_000,
+        "tokens/min (input + output x burndown)",
+        "account, Region and model",
+        *BEDROCK_RUNTIME,
+        code=None,
+        documented=False,
+        note="as for Haiku 5.5: the nearest figure found, not a documented default for this model",
+    ),
+    Quota(
+        "bedrock_rpm",
+        "Cross-Region InvokeModel requests per minute",
+        None,
+        "requests/min",
+        "account, Region and model",
+        *BEDROCK_RUNTIME,
+        adjustable=False,
+        note="the bedrock-runtime endpoint is governed by token quotas only (TPM, tokens per day); no RPM quota",
+    ),
+    Quota(
+        "bedrock_output_burndown",
+        "Burndown rate of output tokens (Anthropic Claude 4 models and later)",
+        5,
+        "quota tokens per output token",
+        "per request",
+        *BEDROCK_BURNDOWN,
+        adjustable=False,
+        note="documented for Claude Opus 4 / Sonnet 4 and later 4.x models; taken to hold for Claude 5.5",
+    ),
+]
+
+QUOTAS: dict[str, Quota] = {quota.key: quota for quota in _Q}
+
+
+def quota(key: str) -> Quota:
+    return QUOTAS[key]
+
+
+def value(key: str) -> float:
+    found = QUOTAS[key].value
+    if found is None:
+        raise ValueError(f"{key}: AWS enforces no such quota")
+    return float(found)
+
+
+def bedrock_tpm(model: str) -> Quota | None:
+    """The tokens-per-minute quota of a foundation model id (without its geography prefix)."""
+    return QUOTAS.get(f"bedrock_tpm:{model}")

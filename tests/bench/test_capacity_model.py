@@ -1,0 +1,211 @@
+"""The capacity model's arithmetic: people per limit from given per-speaker figures, which limit
+binds first, what holding a target takes, the cost of an hour, and the quota table's sources."""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import replace
+
+import pytest
+
+from benchmarks import aws_quotas
+from benchmarks.capacity_model import (
+    SpeakerFigures,
+    StageView,
+    capacity,
+    changes_to_hold,
+    cost_per_user_hour,
+    limits,
+    stage_view,
+    tpm_per_speaker,
+    unreserved_pool,
+)
+from benchmarks.capacity_report import report_stage
+from benchmarks.costs import PRICES
+
+
+def figures(**overrides: object) -> SpeakerFigures:
+    """One speaker: 60 route requests and 120 posts a minute (1 and 2 a second), a turn function
+    execution held 30 s a minute (0.5 at once), $default 6 s (0.1), 6,000 input and 200 output
+    tokens a minute, 600 WRU and 120 RRU a minute."""
+    base = SpeakerFigures(
+        speculation=True,
+        minutes=1.0,
+        turns=4,
+        ws_in=58,
+        ws_in_messages=58,
+        posts=120,
+        ws_out_messages=120,
+        connects=2,
+        disconnects=2,
+        invocations={"message": 58, "turn": 4, "watcher": 4, "connect": 2, "disconnect": 2},
+        seconds={"message": 6.0, "turn": 12.0, "watcher": 18.0, "connect": 0.3, "disconnect": 0.3},
+        dynamodb_requests=200,
+        rru=120,
+        wru=600,
+        index_wru=60,
+        bedrock_requests=5,
+        input_tokens=6_000,
+        output_tokens=200,
+        stream_seconds=0.0,
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def stage(**overrides: object) -> StageView:
+    base = StageView(
+        name="prod",
+        model="anthropic.claude-sonnet-5-5",
+        max_tokens=2048,
+        speculation=True,
+        auth="cognito",
+        rate_limit=100,
+        burst_limit=200,
+        turn_reserved=1500,
+        message_reserved=None,
+        account_concurrency=3000,
+        memory_mb={"message": 512, "turn": 1024, "watcher": 1024, "connect": 256, "disconnect": 256},
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def by_name(found: list, start: str):  # type: ignore[no-untyped-def]
+    (limit,) = [limit for limit in found if limit.name.startswith(start)]
+    return limit
+
+
+def test_each_limit_divides_by_what_one_speaker_uses_of_it() -> None:
+    found = limits(stage(), figures())
+    route = by_name(found, "API Gateway route throttle")
+    assert route.per_speaker == pytest.approx(1.0)  # (58 frames + 2 connects) / 60 s
+    assert route.people == pytest.approx(100)
+    account = by_name(found, "API Gateway account throttle")
+    assert account.per_speaker == pytest.approx(3.0)  # route requests and posts share it
+    assert account.people == pytest.approx(10_000 / 3)
+    turn = by_name(found, "Lambda turn function reserved")
+    assert turn.per_speaker == pytest.approx(0.5)  # (12 + 18) s a minute: runner and watcher together
+    assert turn.people == pytest.approx(3000)
+    pool = by_name(found, "Lambda unreserved pool")
+    assert pool.value == 1500  # 3,000 less the turn function's 1,500
+    assert pool.per_speaker == pytest.approx((6.0 + 0.3 + 0.3) / 60)
+    assert by_name(found, "DynamoDB table write").people == pytest.approx(40_000 / 10)
+    assert by_name(found, "DynamoDB table read").people == pytest.approx(40_000 / 2)
+    assert by_name(found, "API Gateway new connections").people == pytest.approx(500 / (2 / 60))
+
+
+def test_bedrock_tokens_count_output_at_the_burndown_rate_and_reservations_in_flight() -> None:
+    assert aws_quotas.value("bedrock_output_burndown") == 5
+    assert tpm_per_speaker(figures(), 2048) == pytest.approx(6_000 + 5 * 200)
+    # a stream in flight 30 s of every minute holds max_tokens half the time
+    assert tpm_per_speaker(figures(stream_seconds=30.0), 2048) == pytest.approx(7_000 + 1024)
+    bedrock = by_name(limits(stage(), figures()), "Bedrock tokens per minute")
+    assert bedrock.value == aws_quotas.value("bedrock_tpm:anthropic.claude-sonnet-5-5")
+    assert bedrock.people == pytest.approx(bedrock.value / 7_000)
+
+
+def test_the_smallest_limit_binds_and_the_next_two_follow_in_order() -> None:
+    result = capacity(stage(), figures())
+    people = [limit.people for limit in result.ranked]
+    assert people == sorted(people)
+    assert result.people == people[0]
+    assert result.binding[0].name.startswith("API Gateway route throttle")  # 100 people
+    assert result.binding[1].name.startswith("Bedrock tokens per minute")  # 1,000,000 / 7,000 = 142
+    assert len(result.binding) == 3
+
+
+def test_raising_the_binding_limit_moves_the_binding_to_the_next() -> None:
+    result = capacity(stage(rate_limit=10_000, burst_limit=5_000), figures())
+    assert result.binding[0].name.startswith("Bedrock tokens per minute")
+    assert result.people == pytest.approx(1_000_000 / 7_000)
+
+
+def test_without_a_reservation_the_turn_function_runs_in_the_unreserved_pool() -> None:
+    dev = stage(name="dev", turn_reserved=None, account_concurrency=1000)
+    found = limits(dev, figures())
+    assert not [limit for limit in found if limit.name.startswith("Lambda turn function reserved")]
+    pool = by_name(found, "Lambda unreserved pool")
+    assert pool.value == 1000 == unreserved_pool(dev)
+    assert pool.per_speaker == pytest.approx((6.0 + 12.0 + 18.0 + 0.3 + 0.3) / 60)
+
+
+def test_an_open_stage_shares_one_partition_of_the_sessions_index() -> None:
+    open_stage = limits(stage(auth="none"), figures(index_wru=600))
+    assert by_name(open_stage, "DynamoDB sessions index partition").people == pytest.approx(1000 / 10)
+    assert not [limit for limit in limits(stage(), figures()) if "partition" in limit.name]
+
+
+def test_what_holding_a_target_takes_is_computed_from_the_figures() -> None:
+    changes = {change.setting: change for change in changes_to_hold(stage(), figures(), 1000)}
+    assert changes["throttle.rate_limit"].needed == 1000  # 1 request a second each
+    assert changes["throttle.burst_limit"].needed == 2000
+    assert "bedrock_tpm:anthropic.claude-sonnet-5-5" in changes
+    assert changes["bedrock_tpm:anthropic.claude-sonnet-5-5"].needed == 7_000_000
+    assert "lambdas.turn_reserved_concurrency" not in changes  # 1,000 x 0.5 = 500 <= 1,500
+    assert "lambdas.account_concurrency" not in changes
+    more = {change.setting: change for change in changes_to_hold(stage(), figures(), 4000)}
+    assert more["lambdas.turn_reserved_concurrency"].needed == 2000
+    assert "lambdas.account_concurrency" not in more  # 2,000 reserved + 4,000 x 0.11 = 440 fit in 3,000
+    assert "L-8A5B8E43" in more["apigw_account_rps"].how  # 4,000 x 3 = 12,000 > 10,000 requests/s
+    most = {change.setting: change for change in changes_to_hold(stage(), figures(), 8000)}
+    assert most["lambdas.account_concurrency"].needed == 4000 + 880  # the reservation and the pool
+    assert "L-B99A9384" in most["lambdas.account_concurrency"].how
+    assert not changes_to_hold(stage(), figures(), 50)
+
+
+def test_an_hour_costs_sixty_minutes_of_each_service_at_list_prices() -> None:
+    cost = cost_per_user_hour(stage(), figures())
+    assert cost["API Gateway"] == pytest.approx(
+        60 * (178 * PRICES["apigw_message"] + PRICES["apigw_connection_minute"])
+    )
+    gb_s = 6.0 * 0.5 + 30.0 * 1.0 + 0.6 * 0.25
+    assert cost["Lambda"] == pytest.approx(60 * (gb_s * PRICES["lambda_gb_s"] + 70 * PRICES["lambda_request"]))
+    assert cost["DynamoDB"] == pytest.approx(60 * (120 * PRICES["dynamodb_rru"] + 660 * PRICES["dynamodb_wru"]))
+    model = "anthropic.claude-sonnet-5-5"
+    assert cost["Bedrock"] == pytest.approx(60 * (6000 * PRICES[f"{model}:input"] + 200 * PRICES[f"{model}:output"]))
+
+
+def test_a_speaker_using_nothing_of_a_limit_is_never_bound_by_it() -> None:
+    found = limits(stage(), figures(connects=0.0))
+    assert math.isinf(by_name(found, "API Gateway new connections").people)
+
+
+def test_the_report_names_the_binding_limit_and_what_to_raise() -> None:
+    out = io.StringIO()
+    report_stage(stage(), figures(), out, target=1000)
+    text = out.getvalue()
+    assert "== prod: 100 people speaking at once" in text
+    assert "binds first: API Gateway route throttle" in text
+    assert "raise throttle.rate_limit from 100 to 1,000" in text
+
+
+def test_the_stages_of_cdk_json_are_read_through_the_stage_config() -> None:
+    from infra.config import read_cdk_json_context, select_stage
+
+    settings = dict(read_cdk_json_context()["stages"]["dev"])
+    settings["throttle"] = {"rate_limit": 4, "burst_limit": 8}
+    settings["speculation"] = {"enabled": False}
+    settings["lambdas"] = {**settings.get("lambdas", {}), "account_concurrency": None}
+    settings["lambdas"].pop("turn_reserved_concurrency", None)
+    settings["lambdas"].pop("reserved_concurrency", None)
+    view = stage_view(select_stage({"x": settings}, "x"))
+    assert view.name == "x" and not view.model.startswith("us.")  # the foundation model, priced and quoted
+    assert (view.rate_limit, view.burst_limit, view.speculation) == (4, 8, False)
+    assert view.turn_reserved is None and view.message_reserved is None
+    assert view.account_concurrency == aws_quotas.value("lambda_concurrency") and not view.account_stated
+
+
+def test_every_quota_names_its_source_and_undocumented_values_say_so() -> None:
+    for quota in aws_quotas.QUOTAS.values():
+        assert quota.source_url.startswith("https://") and quota.source_title
+        if not quota.documented:
+            assert quota.note
+    assert aws_quotas.quota("apigw_account_rps").code == "L-8A5B8E43"
+    assert aws_quotas.quota("lambda_concurrency").code == "L-B99A9384"
+    with pytest.raises(ValueError):
+        aws_quotas.value("bedrock_rpm")
+
+
+def test_figures_survive_a_json_round_trip() -> None:
+    measured = figures()
+    assert SpeakerFigures.from_json(measured.to_json()) == measured
