@@ -188,7 +188,8 @@ def load_target(stage: str | None, region: str | None) -> Target:
     config_module = _infra_config()
     stages = config_module.read_cdk_json_context().get("stages")
     try:
-        config = config_module.select_stage(stages, stage)
+        # A stage that reserves without stating the account's quota is read anyway: doctor prints it.
+        config = config_module.select_stage(stages, stage, quota_unknown_ok=True)
     except config_module.StageConfigError as error:
         raise CannotRun(str(error).replace("-c stage=", "--stage ")) from error
     region = region or config.region
@@ -219,7 +220,7 @@ def _role_owners(config_module: ModuleType, stages: Any, region: str, account: s
     owners = []
     for name in sorted(stages or {}):
         try:
-            other = config_module.select_stage(stages, name)
+            other = config_module.select_stage(stages, name, quota_unknown_ok=True)
         except config_module.StageConfigError:
             continue
         same_account = account is None or other.account is None or other.account == account

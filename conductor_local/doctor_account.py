@@ -85,11 +85,17 @@ def check_cloudwatch_role(apigateway: Any, target: Target) -> CheckResult:
 # --- Lambda: concurrency ---------------------------------------------------------------------------
 
 
+def quota_line(target: Target, limit: int) -> str:
+    """The line cdk.json needs for synth to check the stage's reservations against ``limit``."""
+    return f'"account_concurrency": {limit} in stages.{target.stage}.lambdas of cdk.json'
+
+
 def check_lambda_concurrency(lambda_client: Any, cloudformation: Any, target: Target) -> CheckResult:
-    """``GetAccountSettings``: the account's concurrency against what the stage reserves (its
-    deployed functions' reservations already count as taken) and against what cdk.json assumes
-    (``lambdas.account_concurrency``). Lambda refuses a reservation that leaves less than 100
-    unreserved, and the deploy fails."""
+    """``GetAccountSettings``: the account's concurrency (``AccountLimit.ConcurrentExecutions``) against
+    what the stage reserves (its deployed functions' reservations already count as taken) and against
+    what cdk.json states (``lambdas.account_concurrency``), with the exact line cdk.json needs. Lambda
+    refuses a reservation that leaves less than 100 unreserved, and the deploy fails; synth refuses
+    a reservation of a stage that does not state the quota."""
     name = "Lambda concurrency"
     try:
         limits = lambda_client.get_account_settings()["AccountLimit"]
@@ -107,13 +113,15 @@ def check_lambda_concurrency(lambda_client: Any, cloudformation: Any, target: Ta
         if wanted
         else f"{target.stage} reserves none"
     )
+    line = quota_line(target, limit)
     held = _reserved_by_stack(lambda_client, cloudformation, target.stack_name) if needed else 0
     floor = min(MIN_UNRESERVED, limit)
     room = max(unreserved + (held or 0) - floor, 0)
     more = f"request more in {LAMBDA_CONCURRENCY_QUOTA}"
+    lower = "or lower lambdas.reserved_concurrency / lambdas.turn_reserved_concurrency in cdk.json (null: none)"
     if needed > room:
         detail = f"{figures}; {stage}, but only {room:,} more can be reserved (Lambda keeps {floor:,} unreserved)"
-        fix = f"{more}, or lower lambdas.reserved_concurrency / lambdas.turn_reserved_concurrency in cdk.json"
+        fix = f"{more}, {lower}; then put {line}"
         if held is None:  # the stage may already hold its reservations: not known to fail
             return warning(
                 name,
@@ -122,21 +130,29 @@ def check_lambda_concurrency(lambda_client: Any, cloudformation: Any, target: Ta
                 fix,
             )
         return CheckResult(name, False, detail + "; the deploy would fail", fix)
-    if target.account_concurrency is not None and limit < target.account_concurrency:
+    if needed and target.account_concurrency is None:
+        return CheckResult(
+            name,
+            False,
+            f"{figures}; {stage}, but cdk.json does not state the account's quota, so synth refuses the stage",
+            f"put {line}",
+        )
+    if target.account_concurrency is not None and target.account_concurrency != limit:
         return warning(
             name,
-            f"{figures}; {stage}: cdk.json assumes lambdas.account_concurrency {target.account_concurrency:,}",
-            f"{more}, or set lambdas.account_concurrency to {limit} in cdk.json so synth checks the reservations "
-            "against the real quota",
+            f"{figures}; {stage}: cdk.json states lambdas.account_concurrency {target.account_concurrency:,}",
+            f"put {line}" + (f" ({more} for a higher one)" if limit < target.account_concurrency else ""),
         )
     if limit < LAMBDA_DEFAULT_CONCURRENCY:
         return warning(
             name,
             f"{figures}; {stage}: the account's limit is below Lambda's default of {LAMBDA_DEFAULT_CONCURRENCY:,} "
-            "(new accounts start lower), and each live turn holds a turn runner execution for its whole length",
-            more,
+            "(new accounts start lower), and each live turn and each person speaking hold a turn runner "
+            "execution",
+            more + ("" if target.account_concurrency is not None else f"; then put {line}"),
         )
-    return CheckResult(name, True, f"{figures}; {stage}")
+    stated = "" if target.account_concurrency is not None else f" (to reserve any, put {line})"
+    return CheckResult(name, True, f"{figures}; {stage}{stated}")
 
 
 def _reserved_by_stack(lambda_client: Any, cloudformation: Any, stack_name: str) -> int | None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from shared.model_rules import Effort, ThinkingSetting
 
@@ -44,6 +44,16 @@ class _Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class TokenPrices(_Settings):
+    """The model's list prices in US dollars per million tokens (aws.amazon.com/bedrock/pricing/, the
+    stage's region and endpoint type): what the spend alarm weighs each kind of token with."""
+
+    input: float = Field(gt=0)
+    output: float = Field(gt=0)
+    cache_write: float = Field(gt=0)
+    cache_read: float = Field(gt=0)
+
+
 class BedrockSettings(_Settings):
     """The model the message Lambda streams from."""
 
@@ -56,6 +66,8 @@ class BedrockSettings(_Settings):
     # word soon, so both stages ask for little.
     effort: Effort = "low"
     thinking: ThinkingSetting = "off"
+    # The model's prices (the spend alarm, alarms.bedrock_usd_per_hour); every stage states them.
+    prices: TokenPrices | None = None
 
     @property
     def profile_geography(self) -> str | None:
@@ -89,11 +101,16 @@ class BedrockSettings(_Settings):
         return self
 
 
-# Lambda's default concurrency quota of an account and region, and what it keeps unreserved: a function's
-# reserved concurrency may not bring the unreserved pool below 100 (Lambda refuses the deploy), and every
-# function without a reservation (connect, disconnect, the authorizer, ...) runs in that pool.
-DEFAULT_ACCOUNT_CONCURRENCY = 1_000
+# What Lambda keeps unreserved of an account's concurrency in a region: a function's reserved concurrency
+# may not bring the unreserved pool below 100 (Lambda refuses the deploy: "decreases account's
+# UnreservedConcurrentExecution below its minimum value"), and every function without a reservation
+# (connect, disconnect, the authorizer, ...) runs in that pool. The quota itself (Service Quotas, AWS
+# Lambda, "Concurrent executions", L-B99A9384) is 1,000 by default but 10 or 50 in many new accounts,
+# so no stage may assume it: a stage that reserves states it (lambdas.account_concurrency).
 MIN_UNRESERVED_CONCURRENCY = 100
+LAMBDA_CONCURRENCY_QUOTA_CODE = "L-B99A9384"
+# Validation context key: reservations may go without the quota (doctor reads it for them).
+QUOTA_UNKNOWN_OK = "quota_unknown_ok"
 
 
 class LambdaSettings(_Settings):
@@ -106,9 +123,9 @@ class LambdaSettings(_Settings):
     holds its slot for up to ``turn_timeout_seconds``, so a burst of long turns would otherwise take the
     account's whole pool and throttle ``$connect`` and ``$default``. Beyond the cap a launch waits in
     Lambda's event queue (at most a minute) and then ends as an abandoned turn. ``reserved_concurrency``
-    does the same for ``$default``. Together they must leave ``MIN_UNRESERVED_CONCURRENCY`` of
-    ``account_concurrency`` (the account's Lambda quota in the stage's region, 1,000 unless raised; some
-    new accounts start lower: ask for the default or set the reservations to null).
+    does the same for ``$default``. A stage that reserves any states ``account_concurrency``, the
+    account's Lambda quota in the stage's region (``voiceide-conductor doctor`` reads it), and together
+    the reservations must leave ``MIN_UNRESERVED_CONCURRENCY`` of it unreserved (StageConfig checks both).
     """
 
     message_memory_mb: int = Field(default=512, ge=128, le=10_240)
@@ -121,7 +138,14 @@ class LambdaSettings(_Settings):
     handler_timeout_seconds: int = Field(default=10, ge=1, le=29)
     reserved_concurrency: int | None = Field(default=None, ge=1)
     turn_reserved_concurrency: int | None = Field(default=None, ge=1)
-    account_concurrency: int = Field(default=DEFAULT_ACCOUNT_CONCURRENCY, ge=MIN_UNRESERVED_CONCURRENCY)
+    # The account's Lambda concurrency quota in the stage's region (GetAccountSettings:
+    # AccountLimit.ConcurrentExecutions): no default, since new accounts start at 10 or 50.
+    account_concurrency: int | None = Field(default=None, ge=1)
+
+    @property
+    def reserved(self) -> int:
+        """Executions the stage reserves (the turn runner's and ``$default``'s)."""
+        return (self.turn_reserved_concurrency or 0) + (self.reserved_concurrency or 0)
 
     @model_validator(mode="after")
     def _reserve_below_timeout(self) -> LambdaSettings:
@@ -130,18 +154,6 @@ class LambdaSettings(_Settings):
             raise ValueError(
                 f"turn_reserve_ms ({self.turn_reserve_ms}) must leave at least 10 s of the "
                 f"turn timeout ({budget_ms} ms) for the turn"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _room_for_unreserved_functions(self) -> LambdaSettings:
-        reserved = (self.turn_reserved_concurrency or 0) + (self.reserved_concurrency or 0)
-        room = self.account_concurrency - MIN_UNRESERVED_CONCURRENCY
-        if reserved > room:
-            raise ValueError(
-                f"turn_reserved_concurrency + reserved_concurrency ({reserved}) must leave "
-                f"{MIN_UNRESERVED_CONCURRENCY} of account_concurrency ({self.account_concurrency}) unreserved "
-                f"for the other functions: at most {room}"
             )
         return self
 
@@ -163,10 +175,25 @@ class AlarmSettings(_Settings):
     # Errors the conductor sends (conductor_error/handler_error, bedrock_error), per turn;
     # failed or throttled invocations of a function, per invocation; API integration errors.
     error_rate_percent: float = Field(default=5.0, gt=0, le=100)
+    # Requests API Gateway refuses before any function runs (ClientError of the WebSocket stage: throttled
+    # frames, refused sign-ins, oversized frames), per request the app made.
+    client_error_rate_percent: float = Field(default=10.0, gt=0, le=100)
     # p99 duration of $default and the turn runner, as a share of the function's timeout.
     duration_percent_of_timeout: float = Field(default=80.0, ge=10, le=100)
-    # Bedrock spend guard: output tokens of all turns in one hour.
-    output_tokens_per_hour: int = Field(default=1_000_000, ge=1)
+    # Bedrock spend guard: the estimated US dollars of one hour's tokens (input, output, cache reads and
+    # writes, and what dropped speculations spent) at the stage's bedrock.prices.
+    bedrock_usd_per_hour: float = Field(default=10.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_settings(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "output_tokens_per_hour" in data:
+            raise ValueError(
+                "alarms.output_tokens_per_hour was replaced by alarms.bedrock_usd_per_hour: the spend alarm "
+                "estimates the dollars of an hour's input, output and cache tokens (dropped speculations' too) "
+                'at bedrock.prices; write e.g. "bedrock_usd_per_hour": 5'
+            )
+        return data
 
 
 class SessionsSettings(_Settings):
@@ -194,13 +221,12 @@ class SpeculationSettings(_Settings):
     stable_ms: int = Field(default=300, ge=100, le=2000)
 
 
-AuthMode = Literal["cognito", "none", "dev-signed-token"]
-AUTH_MODES: tuple[str, ...] = ("cognito", "none", "dev-signed-token")
-# An open stage (``auth: none``) is reachable by anyone who finds its URL: its whole stage may take at
-# most this many requests a second (burst), and each session at most this many turns a minute.
-OPEN_STAGE_MAX_RATE_LIMIT = 5.0
-OPEN_STAGE_MAX_BURST_LIMIT = 10
-OPEN_STAGE_MAX_TURNS_PER_MINUTE = 6
+AuthMode = Literal["cognito", "dev-signed-token"]
+AUTH_MODES: tuple[str, ...] = ("cognito", "dev-signed-token")
+NO_AUTH_REFUSAL = (
+    "auth 'none' is for the local stack only (voiceide-conductor local); deployed stages use cognito or "
+    "dev-signed-token"
+)
 USER_POOL_ID = r"^(?P<region>[a-z]{2}(-gov)?-[a-z]+-\d)_[0-9a-zA-Z]+$"
 APP_CLIENT_ID = r"^[\w+]{1,128}$"
 
@@ -266,13 +292,19 @@ class StageConfig(_Settings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_retention_days: int
     removal_policy: Literal["retain", "destroy"]
-    # Who may open $connect: "cognito" (the stage's user pool; the default), "none" (anyone: development
-    # only, with tight throttles) or "dev-signed-token" (HMAC tokens minted with the stage's secret; CI rigs).
+    # Who may open $connect and call the sessions API: "cognito" (the stage's user pool; the default) or
+    # "dev-signed-token" (HMAC tokens minted with the stage's secret; CI rigs, no sessions API). Every
+    # deployed stage requires sign-in: "none" exists only in the local stack.
     auth: AuthMode = "cognito"
     cognito: CognitoPoolSettings = CognitoPoolSettings()
     # The conductor's per-session limit on turns (CONDUCTOR_MAX_TURNS_PER_MINUTE).
     max_turns_per_minute: int = Field(default=30, ge=1, le=600)
+    # Who hears the stage's alarms: an e-mail address subscribed to the stage's alarm topic, and/or an
+    # existing SNS topic (chat, paging) every alarm notifies as well. With neither, synth warns.
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    alarm_topic_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:sns:[a-z]{2}(-gov)?-[a-z]+-\d:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$"
+    )
     max_tool_rounds: int = Field(default=8, ge=1, le=50)
     # WebSocket access logging needs API Gateway's CloudWatch Logs role, one setting per account and
     # region: exactly one stage there owns it (sets it, keeps it on deletion); the others rely on it.
@@ -294,39 +326,51 @@ class StageConfig(_Settings):
     def _replaced_settings(cls, data: Any) -> Any:
         if isinstance(data, Mapping) and "authorizer" in data:
             raise ValueError(
-                "'authorizer' was replaced by 'auth': write \"auth\": \"cognito\" (was true: sign-in through the "
-                'stage\'s Cognito user pool) or "auth": "none" (was false: an open development stage)'
+                "'authorizer' was replaced by 'auth': write \"auth\": \"cognito\" (sign-in through the stage's "
+                'Cognito user pool) or "auth": "dev-signed-token" (HMAC tokens of a CI rig)'
             )
+        if isinstance(data, Mapping) and data.get("auth") == "none":
+            raise ValueError(NO_AUTH_REFUSAL)
         return data
 
     @model_validator(mode="after")
     def _auth(self) -> StageConfig:
         if self.auth != "cognito" and "cognito" in self.model_fields_set:
             raise ValueError(f'\'cognito\' settings apply only with "auth": "cognito" (this stage has {self.auth!r})')
-        if self.auth == "none":
-            if self.retain:
-                raise ValueError(
-                    "auth 'none' is for development stages only: a stage with removal_policy 'retain' keeps real "
-                    'users\' data and must use "auth": "cognito"'
-                )
-            too_loose = []
-            if self.throttle.rate_limit > OPEN_STAGE_MAX_RATE_LIMIT:
-                too_loose.append(f"throttle.rate_limit <= {OPEN_STAGE_MAX_RATE_LIMIT:g}")
-            if self.throttle.burst_limit > OPEN_STAGE_MAX_BURST_LIMIT:
-                too_loose.append(f"throttle.burst_limit <= {OPEN_STAGE_MAX_BURST_LIMIT}")
-            if self.max_turns_per_minute > OPEN_STAGE_MAX_TURNS_PER_MINUTE:
-                too_loose.append(f"max_turns_per_minute <= {OPEN_STAGE_MAX_TURNS_PER_MINUTE}")
-            if too_loose:
-                raise ValueError(
-                    "auth 'none' leaves $connect open to anyone, so the stage must be tightly throttled: set "
-                    + ", ".join(too_loose)
-                )
         return self
 
-    @property
-    def authorizer(self) -> bool:
-        """Whether ``$connect`` has a Lambda authorizer (every auth mode but ``none``)."""
-        return self.auth != "none"
+    @model_validator(mode="after")
+    def _concurrency(self, info: ValidationInfo) -> StageConfig:
+        lambdas = self.lambdas
+        if not lambdas.reserved:
+            return self
+        if lambdas.account_concurrency is None:
+            if (info.context or {}).get(QUOTA_UNKNOWN_OK):
+                return self
+            raise ValueError(
+                f"lambdas reserves {lambdas.reserved} executions but does not state the account's Lambda quota: "
+                f'put "account_concurrency": <ConcurrentExecutions> in stages.{self.name}.lambdas in cdk.json '
+                f"(run `voiceide-conductor doctor --stage {self.name}` to read it), or set the reservations to null"
+            )
+        room = lambdas.account_concurrency - MIN_UNRESERVED_CONCURRENCY
+        if lambdas.reserved > room:
+            raise ValueError(
+                f"turn_reserved_concurrency + reserved_concurrency ({lambdas.reserved}) must leave "
+                f"{MIN_UNRESERVED_CONCURRENCY} of account_concurrency ({lambdas.account_concurrency}) unreserved "
+                f"for the other functions: at most {max(room, 0)} (a higher quota: Service Quotas, "
+                f"{LAMBDA_CONCURRENCY_QUOTA_CODE})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _prices(self) -> StageConfig:
+        if self.bedrock.prices is None:
+            raise ValueError(
+                f"bedrock.prices is missing: the spend alarm (alarms.bedrock_usd_per_hour) weighs tokens by the "
+                f'model\'s price; put "prices": {{"input": …, "output": …, "cache_write": …, "cache_read": …}} '
+                f"(USD per million tokens, aws.amazon.com/bedrock/pricing/) in stages.{self.name}.bedrock"
+            )
+        return self
 
     @field_validator("name")
     @classmethod
@@ -347,6 +391,16 @@ class StageConfig(_Settings):
         return self.removal_policy == "retain"
 
     @property
+    def authorizer(self) -> bool:
+        """Whether ``$connect`` has a Lambda authorizer: on every deployed stage (no auth mode is open)."""
+        return self.auth in AUTH_MODES
+
+    @property
+    def alarm_listeners(self) -> tuple[str, ...]:
+        """Who hears the stage's alarms: the e-mail address and the topic it names (empty: nobody)."""
+        return tuple(who for who in (self.alarm_email, self.alarm_topic_arn) if who)
+
+    @property
     def access_logs(self) -> bool:
         """Whether the WebSocket stage writes access logs (see ``access_logging``)."""
         if self.access_logging == "auto":
@@ -364,10 +418,9 @@ class StageConfig(_Settings):
     @property
     def sessions_api(self) -> bool:
         """Whether the stage serves the sessions API: with Cognito sign-in (API Gateway's JWT authorizer
-        checks the pool's tokens) or without sign-in ("none": every session belongs to one person).
-        A "dev-signed-token" stage has none: API Gateway cannot check its HMAC tokens, and an API open
-        to anyone on a stage that requires sign-in would hand out every user's sessions."""
-        return self.auth in ("cognito", "none")
+        checks the pool's tokens on every route). A "dev-signed-token" stage has none: API Gateway
+        cannot check its HMAC tokens, and an API open to anyone would hand out every user's sessions."""
+        return self.auth == "cognito"
 
     @property
     def bedrock_region(self) -> str:
@@ -404,8 +457,11 @@ def parse_stages_context(raw: Any) -> Mapping[str, Any]:
     return raw
 
 
-def select_stage(stages: Any, stage: str | None) -> StageConfig:
-    """Validate and return the settings of ``stage`` (``dev`` when None) from ``stages``."""
+def select_stage(stages: Any, stage: str | None, *, quota_unknown_ok: bool = False) -> StageConfig:
+    """Validate and return the settings of ``stage`` (``dev`` when None) from ``stages``.
+
+    ``quota_unknown_ok``: accept reservations without ``lambdas.account_concurrency`` (``doctor``, which
+    reads the quota for the stage that does not state it yet); synth never does."""
     stages = parse_stages_context(stages)
     name = stage or DEFAULT_STAGE
     if name not in stages:
@@ -415,7 +471,9 @@ def select_stage(stages: Any, stage: str | None) -> StageConfig:
     if not isinstance(settings, Mapping):
         raise StageConfigError(f"stage {name!r}: settings must be an object")
     try:
-        return StageConfig.model_validate({**settings, "name": name})
+        return StageConfig.model_validate(
+            {**settings, "name": name}, context={QUOTA_UNKNOWN_OK: True} if quota_unknown_ok else None
+        )
     except ValidationError as exc:
         raise StageConfigError(f"stage {name!r} has invalid settings:\n{exc}") from exc
 

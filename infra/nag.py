@@ -54,20 +54,9 @@ ROUTE_AUTH_REASON = (
     "API Gateway WebSocket APIs authorize only on $connect; $default and $disconnect run on a connection "
     "that already passed $connect."
 )
-CONNECT_AUTH_OFF_REASON = (
-    "This stage has auth 'none' in cdk.json (development stages only, validated): connections are identified "
-    "by their sessionId alone, and the stage is throttled to a few requests a second and each session to a "
-    "few turns a minute."
-)
 DESTINATION_REASON = (
     "Granted by CDK's Lambda destination: Lambda invokes the turn runner's on-failure destination "
     "with the runner's role, on the destination function and its versions only."
-)
-SESSIONS_AUTH_OFF_REASON = (
-    "This stage has auth 'none' in cdk.json (development stages only, validated): it has no user pool to "
-    "check tokens against, so the sessions API serves one fixed person (every session belongs to 'local'), "
-    "and the stage is throttled to a few requests a second; stages with sign-in put a Cognito JWT "
-    "authorizer on every route."
 )
 HTTP_ACCESS_LOGS_OFF_REASON = (
     "This stage sets access_logging 'off' in cdk.json: the sessions API's stage writes no access logs. "
@@ -155,18 +144,12 @@ def suppress_findings(stack: ConductorStack) -> None:
 
     for route_key in ("$default", "$disconnect"):
         acknowledge(_cfn(stack.api.routes[route_key]), "AwsSolutions-APIG4", ROUTE_AUTH_REASON)
-    if stack.config.auth == "none":
-        acknowledge(_cfn(stack.api.routes["$connect"]), "AwsSolutions-APIG4", CONNECT_AUTH_OFF_REASON)
     if stack.api.access_logs is None:
         acknowledge(_cfn(stack.api.stage), "AwsSolutions-APIG1", ACCESS_LOGS_OFF_REASON)
 
     sessions = stack.sessions
-    if sessions is not None:
-        if sessions.authorizer is None:
-            for route in sessions.routes.values():
-                acknowledge(_cfn(route), "AwsSolutions-APIG4", SESSIONS_AUTH_OFF_REASON)
-        if sessions.access_logs is None:
-            acknowledge(_cfn(sessions.stage), "AwsSolutions-APIG1", HTTP_ACCESS_LOGS_OFF_REASON)
+    if sessions is not None and sessions.access_logs is None:
+        acknowledge(_cfn(sessions.stage), "AwsSolutions-APIG1", HTTP_ACCESS_LOGS_OFF_REASON)
 
     if stack.api.cloudwatch_role is not None and stack.api.cloudwatch_policy is not None:
         policy = flatten_cfn_reference(Stack.of(stack).resolve(stack.api.cloudwatch_policy.managed_policy_arn))

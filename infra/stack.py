@@ -74,7 +74,10 @@ class ConductorStack(Stack):
             # AWS-owned keys cannot be audited; the AWS managed key (aws/dynamodb) is KMS-backed and
             # logged in CloudTrail, costs nothing extra, needs no key policy and no kms: grants.
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            deletion_protection=config.retain,
+            # No deletion protection in the template: a rolled-back first create must be able to delete
+            # the table (RetainExceptOnCreate). Stack deletion and replacement keep it (removal_policy),
+            # termination protection guards the stack, and an operator may turn protection on by hand
+            # once the stage holds data (README, "Operations"); a later deploy leaves that setting alone.
             removal_policy=removal_policy(config),
         )
         # The sessions index, as the local table defines it (conductor_local/tables.py): a person's
@@ -93,9 +96,10 @@ class ConductorStack(Stack):
         )
 
         self.auth = ConductorAuth(self, "Auth", config=config)
-        # The Cognito authorizer calls no AWS API (the pool's JWKS is public): it gets no grant.
-        authorizer = self.functions.add_authorizer(self.auth.environment) if config.authorizer else None
-        if self.auth.signing_secret is not None and authorizer is not None:
+        # Every deployed stage signs in on $connect. The Cognito authorizer calls no AWS API (the pool's
+        # JWKS is public): it gets no grant.
+        authorizer = self.functions.add_authorizer(self.auth.environment)
+        if self.auth.signing_secret is not None:
             # GetSecretValue only (Powertools' get_secret); grant_read would add DescribeSecret.
             authorizer.add_to_role_policy(
                 iam.PolicyStatement(
@@ -124,7 +128,7 @@ class ConductorStack(Stack):
                 )
             )
 
-        # The sessions API (stages with Cognito sign-in or none; config.sessions_api says why not others).
+        # The sessions API (stages with Cognito sign-in; config.sessions_api says why not others).
         self.sessions: ConductorSessionsApi | None = None
         if config.sessions_api:
             sessions_fn = functions.add_sessions_api(
@@ -148,8 +152,7 @@ class ConductorStack(Stack):
             "turnAbandoned": functions.turn_abandoned,
             "toolDeadline": functions.tool_deadline,
         }
-        if authorizer is not None:
-            monitored["authorizer"] = authorizer
+        monitored["authorizer"] = authorizer
         if functions.sessions_api is not None:
             monitored["sessionsApi"] = functions.sessions_api
         watched = Watched(
@@ -171,8 +174,8 @@ class ConductorStack(Stack):
             runner=functions.turn,
             consumer=functions.tool_deadline,
             receiver=functions.message,
-            topic=self.alarms.topic,
         )
+        self.alarms.notify(self.deadlines.alarm)
         self.alarms.alarms.append(self.deadlines.alarm)  # on the dashboard's alarm status with the others
         self.dashboard = ConductorDashboard(self, "Operations", alarms=self.alarms)
 

@@ -83,13 +83,13 @@ class ConductorApi(Construct):
         connect: lambda_.IFunction,
         message: lambda_.IFunction,
         disconnect: lambda_.IFunction,
-        authorizer: lambda_.IFunction | None,
+        authorizer: lambda_.IFunction,
     ) -> None:
         super().__init__(scope, construct_id)
-        connect_authorizer = (
-            WebSocketLambdaAuthorizer("ConnectAuthorizer", authorizer, identity_source=list(AUTHORIZER_IDENTITY_SOURCE))
-            if authorizer is not None
-            else None
+        # Every deployed stage signs in on $connect (the stage's auth mode); the other routes run on a
+        # connection that passed it.
+        connect_authorizer = WebSocketLambdaAuthorizer(
+            "ConnectAuthorizer", authorizer, identity_source=list(AUTHORIZER_IDENTITY_SOURCE)
         )
         self.api = apigwv2.WebSocketApi(
             self,
@@ -134,7 +134,9 @@ class ConductorApi(Construct):
             description="Lets API Gateway write access logs to CloudWatch Logs (account-wide setting)",
             managed_policies=[self.cloudwatch_policy],
         )
-        # The account setting outlives this stack; keep the role it points at.
+        # The account setting outlives this stack and other stages' access logs rely on it: keep the
+        # role it points at, even when the create that set it rolls back (the setting may still name
+        # it; the role has a generated name, so it never blocks a retry).
         role.apply_removal_policy(RemovalPolicy.RETAIN)
         account = apigw.CfnAccount(self, "Account", cloud_watch_role_arn=role.role_arn)
         account.apply_removal_policy(RemovalPolicy.RETAIN)

@@ -70,7 +70,7 @@ class ConductorUserPool(Construct):
                 if plus
                 else cognito.StandardThreatProtectionMode.NO_ENFORCEMENT
             ),
-            deletion_protection=config.retain,
+            # As the table: no deletion protection, so a rolled-back first create deletes the pool.
             removal_policy=removal_policy(config),
         )
         hosted_ui = settings.domain_prefix is not None

@@ -32,6 +32,7 @@ from infra.constructs.monitoring import (
     TURNS_METRIC,
     TURNS_PROMOTED_METRIC,
     TURNS_SPECULATED_METRIC,
+    WATCHER_FAILURES_METRIC,
     ConductorAlarms,
     api_metric,
     error_events,
@@ -55,12 +56,14 @@ TURN_TIMINGS = (
 TOKEN_METRICS = (INPUT_TOKENS_METRIC, OUTPUT_TOKENS_METRIC, CACHE_READ_TOKENS_METRIC, CACHE_WRITE_TOKENS_METRIC)
 # Work per turn: the runner's counts over the turns started (metric id, metric).
 WORK_METRICS = (("dynamodb_requests", DYNAMODB_REQUESTS_METRIC), ("posts", POSTS_METRIC))
-# Failures the conductor counts besides the error events it sends.
+# Failures the conductor counts besides the error events it sends, each its own line (none is a sum
+# of others): a failed speculation watcher counts in WatcherFailures, never among the abandoned turns.
 FAILURE_COUNTS = (
     "BedrockErrors",
     "ContextOverflows",
     "TurnLaunchFailures",
     "WatcherLaunchFailures",
+    WATCHER_FAILURES_METRIC,
     "StateConflicts",
     TURNS_ABANDONED_METRIC,
 )
@@ -258,9 +261,9 @@ class ConductorDashboard(Construct):
                 left_annotations=[limit(message_timeout_ms * share, "alarm"), limit(message_timeout_ms, "timeout")],
             ),
             cloudwatch.GraphWidget(
-                title="Bedrock output tokens per hour (spend guard)",
-                left=[alarms.output_tokens_per_hour()],
-                left_annotations=[limit(config.alarms.output_tokens_per_hour, "ceiling")],
+                title="Bedrock estimated USD per hour (spend guard; every token at the stage's prices)",
+                left=[alarms.bedrock_usd_per_hour()],
+                left_annotations=[limit(config.alarms.bedrock_usd_per_hour, "ceiling")],
                 width=WIDTH,
                 height=HEIGHT,
             ),
@@ -281,6 +284,12 @@ class ConductorDashboard(Construct):
             graph(
                 "API Gateway errors",
                 [api_metric(stage, name) for name in ("IntegrationError", "ExecutionError", "ClientError")],
+            ),
+            graph(
+                "API Gateway refusals (ClientError: throttled frames, refused sign-ins; % of the app's requests)",
+                [alarms.rates["ApiClientErrorRate"]],
+                left_annotations=[limit(config.alarms.client_error_rate_percent, "alarm")],
+                left_y_axis=cloudwatch.YAxisProps(min=0, max=100),
             ),
             graph(
                 "Rolling summary: folds written and failed",

@@ -3,18 +3,16 @@ the tool-deadline function receives it when the first deadline is due (``lambdas
 
 Messages that fail three receives go to a dead-letter queue kept 14 days; one there means a
 session whose calls were never timed out (its turn waits until the app answers or reconnects),
-so a visible message alarms the stage's topic.
+so a visible message alarms (the stack has it notify the stage's topics, as every alarm).
 """
 
 from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
-from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -42,7 +40,6 @@ class ConductorDeadlines(Construct):
         runner: lambda_.Function,
         consumer: lambda_.Function,
         receiver: lambda_.Function,
-        topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
         self.dead_letters = sqs.Queue(
@@ -92,6 +89,3 @@ class ConductorDeadlines(Construct):
                 "Operations."
             ),
         )
-        action = cw_actions.SnsAction(topic)
-        self.alarm.add_alarm_action(action)
-        self.alarm.add_ok_action(action)

@@ -64,7 +64,11 @@ ENDED_RETENTION_ENV = "CONDUCTOR_ENDED_RETENTION_SECONDS"
 
 
 def removal_policy(config: StageConfig) -> RemovalPolicy:
-    return RemovalPolicy.RETAIN if config.retain else RemovalPolicy.DESTROY
+    """What happens to a stateful resource (table, user pool, keys, queues, log groups, secrets) when
+    it leaves the stack. A retaining stage keeps it on a stack deletion or a replacement, but not
+    when the create that made it rolls back (CloudFormation ``DeletionPolicy: RetainExceptOnCreate``):
+    a failed first deploy leaves no orphan behind to block the retry, and never held any data."""
+    return RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if config.retain else RemovalPolicy.DESTROY
 
 
 def layer_description(skip_install: bool) -> str:

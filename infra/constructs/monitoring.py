@@ -3,17 +3,20 @@
 Errors alarm on rates, not single data points: CloudWatch metric math divides the errors by what
 they happened to (turns, invocations, integration calls), and an alarm fires when the rate is at or
 above ``alarms.error_rate_percent`` in 3 of 5 five-minute periods (the sessions API's 5XX answers
-too, per request). Durations alarm near the function's timeout, throttles of the table and failed API
-executions when they last, and Bedrock output tokens when an hour's sum reaches the stage's ceiling
-(the spend guard). Failed rolling-summary folds alarm per fold: the conversation goes on, so nothing
+too, per request), and so do the requests API Gateway refuses before any function runs (the WebSocket
+stage's ClientError: throttled frames, refused sign-ins). Durations alarm near the function's timeout,
+throttles of the table and failed API executions when they last, and Bedrock spend when an hour's
+estimated dollars (every kind of token, dropped speculations' too, at the stage's prices) reach the
+stage's ceiling. Failed rolling-summary folds alarm per fold: the conversation goes on, so nothing
 else would tell.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
-from aws_cdk import Annotations, Duration, RemovalPolicy, Stack
+from aws_cdk import Annotations, Duration, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -26,6 +29,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from infra.config import StageConfig
+from infra.constructs.functions import removal_policy
 from shared.commit import error_metric_name
 from shared.protocol import ErrorCode
 
@@ -64,6 +68,19 @@ SPECULATIONS_METRIC = "Speculations"
 SPECULATIONS_DISCARDED_METRIC = "SpeculationsDiscarded"
 DISCARDED_INPUT_TOKENS_METRIC = "SpeculationDiscardedInputTokens"
 DISCARDED_OUTPUT_TOKENS_METRIC = "SpeculationDiscardedOutputTokens"
+# A speculation watcher that failed (its invocation died or never ran): counted apart from abandoned turns.
+WATCHER_FAILURES_METRIC = "WatcherFailures"
+# The spend estimate: each token metric (metric id, metric name) and the price it is weighed with
+# (bedrock.prices, USD per million tokens). A dropped speculation's tokens are counted by the watcher
+# only, never in InputTokens/OutputTokens: the sum counts each token once.
+SPEND_TOKENS: tuple[tuple[str, str, str], ...] = (
+    ("input_tokens", INPUT_TOKENS_METRIC, "input"),
+    ("discarded_input", DISCARDED_INPUT_TOKENS_METRIC, "input"),
+    ("cache_write", CACHE_WRITE_TOKENS_METRIC, "cache_write"),
+    ("cache_read", CACHE_READ_TOKENS_METRIC, "cache_read"),
+    ("output_tokens", OUTPUT_TOKENS_METRIC, "output"),
+    ("discarded_output", DISCARDED_OUTPUT_TOKENS_METRIC, "output"),
+)
 # Who may publish to the alarm topic and use its key: CloudWatch, for alarms of this account and region.
 CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
 NO_SUBSCRIBER_WARNING = "@voiceide/conductor:alarmsWithoutSubscriber"
@@ -251,33 +268,55 @@ class ConductorAlarms(Construct):
                 f"or answered internal_error) reached {threshold:g}%",
             )
 
-        ceiling = config.alarms.output_tokens_per_hour
+        self._rate(
+            "ApiClientErrorRate",
+            self.client_error_rate(),
+            f"requests API Gateway refused before any function ran (ClientError: throttled frames, refused "
+            f"sign-ins) reached {config.alarms.client_error_rate_percent:g}% of the app's requests",
+            threshold=config.alarms.client_error_rate_percent,
+        )
+
+        ceiling = config.alarms.bedrock_usd_per_hour
         self.spend = cloudwatch.Alarm(
             self,
-            "BedrockOutputTokensPerHour",
-            metric=self.output_tokens_per_hour(),
+            "BedrockSpendPerHour",
+            metric=self.bedrock_usd_per_hour(),
             threshold=ceiling,
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=self._description(f"Bedrock output tokens reached {ceiling} in one hour (spend guard)"),
+            alarm_description=self._description(
+                f"Bedrock tokens of the last hour cost an estimated ${ceiling:g} or more at the stage's prices "
+                "(input, output, cache, dropped speculations; spend guard)"
+            ),
         )
         self.alarms.append(self.spend)
 
         self.topic = self._topic(config)
         if config.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
-        else:
-            Annotations.of(self).add_warning_v2(
-                NO_SUBSCRIBER_WARNING,
-                f"Stage {config.name!r} has no alarm_email: its alarms notify the topic AlarmTopicArn, which "
-                "nobody subscribes to. Set alarm_email in cdk.json (stages.<name>.alarm_email) or subscribe "
-                "another channel to the topic (README, Operations).",
+        self.listener: sns.ITopic | None = (
+            sns.Topic.from_topic_arn(self, "Listener", config.alarm_topic_arn) if config.alarm_topic_arn else None
+        )
+        if not config.alarm_listeners:
+            warning = (
+                f"Stage {config.name!r} names nobody to hear its alarms: they notify the topic AlarmTopicArn, which "
+                "nobody subscribes to. Set alarm_email or alarm_topic_arn in cdk.json (stages.<name>) or subscribe "
+                "a channel to the topic (README, Operations)."
             )
-        action = cw_actions.SnsAction(self.topic)
+            Annotations.of(self).add_warning_v2(NO_SUBSCRIBER_WARNING, warning)
+            print(f"warning: {warning}", file=sys.stderr, flush=True)
         for alarm in self.alarms:
-            alarm.add_alarm_action(action)
-            alarm.add_ok_action(action)
+            self.notify(alarm)
+
+    def notify(self, alarm: cloudwatch.Alarm) -> None:
+        """``alarm`` tells the stage's topic (and the stage's own topic, ``alarm_topic_arn``) when it
+        fires and when it clears."""
+        for topic in (self.topic, self.listener):
+            if topic is not None:
+                action = cw_actions.SnsAction(topic)
+                alarm.add_alarm_action(action)
+                alarm.add_ok_action(action)
 
     def table_throttles(self) -> cloudwatch.MathExpression:
         """Throttled requests of every operation the store uses, plus read and write throttle events."""
@@ -314,8 +353,35 @@ class ConductorAlarms(Construct):
             {"summaries_written": own_metric(config, SUMMARIES_WRITTEN_METRIC), **failures},
         )
 
-    def output_tokens_per_hour(self) -> cloudwatch.Metric:
-        return own_metric(self.watched.config, OUTPUT_TOKENS_METRIC, period=SPEND_PERIOD)
+    def bedrock_usd_per_hour(self) -> cloudwatch.MathExpression:
+        """The estimated dollars of an hour's Bedrock tokens: each token metric of ``SPEND_TOKENS``
+        summed over the hour, times its price per million tokens (``bedrock.prices``)."""
+        config = self.watched.config
+        prices = config.bedrock.prices
+        if prices is None:
+            raise ValueError(f"stage {config.name!r} states no bedrock.prices")
+        terms = " + ".join(f"{getattr(prices, price):g} * FILL({key}, 0)" for key, _, price in SPEND_TOKENS)
+        return cloudwatch.MathExpression(
+            expression=f"({terms}) / 1000000",
+            using_metrics={key: own_metric(config, name, period=SPEND_PERIOD) for key, name, _ in SPEND_TOKENS},
+            label="Bedrock estimated USD per hour",
+            period=SPEND_PERIOD,
+        )
+
+    def client_error_rate(self) -> cloudwatch.MathExpression:
+        """WebSocket requests API Gateway refused (ClientError) per request of the app: the refused ones,
+        connects that reached ``$connect`` and frames that reached ``$default``, in %."""
+        watched = self.watched
+        refused = {"client_errors": api_metric(watched.api_stage, "ClientError")}
+        return percent(
+            "API Gateway refusals per request (%)",
+            refused,
+            {
+                **refused,
+                "connects": api_metric(watched.api_stage, "ConnectCount"),
+                "frames": watched.functions["message"].metric_invocations(period=PERIOD, statistic="Sum"),
+            },
+        )
 
     def _description(self, what: str) -> str:
         return f"VoiceIDE conductor ({self.watched.config.name}): {what}. Runbook: README, Operations."
@@ -335,9 +401,12 @@ class ConductorAlarms(Construct):
             )
         )
 
-    def _rate(self, construct_id: str, rate: cloudwatch.MathExpression, what: str) -> None:
+    def _rate(
+        self, construct_id: str, rate: cloudwatch.MathExpression, what: str, *, threshold: float | None = None
+    ) -> None:
         self.rates[construct_id] = rate
-        self._alarm(construct_id, rate, self.watched.config.alarms.error_rate_percent, what)
+        limit = self.watched.config.alarms.error_rate_percent if threshold is None else threshold
+        self._alarm(construct_id, rate, limit, what)
 
     def _topic(self, config: StageConfig) -> sns.Topic:
         """The encrypted alarm topic. Its policy replaces SNS's default one (which let the account's
@@ -354,7 +423,7 @@ class ConductorAlarms(Construct):
             "TopicKey",
             description=f"Encrypts the VoiceIDE conductor alarm topic ({config.name})",
             enable_key_rotation=True,
-            removal_policy=RemovalPolicy.RETAIN if config.retain else RemovalPolicy.DESTROY,
+            removal_policy=removal_policy(config),
         )
         key.add_to_resource_policy(
             iam.PolicyStatement(

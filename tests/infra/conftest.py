@@ -42,6 +42,8 @@ def variant_stages() -> dict[str, Any]:
         "model_id": "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
         "inference_profile_regions": ["eu-west-1", "us-east-1"],
         "max_tokens": 4096,
+        # Claude Sonnet 4.5 through a global profile, USD per million tokens.
+        "prices": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3},
     }
     return {VARIANT_STAGE: settings}
 

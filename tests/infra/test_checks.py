@@ -64,7 +64,7 @@ def test_cdk_nag_ran_and_reported_nothing_unacknowledged(any_stage: Synth) -> No
     annotations = [p for p in report["pluginReports"] if p["pluginName"] == ANNOTATIONS_PLUGIN]
     assert findings(report) == []
     warnings = {v["ruleName"] for p in annotations for v in p["violations"] if v["severity"] == "warning"}
-    expected = set() if any_stage.config.alarm_email else {f"Annotation::{NO_SUBSCRIBER_WARNING}"}
+    expected = set() if any_stage.config.alarm_listeners else {f"Annotation::{NO_SUBSCRIBER_WARNING}"}
     assert warnings == expected
     assert all(p["conclusion"] == "success" for p in annotations)
 
@@ -115,10 +115,10 @@ def test_acknowledgments_sit_on_the_resources_that_need_them(dev: Synth, prod: S
     assert len(destination) == 1 and destination[0].endswith(".Arn>:*]")
     assert [policy.startswith("FunctionsTurnRoleDefaultPolicy") for policy in found[destination[0]]] == [True]
 
-    # Without sign-in, $connect and every sessions API route are acknowledged as unauthenticated (dev only).
+    # dev signs in like prod: only $default and $disconnect (authorized on $connect) are acknowledged.
     dev_routes = {res["Properties"]["RouteKey"]: name for name, res in dev.of_type("AWS::ApiGatewayV2::Route").items()}
     assert len(dev_routes) == 3 + 5
-    assert set(acknowledgments(dev)["AwsSolutions-APIG4"]) == set(dev_routes.values())
+    assert set(acknowledgments(dev)["AwsSolutions-APIG4"]) == {dev_routes["$default"], dev_routes["$disconnect"]}
     # A stage without WebSocket access logs (dev: it does not own the account's logging role) says why; prod
     # logs. The sessions API's HTTP stage logs on both (it needs no account role).
     assert "AwsSolutions-APIG1" not in found

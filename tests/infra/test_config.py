@@ -38,7 +38,8 @@ def test_default_stage_is_dev(stages: dict[str, Any]) -> None:
 def test_dev_and_prod_differ_where_they_should(stages: dict[str, Any]) -> None:
     dev, prod = select_stage(stages, "dev"), select_stage(stages, "prod")
     assert (dev.removal_policy, prod.removal_policy) == ("destroy", "retain")
-    assert (dev.authorizer, prod.authorizer) == (False, True)
+    assert (dev.auth, prod.auth) == ("cognito", "cognito")  # every deployed stage signs in
+    assert dev.authorizer and prod.authorizer
     assert dev.bedrock.is_inference_profile and prod.bedrock.is_inference_profile
     assert dev.bedrock.model_id != prod.bedrock.model_id  # dev: the fast cheap model, prod: a stronger one
     assert prod.lambdas.turn_reserve_ms < prod.lambdas.turn_timeout_seconds * 1000
@@ -79,7 +80,13 @@ def test_missing_or_malformed_stages_context(raw: Any) -> None:
         (("bedrock", "thinking"), "enabled", "'off' or 'adaptive'"),
         (("access_logging",), "yes", "'auto', 'on' or 'off'"),
         (("lambdas", "turn_reserved_concurrency"), 0, "greater than or equal to 1"),
-        (("lambdas", "turn_reserved_concurrency"), 901, "must leave 100 of account_concurrency (1000)"),
+        (("lambdas", "turn_reserved_concurrency"), 10, "does not state the account's Lambda quota"),
+        (("auth",), "none", "auth 'none' is for the local stack only (voiceide-conductor local)"),
+        (("alarms", "output_tokens_per_hour"), 200_000, "replaced by alarms.bedrock_usd_per_hour"),
+        (("alarms", "bedrock_usd_per_hour"), 0, "greater than 0"),
+        (("bedrock", "prices"), None, "bedrock.prices is missing"),
+        (("bedrock", "prices"), {"input": 1, "output": 5}, "Field required"),
+        (("alarm_topic_arn",), "alarms", "String should match pattern"),
         (("sessions", "ended_retention_days"), 0, "greater than or equal to 1"),
         (("sessions", "ended_retention_days"), "a week", "valid integer"),
         (("sessions", "retention"), 3, "Extra inputs are not permitted"),
@@ -109,7 +116,7 @@ def test_inference_profile_ids_map_to_foundation_models(stages: dict[str, Any]) 
         bedrock = select_stage(stages, name).bedrock
         assert bedrock.profile_geography == "us"
         assert bedrock.foundation_model_id == bedrock.model_id.removeprefix("us.")
-    stages["dev"]["bedrock"] = {"model_id": "anthropic.claude-haiku-5-5"}
+    stages["dev"]["bedrock"] = {"model_id": "anthropic.claude-haiku-5-5", "prices": stages["dev"]["bedrock"]["prices"]}
     dev = select_stage(stages, "dev")
     assert dev.bedrock.profile_geography is None
     assert dev.bedrock.foundation_model_id == dev.bedrock.model_id
@@ -183,22 +190,59 @@ def test_both_stages_say_how_the_model_thinks(stages: dict[str, Any]) -> None:
     assert (defaults.effort, defaults.thinking) == ("low", "off")
 
 
-def test_the_turn_runner_has_reserved_concurrency_that_leaves_room_for_the_rest(stages: dict[str, Any]) -> None:
+def test_no_stage_reserves_concurrency_without_stating_the_accounts_quota(stages: dict[str, Any]) -> None:
+    """New accounts start at 10 or 50 concurrent executions, where Lambda refuses any reservation: a stage
+    reserves only when it states the quota, and then leaves 100 of it unreserved."""
     dev, prod = select_stage(stages, "dev"), select_stage(stages, "prod")
-    assert 1 <= dev.lambdas.turn_reserved_concurrency < prod.lambdas.turn_reserved_concurrency  # type: ignore[operator]
-    for config in (dev, prod):
-        lambdas = config.lambdas
-        reserved = (lambdas.turn_reserved_concurrency or 0) + (lambdas.reserved_concurrency or 0)
-        assert reserved <= lambdas.account_concurrency - MIN_UNRESERVED_CONCURRENCY
+    assert dev.lambdas.reserved == 0 and dev.lambdas.account_concurrency is None  # deploys into a new account
+    assert (prod.lambdas.turn_reserved_concurrency, prod.lambdas.account_concurrency) == (1500, 3000)
+    assert prod.lambdas.reserved <= prod.lambdas.account_concurrency - MIN_UNRESERVED_CONCURRENCY  # type: ignore[operator]
+    # A reservation without the quota: one line says what to put where, and how to read it.
+    stages["dev"]["lambdas"]["turn_reserved_concurrency"] = 10
+    with pytest.raises(StageConfigError) as error:
+        select_stage(stages, "dev")
+    [line] = [line for line in str(error.value).splitlines() if "account_concurrency" in line]
+    assert (
+        'lambdas reserves 10 executions but does not state the account\'s Lambda quota: put "account_concurrency": '
+        "<ConcurrentExecutions> in stages.dev.lambdas in cdk.json (run `voiceide-conductor doctor --stage dev` to "
+        "read it), or set the reservations to null"
+    ) in line
+    # doctor reads the stage anyway, to print the quota it lacks.
+    assert select_stage(stages, "dev", quota_unknown_ok=True).lambdas.account_concurrency is None
     # Both reservations count: 850 + 60 leaves 90 of 1,000 unreserved.
-    stages["dev"]["lambdas"].update(turn_reserved_concurrency=850, reserved_concurrency=60)
+    stages["dev"]["lambdas"].update(turn_reserved_concurrency=850, reserved_concurrency=60, account_concurrency=1000)
     with pytest.raises(StageConfigError, match="turn_reserved_concurrency \\+ reserved_concurrency \\(910\\)"):
         select_stage(stages, "dev")
-    # An account with a raised quota says so; null turns the reservation off (a new account's low quota).
+    # A new account's quota of 50 holds no reservation at all.
+    stages["dev"]["lambdas"].update(turn_reserved_concurrency=1, reserved_concurrency=None, account_concurrency=50)
+    with pytest.raises(StageConfigError, match=r"must leave 100 of account_concurrency \(50\) .*at most 0"):
+        select_stage(stages, "dev")
     stages["dev"]["lambdas"]["account_concurrency"] = 5_000
-    assert select_stage(stages, "dev").lambdas.turn_reserved_concurrency == 850
+    assert select_stage(stages, "dev").lambdas.turn_reserved_concurrency == 1
     stages["dev"]["lambdas"].update(turn_reserved_concurrency=None, reserved_concurrency=None)
     assert select_stage(stages, "dev").lambdas.turn_reserved_concurrency is None
+
+
+def test_every_stage_names_its_models_prices_and_a_spend_ceiling_in_dollars(stages: dict[str, Any]) -> None:
+    for name in ("dev", "prod"):
+        config = select_stage(stages, name)
+        prices = config.bedrock.prices
+        assert prices is not None and prices.output > prices.input > prices.cache_read
+        assert config.alarms.bedrock_usd_per_hour > 0
+    assert (
+        select_stage(stages, "dev").alarms.bedrock_usd_per_hour
+        < select_stage(stages, "prod").alarms.bedrock_usd_per_hour
+    )
+
+
+def test_a_stage_names_who_hears_its_alarms(stages: dict[str, Any]) -> None:
+    assert select_stage(stages, "prod").alarm_listeners == ()
+    stages["prod"]["alarm_topic_arn"] = "arn:aws:sns:us-east-1:123456789012:oncall"
+    stages["prod"]["alarm_email"] = "oncall@example.com"
+    assert select_stage(stages, "prod").alarm_listeners == (
+        "oncall@example.com",
+        "arn:aws:sns:us-east-1:123456789012:oncall",
+    )
 
 
 def test_access_logs_only_where_the_account_role_is_known_to_be_set(stages: dict[str, Any]) -> None:
@@ -224,8 +268,8 @@ def test_ended_sessions_are_kept_per_stage(stages: dict[str, Any]) -> None:
 
 
 def test_the_sessions_api_is_served_where_api_gateway_can_check_sign_in(stages: dict[str, Any]) -> None:
-    assert select_stage(stages, "dev").sessions_api  # auth none: one fixed person
-    assert select_stage(stages, "prod").sessions_api  # cognito: the JWT authorizer
+    assert select_stage(stages, "dev").sessions_api  # cognito: the JWT authorizer
+    assert select_stage(stages, "prod").sessions_api
     signed = {key: value for key, value in stages["prod"].items() if key != "cognito"}
     signed.update(auth="dev-signed-token", removal_policy="destroy")
     assert not select_stage({"ci": signed}, "ci").sessions_api  # HMAC tokens: no authorizer could check them

@@ -3,6 +3,7 @@ throttle, API and spend alarms, and the dashboard (its widgets and the metrics i
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -190,14 +191,81 @@ def test_api_gateway_alarms_read_the_websocket_stage_metrics(any_stage: Synth) -
     assert {dims["FunctionName"] for _, name, dims, _, _ in read if name == "Invocations"} == routes
 
 
-def test_spend_guard_threshold_comes_from_the_stage(dev: Synth, prod: Synth) -> None:
-    assert dev.config.alarms.output_tokens_per_hour != prod.config.alarms.output_tokens_per_hour
+def spend_of(expression_text: str, tokens: dict[str, float]) -> float:
+    """The spend alarm's expression evaluated over ``tokens`` (metric id -> an hour's sum; a missing
+    metric is no data, which FILL makes 0)."""
+    filled = re.sub(r"FILL\((\w+), 0\)", lambda m: repr(float(tokens.get(m.group(1), 0.0))), expression_text)
+    return arithmetic(ast.parse(filled, mode="eval").body)
+
+
+def arithmetic(node: ast.expr) -> float:
+    """A CloudWatch metric math expression's arithmetic (numbers, + - * /); anything else fails."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return float(node.value)
+    if isinstance(node, ast.BinOp):
+        left, right = arithmetic(node.left), arithmetic(node.right)
+        operations = {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}
+        if isinstance(node.op, ast.Div):
+            return left / right
+        return operations[type(node.op)]
+    raise AssertionError(f"not arithmetic: {ast.dump(node)}")
+
+
+def test_the_spend_guard_counts_every_token_at_the_stages_prices(dev: Synth, prod: Synth) -> None:
+    """Dropped speculations cost input tokens: the alarm weighs input (the turns' and the dropped
+    speculations'), cache writes and reads, and output (both too) by the stage's prices, per hour."""
+    assert dev.config.alarms.bedrock_usd_per_hour != prod.config.alarms.bedrock_usd_per_hour
     for synth in (dev, prod):
-        props = alarm(synth, "BedrockOutputTokensPerHour")
-        assert props["Threshold"] == synth.config.alarms.output_tokens_per_hour
-        own = {"service": synth.config.service_name}
-        assert alarm_metrics(props) == [(synth.config.metrics_namespace, "OutputTokens", own, "Sum", 3600)]
+        props = alarm(synth, "BedrockSpendPerHour")
+        assert props["Threshold"] == synth.config.alarms.bedrock_usd_per_hour
         assert props["EvaluationPeriods"] == 1
+        own = {"service": synth.config.service_name}
+        read = alarm_metrics(props)
+        assert sorted(read) == sorted(
+            (synth.config.metrics_namespace, name, own, "Sum", 3600)
+            for name in (
+                "InputTokens",
+                "OutputTokens",
+                "CacheReadInputTokens",
+                "CacheWriteInputTokens",
+                DISCARDED_INPUT_METRIC,
+                DISCARDED_OUTPUT_METRIC,
+            )
+        )
+        ids = {q["MetricStat"]["Metric"]["MetricName"]: q["Id"] for q in props["Metrics"] if "MetricStat" in q}
+        prices = synth.config.bedrock.prices
+        assert prices is not None
+        hour = {
+            "InputTokens": 2_000_000,
+            DISCARDED_INPUT_METRIC: 3_000_000,
+            "CacheWriteInputTokens": 500_000,
+            "CacheReadInputTokens": 10_000_000,
+            "OutputTokens": 400_000,
+            DISCARDED_OUTPUT_METRIC: 100_000,
+        }
+        expected = 5 * prices.input + 0.5 * prices.cache_write + 10 * prices.cache_read + 0.5 * prices.output
+        got = spend_of(expression(props), {ids[name]: value for name, value in hour.items()})
+        assert got == pytest.approx(expected)
+        # A quiet hour of dropped speculations alone still costs: input tokens count.
+        only_dropped = spend_of(expression(props), {ids[DISCARDED_INPUT_METRIC]: 1_000_000})
+        assert only_dropped == pytest.approx(prices.input)
+
+
+def test_api_gateway_refusals_alarm_as_a_rate_of_the_apps_requests(any_stage: Synth) -> None:
+    """ClientError: API Gateway answered 4XX before any function ran (a throttled frame is a 429, a
+    refused sign-in a 401/403), per request of the app (refused ones, connects and $default frames)."""
+    props = alarm(any_stage, "ApiClientErrorRate")
+    _, stage = any_stage.one_of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET")
+    api_dims = {"ApiId": flatten_cfn_reference(stage["Properties"]["ApiId"]), "Stage": any_stage.config.name}
+    read = alarm_metrics(props)
+    assert ("AWS/ApiGateway", "ClientError", api_dims, "Sum", 300) in read
+    assert ("AWS/ApiGateway", "ConnectCount", api_dims, "Sum", 300) in read
+    message_fn = f"<{any_stage.function('lambdas.message.handler')[0]}>"
+    assert [dims["FunctionName"] for _, name, dims, _, _ in read if name == "Invocations"] == [message_fn]
+    assert props["Threshold"] == any_stage.config.alarms.client_error_rate_percent
+    assert (props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (5, 3)
+    text = expression(props)
+    assert text.startswith("IF((FILL(client_errors, 0) + FILL(connects, 0) + FILL(frames, 0)) > 0, 100 * (")
 
 
 def test_sent_error_codes_are_every_code_the_conductor_sends() -> None:
@@ -261,10 +329,18 @@ def test_dashboard_graphs_turns_errors_latency_tokens_and_connections(any_stage:
     rates = next(w for w in widgets if w["properties"].get("title") == "Error rates (% of turns)")
     assert len([row for row in rates["properties"]["metrics"] if "expression" in row[-1]]) == 3
 
-    spend = next(w for w in widgets if w["properties"].get("title", "").startswith("Bedrock output tokens per hour"))
-    assert (
-        spend["properties"]["annotations"]["horizontal"][0]["value"] == any_stage.config.alarms.output_tokens_per_hour
+    spend = next(w for w in widgets if w["properties"].get("title", "").startswith("Bedrock estimated USD per hour"))
+    assert spend["properties"]["annotations"]["horizontal"][0]["value"] == any_stage.config.alarms.bedrock_usd_per_hour
+    assert len([row for row in spend["properties"]["metrics"] if "expression" in row[-1]]) == 1
+    refusals = next(w for w in widgets if w["properties"].get("title", "").startswith("API Gateway refusals"))
+    assert refusals["properties"]["annotations"]["horizontal"][0]["value"] == (
+        any_stage.config.alarms.client_error_rate_percent
     )
+    failures = next(w for w in widgets if w["properties"].get("title") == "Conductor failure counts")
+    counted = [m for _, m, _ in widget_metrics(failures)]
+    assert "WatcherFailures" in counted and "TurnsAbandoned" in counted  # apart: a watcher is no turn
+    assert len(counted) == len(set(counted))
+    assert not [row for row in failures["properties"]["metrics"] if "expression" in row[-1]]  # no sum
     [status] = [w for w in widgets if w["type"] == "alarm"]
     assert len(status["properties"]["alarms"]) == len(alarms(any_stage))
 

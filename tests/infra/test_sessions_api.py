@@ -43,7 +43,7 @@ CONNECTION_METHODS = {"PostToConnection": "POST", "DeleteConnection": "DELETE", 
 
 @pytest.fixture(params=["dev", "prod", "variant"])
 def any_stage(request: pytest.FixtureRequest) -> Synth:
-    """The stages that serve the sessions API: without sign-in (dev) and with Cognito."""
+    """The stages that serve the sessions API: every Cognito stage (dev's pool, prod's, another's)."""
     return request.getfixturevalue(request.param)
 
 
@@ -184,7 +184,7 @@ def test_json_access_logs_unless_the_stage_turns_them_off(
         log_group = synth.resources[ref_of(settings["DestinationArn"])]
         assert log_group["Type"] == "AWS::Logs::LogGroup"
         assert log_group["Properties"]["RetentionInDays"] == synth.config.log_retention_days
-        assert log_group["DeletionPolicy"] == ("Retain" if synth.config.retain else "Delete")
+        assert log_group["DeletionPolicy"] == ("RetainExceptOnCreate" if synth.config.retain else "Delete")
         fields = json.loads(settings["Format"])
         assert fields == ACCESS_LOG_FIELDS
         assert {"requestId", "routeKey", "status", "integrationError", "authorizerError"} <= set(fields)
@@ -247,21 +247,16 @@ def test_an_existing_pool_is_checked_with_its_own_issuer_and_clients(existing_po
     assert jwt["Issuer"] == env["CONDUCTOR_COGNITO_ISSUER"]
 
 
-def test_without_sign_in_no_route_has_an_authorizer_and_each_says_why(dev: Synth) -> None:
-    assert dev.config.auth == "none"
-    assert not dev.of_type("AWS::ApiGatewayV2::Authorizer")
+def test_dev_signs_in_to_its_own_pool_on_every_route(dev: Synth) -> None:
+    """No stage serves the sessions API without sign-in (auth 'none' is the local stack's only)."""
+    assert dev.config.auth == "cognito"
     routes = http_routes(dev)
-    assert {route["AuthorizationType"] for route in routes.values()} == {"NONE"}
-    acknowledged = acknowledgments(dev)["AwsSolutions-APIG4"]
-    assert set(http_route_ids(dev)) <= set(acknowledged)
-    reasons = {
-        rule["reason"]
-        for route_id in http_route_ids(dev)
-        for rule in dev.resources[route_id]["Metadata"]["cdk_nag"]["rules_to_suppress"]
-    }
-    assert len(reasons) == 1 and "auth 'none'" in reasons.pop()
+    assert {route["AuthorizationType"] for route in routes.values()} == {"JWT"}
+    assert "AwsSolutions-APIG4" not in acknowledgments(dev) or not set(http_route_ids(dev)) & set(
+        acknowledgments(dev)["AwsSolutions-APIG4"]
+    )
     env = dev.function(HANDLER)[1]["Properties"]["Environment"]["Variables"]
-    assert env["CONDUCTOR_REQUIRE_PRINCIPAL"] == "false"  # one fixed person: local
+    assert env["CONDUCTOR_REQUIRE_PRINCIPAL"] == "true"
 
 
 def test_a_dev_signed_token_stage_serves_no_sessions_api(signed_token: Synth) -> None:

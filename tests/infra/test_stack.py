@@ -10,13 +10,7 @@ from typing import Any
 
 import pytest
 
-from infra.config import (
-    OPEN_STAGE_MAX_BURST_LIMIT,
-    OPEN_STAGE_MAX_RATE_LIMIT,
-    OPEN_STAGE_MAX_TURNS_PER_MINUTE,
-    StageConfigError,
-    select_stage,
-)
+from infra.config import StageConfigError, select_stage
 from infra.constructs.functions import INDEX_ACTIONS, TABLE_ACTIONS
 from infra.constructs.monitoring import NO_SUBSCRIBER_WARNING
 from infra.nag import flatten_cfn_reference
@@ -220,23 +214,55 @@ def connect_route(synth: Synth) -> dict[str, Any]:
     )
 
 
-def test_an_open_stage_has_no_authorizer_and_is_tightly_throttled(dev: Synth) -> None:
-    assert dev.config.auth == "none"
-    assert not dev.of_type("AWS::ApiGatewayV2::Authorizer")
-    assert not dev.of_type("AWS::SecretsManager::Secret")
-    assert not dev.of_type("AWS::Cognito::UserPool")
-    assert not [
-        f for f in dev.of_type("AWS::Lambda::Function").values() if f["Properties"]["Handler"] == AUTHORIZER_HANDLER
-    ]
-    assert connect_route(dev)["AuthorizationType"] == "NONE"
+def test_every_stage_signs_in_on_connect_and_on_every_sessions_api_route(
+    dev: Synth, prod: Synth, variant: Synth, signed_token: Synth
+) -> None:
+    """No deployed stage is open: $connect has the stage's authorizer, every sessions API route API
+    Gateway's JWT authorizer on the stage's pool. API Gateway authorizes a WebSocket connection on
+    $connect only, so $default and $disconnect are the only routes without one; the sessions API
+    answers no preflight (no CORS), so it has no OPTIONS route either."""
+    for synth in (dev, prod, variant, signed_token):
+        authorizer_id, _ = synth.one_of_api("AWS::ApiGatewayV2::Authorizer", "WEBSOCKET")
+        routes = {
+            r["Properties"]["RouteKey"]: r["Properties"]
+            for r in synth.of_api("AWS::ApiGatewayV2::Route", "WEBSOCKET").values()
+        }
+        assert routes["$connect"]["AuthorizationType"] == "CUSTOM", synth.config.name
+        assert ref_of(routes["$connect"]["AuthorizerId"]) == authorizer_id
+        assert {key for key, props in routes.items() if props["AuthorizationType"] == "NONE"} == {
+            "$default",
+            "$disconnect",
+        }
+        assert synth.function(AUTHORIZER_HANDLER)
+        for handler in (*HANDLERS.values(), TURN_HANDLER):
+            env = synth.function(handler)[1]["Properties"]["Environment"]["Variables"]
+            assert env["CONDUCTOR_REQUIRE_PRINCIPAL"] == "true"
+        if not synth.config.sessions_api:
+            continue
+        http_routes = synth.of_api("AWS::ApiGatewayV2::Route", "HTTP")
+        assert http_routes and not [
+            r for r in http_routes.values() if r["Properties"]["RouteKey"].startswith("OPTIONS")
+        ]
+        jwt_id, jwt = synth.one_of_api("AWS::ApiGatewayV2::Authorizer", "HTTP")
+        assert jwt["Properties"]["AuthorizerType"] == "JWT"
+        for route in http_routes.values():
+            assert route["Properties"]["AuthorizationType"] == "JWT", route["Properties"]["RouteKey"]
+            assert ref_of(route["Properties"]["AuthorizerId"]) == jwt_id
+
+
+def test_dev_signs_in_to_its_own_small_pool_and_stays_tightly_throttled(dev: Synth) -> None:
+    assert dev.config.auth == "cognito"
+    _, pool = dev.one("AWS::Cognito::UserPool")
+    props = pool["Properties"]
+    assert props["AdminCreateUserConfig"] == {"AllowAdminCreateUserOnly": True}
+    assert props["MfaConfiguration"] == "OPTIONAL"
+    assert props["UserPoolTier"] == "ESSENTIALS"
+    assert pool["DeletionPolicy"] == "Delete"
     _, stage = dev.one_of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET")
     throttle = stage["Properties"]["DefaultRouteSettings"]
-    assert throttle["ThrottlingRateLimit"] <= OPEN_STAGE_MAX_RATE_LIMIT
-    assert throttle["ThrottlingBurstLimit"] <= OPEN_STAGE_MAX_BURST_LIMIT
-    for handler in (*HANDLERS.values(), TURN_HANDLER):
-        env = dev.function(handler)[1]["Properties"]["Environment"]["Variables"]
-        assert int(env["CONDUCTOR_MAX_TURNS_PER_MINUTE"]) <= OPEN_STAGE_MAX_TURNS_PER_MINUTE
-        assert env["CONDUCTOR_REQUIRE_PRINCIPAL"] == "false"
+    assert (throttle["ThrottlingRateLimit"], throttle["ThrottlingBurstLimit"]) == (5, 10)
+    env = dev.function(TURN_HANDLER)[1]["Properties"]["Environment"]["Variables"]
+    assert env["CONDUCTOR_MAX_TURNS_PER_MINUTE"] == "6"
 
 
 def test_cognito_stages_create_a_pool_and_a_public_app_client(prod: Synth, variant: Synth) -> None:
@@ -255,7 +281,10 @@ def test_cognito_stages_create_a_pool_and_a_public_app_client(prod: Synth, varia
         assert props["AdminCreateUserConfig"] == {"AllowAdminCreateUserOnly": True}
         assert props["MfaConfiguration"] == "OPTIONAL" and props["EnabledMfas"] == ["SOFTWARE_TOKEN_MFA"]
         assert props["UsernameAttributes"] == ["email"]
-        assert props["DeletionProtection"] == "ACTIVE" and pool["DeletionPolicy"] == "Retain"
+        # Retained on deletion and replacement, deleted when its first create rolls back (so no
+        # deletion protection in the template, which would keep that rollback from deleting it).
+        assert pool["DeletionPolicy"] == "RetainExceptOnCreate" and pool["UpdateReplacePolicy"] == "Retain"
+        assert "DeletionProtection" not in props
         _, client = synth.one("AWS::Cognito::UserPoolClient")
         client_props = client["Properties"]
         assert ref_of(client_props["UserPoolId"]) == pool_id
@@ -411,11 +440,13 @@ def test_cognito_findings_are_acknowledged_only_where_the_stage_chose_so(prod: S
     ("changes", "message"),
     [
         ({"authorizer": False}, "'authorizer' was replaced by 'auth'"),
-        ({"auth": "oauth"}, "'cognito', 'none' or 'dev-signed-token'"),
-        ({"auth": "none", "throttle": {"rate_limit": 20, "burst_limit": 40}}, "throttle.rate_limit <= 5"),
-        ({"auth": "none", "max_turns_per_minute": 30}, "max_turns_per_minute <= 6"),
-        ({"auth": "none", "removal_policy": "retain"}, "development stages only"),
-        ({"auth": "none", "cognito": {"mfa": "required"}}, "apply only with"),
+        ({"auth": "oauth"}, "'cognito' or 'dev-signed-token'"),
+        (
+            {"auth": "none"},
+            "auth 'none' is for the local stack only (voiceide-conductor local); deployed stages use cognito or "
+            "dev-signed-token",
+        ),
+        ({"auth": "dev-signed-token", "cognito": {"mfa": "required"}}, "apply only with"),
         ({"cognito": {"user_pool_id": "us-east-1_Abc"}}, "list the app client ids"),
         ({"cognito": {"client_ids": ["abc"]}}, "only apply with user_pool_id"),
         ({"cognito": {"callback_urls": ["voiceide://signin"]}}, "need domain_prefix"),
@@ -428,11 +459,6 @@ def test_auth_settings_are_validated_with_clear_errors(changes: dict[str, Any], 
         settings.pop("cognito", None)
     if "authorizer" in changes:
         settings.pop("auth")
-    if changes.get("auth") == "none" and "removal_policy" not in changes:
-        settings["removal_policy"] = "destroy"
-        settings.setdefault("max_turns_per_minute", 6)
-        if "throttle" not in changes:
-            settings["throttle"] = {"rate_limit": 5, "burst_limit": 10}
     with pytest.raises(StageConfigError, match=re.escape(message)):
         select_stage({"qa": settings}, "qa")
 
@@ -612,17 +638,43 @@ def test_table_settings(any_stage: Synth) -> None:
     assert len(props["GlobalSecondaryIndexes"]) == 1  # the sessions index (tests/infra/test_sessions_api.py)
 
 
-def test_prod_retains_data_and_dev_destroys_it(dev: Synth, prod: Synth) -> None:
+# The account-level API Gateway logging role and setting: other stages' access logs rely on them, so
+# they stay even when the create that made them rolls back (their names never block a retry).
+ACCOUNT_LEVEL = ("AWS::ApiGateway::Account", "AWS::IAM::Role")
+
+
+def test_prod_retains_data_but_a_failed_first_create_leaves_nothing_behind(dev: Synth, prod: Synth) -> None:
+    """prod keeps its data on stack deletion and replacement (Retain), but a create that rolls back
+    deletes what it made (RetainExceptOnCreate): no orphaned table, pool, key, queue or log group
+    blocks the retry. dev destroys everything."""
     _, prod_table = prod.one("AWS::DynamoDB::Table")
-    assert prod_table["DeletionPolicy"] == "Retain"
+    assert prod_table["DeletionPolicy"] == "RetainExceptOnCreate"
     assert prod_table["UpdateReplacePolicy"] == "Retain"
-    assert prod_table["Properties"]["DeletionProtectionEnabled"] is True
+    assert "DeletionProtectionEnabled" not in prod_table["Properties"]  # it would block that rollback
     _, dev_table = dev.one("AWS::DynamoDB::Table")
     assert dev_table["DeletionPolicy"] == "Delete"
     assert not dev_table["Properties"].get("DeletionProtectionEnabled", False)
-    for synth, policy in ((dev, "Delete"), (prod, "Retain")):
+    kept = {
+        res["Type"]
+        for res in prod.resources.values()
+        if res.get("DeletionPolicy") == "RetainExceptOnCreate" or res.get("UpdateReplacePolicy") == "Retain"
+    }
+    assert {
+        "AWS::DynamoDB::Table",
+        "AWS::Cognito::UserPool",
+        "AWS::KMS::Key",
+        "AWS::SQS::Queue",
+        "AWS::Logs::LogGroup",
+    } <= kept
+    plain_retain = {name: res["Type"] for name, res in prod.resources.items() if res.get("DeletionPolicy") == "Retain"}
+    assert set(plain_retain.values()) <= set(ACCOUNT_LEVEL), plain_retain
+    for synth, policy in ((dev, "Delete"), (prod, "RetainExceptOnCreate")):
         for log_group in synth.of_type("AWS::Logs::LogGroup").values():
             assert log_group["DeletionPolicy"] == policy
+        for queue in synth.of_type("AWS::SQS::Queue").values():
+            assert queue["DeletionPolicy"] == policy
+        for key in synth.of_type("AWS::KMS::Key").values():
+            assert key["DeletionPolicy"] == policy
     assert prod.stack.termination_protection is True
     assert dev.stack.termination_protection is False
 
@@ -708,13 +760,21 @@ def test_the_turn_runner_has_its_reserved_concurrency_and_the_routes_only_when_c
         }
         for synth in (dev, prod, variant)
     }
+    # dev reserves nothing: it deploys into a new account whose quota (10 or 50) holds no reservation.
     assert reserved == {
-        "dev": {TURN_HANDLER: 10},
-        "prod": {TURN_HANDLER: 100},
+        "dev": {},
+        "prod": {TURN_HANDLER: 1500},
         "staging": {TURN_HANDLER: 200, HANDLERS["$default"]: 20},
     }
-    for synth in (dev, prod, variant):
+    for synth in (prod, variant):
         assert synth.config.lambdas.turn_reserved_concurrency == reserved[synth.config.name][TURN_HANDLER]
+
+
+def test_synth_refuses_a_reservation_without_the_accounts_quota(tmp_path: Path) -> None:
+    settings = stage_like_prod()
+    del settings["lambdas"]["account_concurrency"]
+    with pytest.raises(StageConfigError, match=re.escape("run `voiceide-conductor doctor --stage qa` to read it")):
+        synthesize(tmp_path, "qa", stages={"qa": settings})
 
 
 # --- Alarms and outputs -------------------------------------------------------------------------
@@ -778,8 +838,8 @@ def test_outputs(dev: Synth, prod: Synth, variant: Synth) -> None:
     for synth in (dev, prod, variant):
         assert "TokenSigningSecretArn" not in synth.template["Outputs"]
         assert ("UserPoolId" in synth.template["Outputs"]) is (synth.config.auth == "cognito")
-    assert {"UserPoolId", "UserPoolClientId", "Issuer"} <= set(prod.template["Outputs"])
-    assert not {"UserPoolId", "UserPoolClientId", "Issuer"} & set(dev.template["Outputs"])
+    for synth in (dev, prod):  # every deployed stage: what the app and voiceide-client sign in with
+        assert {"UserPoolId", "UserPoolClientId", "Issuer"} <= set(synth.template["Outputs"])
     for synth in (dev, prod, variant):
         topic_id, _ = synth.one("AWS::SNS::Topic")
         assert synth.template["Outputs"]["AlarmTopicArn"]["Value"] == {"Ref": topic_id}
@@ -845,8 +905,34 @@ def synth_warnings(synth: Synth) -> list[str]:
 
 def test_a_stage_without_a_subscriber_says_so_when_it_synthesizes(dev: Synth, prod: Synth, variant: Synth) -> None:
     for synth in (dev, prod):
-        assert synth.config.alarm_email is None
+        assert synth.config.alarm_listeners == ()
         [warning] = [w for w in synth_warnings(synth) if NO_SUBSCRIBER_WARNING in w]
-        assert "alarm_email" in warning and f"'{synth.config.name}'" in warning
+        assert f"Stage '{synth.config.name}' names nobody to hear its alarms" in warning
+        assert "alarm_email or alarm_topic_arn" in warning
     assert variant.config.alarm_email is not None
     assert not [w for w in synth_warnings(variant) if NO_SUBSCRIBER_WARNING in w]
+
+
+ONCALL_TOPIC = "arn:aws:sns:us-east-1:123456789012:voiceide-oncall"
+
+
+def test_a_stage_names_its_own_topic_and_every_alarm_notifies_it_too(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``alarm_topic_arn``: an existing topic (chat, paging) hears every alarm besides the stage's own
+    topic; the stage then synthesizes without the warning, which a stage naming nobody prints on
+    stderr as well as in the assembly."""
+    synth = synthesize(tmp_path / "named", "qa", stages={"qa": stage_like_prod(alarm_topic_arn=ONCALL_TOPIC)})
+    assert "names nobody to hear its alarms" not in capfd.readouterr().err
+    assert not [w for w in synth_warnings(synth) if NO_SUBSCRIBER_WARNING in w]
+    topic_id, _ = synth.one("AWS::SNS::Topic")  # the stage's own; the named one is only referenced
+    found = synth.of_type("AWS::CloudWatch::Alarm")
+    assert len(found) >= 15
+    for name, res in found.items():
+        for actions in (res["Properties"]["AlarmActions"], res["Properties"]["OKActions"]):
+            assert sorted(flatten_cfn_reference(a) for a in actions) == sorted([f"<{topic_id}>", ONCALL_TOPIC]), name
+    from infra.app import build_app
+
+    build_app({"stage": "qa", "stages": {"qa": stage_like_prod()}, "skip_bundle_deps": "true"}, outdir=str(tmp_path))
+    [line] = [line for line in capfd.readouterr().err.splitlines() if "names nobody" in line]
+    assert line.startswith("warning: Stage 'qa' names nobody to hear its alarms")

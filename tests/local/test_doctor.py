@@ -530,6 +530,20 @@ def test_stage_settings_come_from_cdk_json() -> None:
         doctor.load_target("qa", None)
 
 
+def test_a_stage_reserving_without_its_quota_is_read_so_doctor_can_print_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Synth refuses such a stage and sends the operator here: doctor must still read it."""
+    from infra import config
+
+    stages = config.read_cdk_json_context()["stages"]
+    prod = {**stages["prod"], "lambdas": {**stages["prod"]["lambdas"]}}
+    del prod["lambdas"]["account_concurrency"]
+    with pytest.raises(config.StageConfigError, match="voiceide-conductor doctor --stage prod"):
+        config.select_stage({"prod": prod}, "prod")
+    monkeypatch.setattr(config, "read_cdk_json_context", lambda: {"stages": {**stages, "prod": prod}})
+    target = doctor.load_target("prod", None)
+    assert (target.turn_reserved_concurrency, target.account_concurrency) == (1500, None)
+
+
 # --- without credentials: one line, no traceback ---------------------------------------------------
 
 

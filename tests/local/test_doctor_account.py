@@ -162,10 +162,39 @@ def concurrency_check(checked: Target, limit: int, unreserved: int, stack: list[
 
 
 def test_room_for_the_stages_reservations_passes() -> None:
-    result = concurrency_check(target(turn_reserved_concurrency=100), 1000, 1000)
+    result = concurrency_check(target(turn_reserved_concurrency=100, account_concurrency=1000), 1000, 1000)
     assert result.line() == (
         "✓ Lambda concurrency: ConcurrentExecutions 1,000, UnreservedConcurrentExecutions 1,000 in us-east-1; "
         "dev reserves 100 for turn"
+    )
+
+
+def test_a_reservation_without_the_stated_quota_fails_with_the_line_cdk_json_needs() -> None:
+    """Synth refuses the stage until cdk.json states the quota: doctor reads it and prints the line."""
+    result = concurrency_check(target(stage="prod", turn_reserved_concurrency=1500), 3000, 3000)
+    assert not result.ok
+    assert result.line() == (
+        "✗ Lambda concurrency: ConcurrentExecutions 3,000, UnreservedConcurrentExecutions 3,000 in us-east-1; prod "
+        "reserves 1,500 for turn, but cdk.json does not state the account's quota, so synth refuses the stage → "
+        'put "account_concurrency": 3000 in stages.prod.lambdas of cdk.json'
+    )
+
+
+def test_a_stage_reserving_nothing_passes_and_is_told_the_line_to_reserve_any() -> None:
+    result = concurrency_check(target(), 1000, 1000)
+    assert result.ok and not result.warning
+    assert result.detail.endswith(
+        'dev reserves none (to reserve any, put "account_concurrency": 1000 in stages.dev.lambdas of cdk.json)'
+    )
+
+
+def test_a_new_accounts_quota_of_50_passes_a_stage_reserving_nothing_with_a_warning() -> None:
+    result = concurrency_check(target(), 50, 50)
+    assert result.ok and result.warning
+    assert "below Lambda's default of 1,000" in result.detail
+    assert result.fix == (
+        "request more in Service Quotas → AWS Lambda → Concurrent executions (L-B99A9384); then put "
+        '"account_concurrency": 50 in stages.dev.lambdas of cdk.json'
     )
 
 
@@ -177,12 +206,16 @@ def test_a_new_accounts_limit_cannot_hold_a_reservation() -> None:
         "only 0 more can be reserved (Lambda keeps 10 unreserved); the deploy would fail"
     )
     assert "L-B99A9384" in result.fix and "lambdas.turn_reserved_concurrency" in result.fix
+    assert result.fix.endswith('then put "account_concurrency": 10 in stages.dev.lambdas of cdk.json')
 
 
 def test_what_the_deployed_stage_reserves_already_counts_as_its_own() -> None:
     deployed = [("voiceide-dev-Turn-a1b2", 500), ("voiceide-dev-Message-c3d4", 50), ("voiceide-dev-Connect-e5f6", 0)]
     result = concurrency_check(
-        target(turn_reserved_concurrency=500, message_reserved_concurrency=50), 1000, 450, deployed
+        target(turn_reserved_concurrency=500, message_reserved_concurrency=50, account_concurrency=1000),
+        1000,
+        450,
+        deployed,
     )
     assert result.ok and not result.warning, result.line()
     assert result.detail.endswith("dev reserves 50 for message, 500 for turn")
@@ -194,11 +227,12 @@ def test_too_little_room_when_the_stages_reservations_cannot_be_read_is_a_warnin
     assert "allow cloudformation:ListStackResources and lambda:GetFunctionConcurrency" in result.detail
 
 
-def test_an_account_below_what_cdk_json_assumes_is_a_warning() -> None:
+def test_an_account_below_what_cdk_json_states_is_a_warning_with_the_right_line() -> None:
     result = concurrency_check(target(turn_reserved_concurrency=10, account_concurrency=1000), 400, 400)
     assert result.ok and result.warning
-    assert "cdk.json assumes lambdas.account_concurrency 1,000" in result.detail
-    assert "set lambdas.account_concurrency to 400" in result.fix
+    assert "cdk.json states lambdas.account_concurrency 1,000" in result.detail
+    assert result.fix.startswith('put "account_concurrency": 400 in stages.dev.lambdas of cdk.json')
+    assert "L-B99A9384" in result.fix
 
 
 def test_lambda_settings_the_caller_may_not_read_are_not_a_failure() -> None:
