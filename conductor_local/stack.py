@@ -27,6 +27,7 @@ import dataclasses
 import importlib
 import logging
 import os
+import secrets
 import sys
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -379,6 +380,8 @@ class LocalStack:
             "POWERTOOLS_METRICS_DISABLED": "true",
             # Speculative turns are on locally, as in the dev stage (cdk.json's ``speculation``).
             "CONDUCTOR_SPECULATION": "true",
+            # The sessions API's page cursor key (deployed: a Secrets Manager secret), one per stack.
+            "CONDUCTOR_CURSOR_KEY": secrets.token_hex(32),
         }
         env |= {name: value for name, value in defaults.items() if name not in os.environ}
         if self.user_pool is not None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
+from functools import cache
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -22,9 +24,11 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.runtime import logger, metrics, session_service, settings, tracer
+from shared import bounded_json
 from shared.core.session_index import LOCAL_PRINCIPAL, Status
 from shared.session_api_models import (
     LIST_LIMIT_DEFAULT,
@@ -38,6 +42,7 @@ from shared.session_api_models import (
     SessionList,
     error_body,
 )
+from shared.session_cursors import CursorSeal
 from shared.session_service import BadRequest, NotFound
 
 UUID_V4 = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$"
@@ -71,9 +76,35 @@ ERRORS: dict[int, Any] = {
     401: UNAUTHORIZED,
     500: _error("an unexpected failure (logged with the request id)"),
 }
-SESSION_ERRORS: dict[int, Any] = {**ERRORS, 404: _error("no such session for this person")}
+SESSION_ERRORS: dict[int, Any] = {
+    **ERRORS,
+    404: _error("no such session for this person: never made, erased, or another person's, answered alike"),
+}
+# A request body nests at most this deep (``{"title": ...}`` is 1 deep) and holds no number literal
+# over bounded_json.MAX_NUMBER_CHARS characters, no NaN or Infinity: anything else is a 400.
+BODY_MAX_DEPTH = 32
 
-app = APIGatewayHttpResolver(enable_validation=True)
+# Deployed: the Secrets Manager secret holding the key that signs page cursors (read once per cold
+# start). The local stack and tests: the key itself, in CONDUCTOR_CURSOR_KEY.
+CURSOR_SECRET_ARN_ENV = "CONDUCTOR_CURSOR_SECRET_ARN"
+CURSOR_KEY_ENV = "CONDUCTOR_CURSOR_KEY"
+
+
+def read_body(text: str) -> Any:
+    return bounded_json.loads(text, max_depth=BODY_MAX_DEPTH)
+
+
+app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=read_body)
+
+
+@cache
+def cursor_seal() -> CursorSeal:
+    """The seal of this stage's page cursors, with the key read once per container."""
+    arn = os.environ.get(CURSOR_SECRET_ARN_ENV)
+    key = parameters.get_secret(arn) if arn else os.environ.get(CURSOR_KEY_ENV)
+    if not isinstance(key, str) or not key:
+        raise RuntimeError(f"no cursor key: set {CURSOR_SECRET_ARN_ENV} (deployed) or {CURSOR_KEY_ENV}")
+    return CursorSeal(key.encode())
 
 
 class Unauthorized(Exception):
@@ -101,7 +132,7 @@ def list_sessions(
     limit: Annotated[int, Query(ge=1, le=LIST_LIMIT_MAX, description="sessions per page")] = LIST_LIMIT_DEFAULT,
     cursor: Annotated[str | None, Query(description="the nextCursor of the previous page")] = None,
 ) -> SessionList:
-    return session_service().list(_owner(), status, limit, cursor)
+    return session_service().list(_owner(), cursor_seal(), status, limit, cursor)
 
 
 @app.get(
@@ -118,7 +149,7 @@ def get_session(
     ] = TRANSCRIPT_LIMIT_DEFAULT,
     cursor: Annotated[str | None, Query(description="the nextCursor of the previous page")] = None,
 ) -> SessionDetail:
-    return session_service().show(_owner(), id, limit, cursor)
+    return session_service().show(_owner(), id, cursor_seal(), limit, cursor)
 
 
 @app.patch(
@@ -145,11 +176,11 @@ def end_session(id: SessionId) -> Session:
 
 @app.delete(
     "/sessions/<id>",
-    summary="Erase a session and every item of it (also when it is already gone)",
+    summary="Erase a session and every item of it",
     operation_id="eraseSession",
     tags=["sessions"],
     status_code=204,
-    responses={204: {"description": "erased, or already gone", "content": {}}, **SESSION_ERRORS},
+    responses={204: {"description": "erased", "content": {}}, **SESSION_ERRORS},
 )
 def erase_session(id: SessionId) -> None:
     session_service().erase(_owner(), id)
@@ -174,6 +205,15 @@ def _invalid(error: RequestValidationError | RequestUnsupportedContentType) -> R
 @app.exception_handler(BadRequest)
 def _bad_request(error: BadRequest) -> Response:
     return error_response(HTTPStatus.BAD_REQUEST, "bad_request", str(error))
+
+
+@app.exception_handler(bounded_json.JsonRefused)
+def _refused_body(error: bounded_json.JsonRefused) -> Response:
+    return error_response(HTTPStatus.BAD_REQUEST, "bad_request", body_problem(error))
+
+
+def body_problem(error: bounded_json.JsonRefused) -> str:
+    return f"the body must be JSON: {error}" if error.bound else "the body must be JSON"
 
 
 @app.exception_handler(Unauthorized)
@@ -227,7 +267,8 @@ def validation_message(errors: list[Any], path: str) -> str:
 
 def unreadable_body(event: dict[str, Any]) -> str | None:
     """Why a request's body cannot be the documented JSON before it is parsed (Powertools would
-    read a form or multipart body by its content type, and fail on bytes that are not UTF-8)."""
+    read a form or multipart body by its content type, and fail on bytes that are not UTF-8), or
+    why it is not JSON within the bounds (``BODY_MAX_DEPTH``, no long or non-finite numbers)."""
     body = event.get("body")
     method = (event.get("requestContext") or {}).get("http", {}).get("method", "")
     if not body or method != "PATCH":
@@ -238,9 +279,13 @@ def unreadable_body(event: dict[str, Any]) -> str | None:
         return "the body must be JSON (Content-Type: application/json)"
     try:
         raw = base64.b64decode(body, validate=True) if event.get("isBase64Encoded") else str(body).encode()
-        raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except (binascii.Error, ValueError):
         return "the body must be JSON text in UTF-8"
+    try:
+        read_body(text)
+    except bounded_json.JsonRefused as error:
+        return body_problem(error)
     return None
 
 

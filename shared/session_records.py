@@ -9,9 +9,6 @@ of small items, and keeping it current costs no request of its own: it is writte
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,39 +77,7 @@ class SessionRow:
 @dataclass(frozen=True)
 class SessionPage:
     rows: list[SessionRow]
-    cursor: str | None  # opaque: the next page, or None at the end
-
-
-class BadCursor(ValueError):
-    """A cursor this service did not hand to this person."""
-
-
-def encode_cursor(key: dict[str, Any]) -> str:
-    plain = {name: next(iter(value.values())) for name, value in key.items()}
-    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, owner: str) -> dict[str, Any]:
-    """The index key a cursor stands for; raises BadCursor unless it is one of ``owner``'s."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        plain = json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError) as error:
-        raise BadCursor("the cursor is not one this API handed out") from error
-    if not isinstance(plain, dict) or set(plain) != {"pk", "sk", "owner", "last_active"}:
-        raise BadCursor("the cursor is not one this API handed out")
-    if plain["owner"] != owner or not all(isinstance(value, str) for value in plain.values()):
-        raise BadCursor("the cursor is not one this API handed out")
-    try:
-        float(plain["last_active"])
-    except ValueError as error:
-        raise BadCursor("the cursor is not one this API handed out") from error
-    return {
-        "pk": {"S": plain["pk"]},
-        "sk": {"S": plain["sk"]},
-        "owner": {"S": plain["owner"]},
-        "last_active": {"N": plain["last_active"]},
-    }
+    last_key: dict[str, Any] | None  # the index key the next page starts after, or None at the end
 
 
 class SessionRecords:
@@ -123,9 +88,12 @@ class SessionRecords:
         self._table = table_name
         self._sleep = sleep
 
-    def page(self, owner: str, *, limit: int, cursor: str | None = None, status: Status | None = None) -> SessionPage:
-        """Up to ``limit`` of ``owner``'s sessions, newest activity first, after ``cursor``;
-        with ``status``, only those (read on until the page is full or the index ends)."""
+    def page(
+        self, owner: str, *, limit: int, start_key: dict[str, Any] | None = None, status: Status | None = None
+    ) -> SessionPage:
+        """Up to ``limit`` of ``owner``'s sessions, newest activity first, after the index key
+        ``start_key`` (one of ``owner``'s: the caller checks it); with ``status``, only those (read
+        on until the page is full or the index ends)."""
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": SESSIONS_INDEX,
@@ -138,8 +106,8 @@ class SessionRecords:
             kwargs["FilterExpression"] = "#status = :status"
             kwargs["ExpressionAttributeNames"]["#status"] = "status"
             kwargs["ExpressionAttributeValues"][":status"] = {"S": status}
-        if cursor is not None:
-            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, owner)
+        if start_key is not None:
+            kwargs["ExclusiveStartKey"] = start_key
         rows: list[SessionRow] = []
         while True:
             kwargs["Limit"] = limit - len(rows)
@@ -151,7 +119,7 @@ class SessionRecords:
                 return SessionPage(rows, None)
             if len(rows) >= limit:
                 key = {"pk": last["pk"], "sk": last["sk"], "owner": last["owner"], "last_active": last["last_active"]}
-                return SessionPage(rows, encode_cursor(key))
+                return SessionPage(rows, key)
             kwargs["ExclusiveStartKey"] = last
 
     def erase(self, session_pk: str, connection_ids: list[str]) -> int:

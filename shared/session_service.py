@@ -8,9 +8,6 @@ committer, as every other change of a session does, so they never overwrite a tu
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -30,7 +27,8 @@ from shared.session_api_models import (
     SessionList,
     entry_of,
 )
-from shared.session_records import BadCursor, SessionRecords, SessionRow
+from shared.session_cursors import BadCursor, CursorSeal
+from shared.session_records import SessionRecords, SessionRow
 from shared.store import SessionStore, session_pk
 from shared.wire_formats import is_uuid_v4
 
@@ -59,25 +57,6 @@ def session_id_of(value: str) -> str:
     return value.lower()
 
 
-def encode_transcript_cursor(seq: int, part: int) -> str:
-    raw = json.dumps({"seq": seq, "part": part}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_transcript_cursor(cursor: str) -> tuple[int, int]:
-    """Where a transcript page starts: a message's seq and the entry within it."""
-    try:
-        plain = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError) as error:
-        raise BadRequest("the cursor is not one this API handed out") from error
-    if not isinstance(plain, dict) or set(plain) != {"seq", "part"}:
-        raise BadRequest("the cursor is not one this API handed out")
-    seq, part = plain["seq"], plain["part"]
-    if not all(type(value) is int and 0 <= value < 10**10 for value in (seq, part)):
-        raise BadRequest("the cursor is not one this API handed out")
-    return seq, part
-
-
 def _check_limit(limit: int, most: int) -> None:
     if not 1 <= limit <= most:
         raise BadRequest(f"limit must be between 1 and {most}")
@@ -104,29 +83,44 @@ class SessionService:
 
     # ---- reading ---------------------------------------------------------------------------
 
-    def list(self, owner: str, status: str | None = None, limit: int = 20, cursor: str | None = None) -> SessionList:
-        """The person's sessions, newest activity first."""
+    def list(
+        self, owner: str, cursors: CursorSeal, status: str | None = None, limit: int = 20, cursor: str | None = None
+    ) -> SessionList:
+        """The person's sessions, newest activity first; ``cursor`` is one ``cursors`` made for
+        ``owner``'s list (BadRequest for any other)."""
         _check_limit(limit, LIST_LIMIT_MAX)
         if status is not None and status not in STATUSES:
             raise BadRequest("status must be active, idle or ended")
         try:
-            page = self._records.page(owner, limit=limit, cursor=cursor, status=status)  # type: ignore[arg-type]
+            start_key = cursors.list_start(owner, cursor) if cursor is not None else None
         except BadCursor as error:
-            raise BadRequest(str(error)) from error
-        return SessionList(sessions=[Session.of_row(row) for row in page.rows], next_cursor=page.cursor)
+            raise BadRequest(str(error)) from None
+        page = self._records.page(owner, limit=limit, start_key=start_key, status=status)  # type: ignore[arg-type]
+        following = cursors.list_cursor(owner, page.last_key) if page.last_key is not None else None
+        return SessionList(sessions=[Session.of_row(row) for row in page.rows], next_cursor=following)
 
-    def show(self, owner: str, session_id: str, limit: int = 50, cursor: str | None = None) -> SessionDetail:
-        """The session and ``limit`` entries of its transcript after ``cursor``, oldest first."""
+    def show(
+        self, owner: str, session_id: str, cursors: CursorSeal, limit: int = 50, cursor: str | None = None
+    ) -> SessionDetail:
+        """The session and ``limit`` entries of its transcript after ``cursor`` (one ``cursors``
+        made for ``owner`` and this session), oldest first."""
         session_id = session_id_of(session_id)
         _check_limit(limit, TRANSCRIPT_LIMIT_MAX)
-        start = decode_transcript_cursor(cursor) if cursor is not None else (0, 0)
+        try:
+            start = cursors.transcript_start(owner, session_id, cursor) if cursor is not None else (0, 0)
+        except BadCursor as error:
+            raise BadRequest(str(error)) from None
         state = self._owned(owner, session_id)
         entries = self._entries(session_id, start, limit)
         following = entries[limit] if len(entries) > limit else None
         return SessionDetail(
             session=_session(state),
             transcript=[entry_of(entry) for entry in entries[:limit]],
-            next_cursor=encode_transcript_cursor(following.seq, following.part) if following is not None else None,
+            next_cursor=(
+                cursors.transcript_cursor(owner, session_id, following.seq, following.part)
+                if following is not None
+                else None
+            ),
         )
 
     def _entries(self, session_id: str, start: tuple[int, int], limit: int) -> list[Entry]:
@@ -191,14 +185,15 @@ class SessionService:
     def erase(self, owner: str, session_id: str) -> None:
         """Every item of the session deleted (its state first, which stops a turn in progress:
         its next conditional write fails); the open connection gets ``session_erased`` and is
-        closed. A session that is already gone is not an error; leftovers of an erase that failed
-        halfway are deleted then."""
+        closed. NotFound when there is no such session of ``owner``'s: never made, already erased
+        or another person's, alike. Leftovers of an erase that failed halfway (items without their
+        state, which nobody can read) are deleted then, and the answer is still NotFound."""
         session_id = session_id_of(session_id)
         state = self._store.load(session_id)
         if state is None:
             if self._records.session_keys(session_pk(session_id)):
                 self._records.erase(session_pk(session_id), [])
-            return
+            raise NotFound(session_id)
         self._check_owner(state, owner)
         connections = [state.connection_id] if state.connection_id else []
         self._records.erase(session_pk(session_id), connections)

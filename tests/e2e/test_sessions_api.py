@@ -225,9 +225,13 @@ async def test_rename_and_what_the_api_refuses(stack: LocalStack) -> None:
     assert (await off_loop(api.show, client.session_id.upper()))["session"]["id"] == client.session_id
 
     unknown = str(uuid.uuid4())
-    for call in (lambda: api.show(unknown), lambda: api.rename(unknown, "x"), lambda: api.end(unknown)):
+    for call in (
+        lambda: api.show(unknown),
+        lambda: api.rename(unknown, "x"),
+        lambda: api.end(unknown),
+        lambda: api.erase(unknown),
+    ):
         assert await off_loop(status_of, call) == 404
-    assert await off_loop(status_of, lambda: api.erase(unknown)) == 200  # 204: already gone is no error
     assert await off_loop(status_of, lambda: api.rename(client.session_id, "x" * 61)) == 400
     assert await off_loop(status_of, lambda: api.rename(client.session_id, "   ")) == 400
     assert await off_loop(status_of, lambda: api.show("not-a-uuid")) == 400
@@ -363,7 +367,7 @@ async def test_erase_leaves_no_item_and_a_reconnect_starts_an_empty_session(stac
     assert await off_loop(items_of, stack, client.session_id) == []
     assert await off_loop(status_of, lambda: api.show(client.session_id)) == 404
     assert await off_loop(listed, api, client.session_id) is None
-    assert await off_loop(status_of, lambda: api.erase(client.session_id)) == 200  # again: 204
+    assert await off_loop(status_of, lambda: api.erase(client.session_id)) == 404  # again: gone
 
     async with client_for(stack, client.session_id) as again:
         assert again.session_ready is not None and again.session_ready.resumed is False

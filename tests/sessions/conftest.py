@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import secrets
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -32,6 +33,7 @@ from shared.store import SessionStore
 TABLE = "voiceide-sessions-test"
 CALLBACK_URL = "https://ws123.execute-api.us-east-1.amazonaws.com/dev"
 RETENTION_SECONDS = 2 * 24 * 3600
+CURSOR_KEY = secrets.token_hex(32)  # as the local stack makes one per process
 PERSON = "person-a"
 OTHER = "person-b"
 
@@ -173,9 +175,12 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
         "CONDUCTOR_WEBSOCKET_CALLBACK_URL": CALLBACK_URL,
         "CONDUCTOR_ENDED_RETENTION_SECONDS": str(RETENTION_SECONDS),
         "POWERTOOLS_METRICS_NAMESPACE": "VoiceIDETest",
+        "CONDUCTOR_CURSOR_KEY": CURSOR_KEY,
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("CONDUCTOR_CURSOR_SECRET_ARN", raising=False)
+    sessions_api.cursor_seal.cache_clear()
     monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
@@ -186,6 +191,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
         monkeypatch.setattr(runtime, "gateway", functools.cache(lambda: gateway))
         yield Api(client, SessionStore(client, TABLE, ttl_seconds=7 * 24 * 3600), gateway)
         runtime.reset()
+    sessions_api.cursor_seal.cache_clear()
 
 
 def error_code(body: dict[str, object]) -> str:

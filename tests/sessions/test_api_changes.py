@@ -14,7 +14,16 @@ from shared.core.decision import DEFAULT_SETTINGS
 from shared.core.messages import text_block
 from shared.core.state import ActiveStream, Turn
 from shared.protocol import ErrorCode
-from tests.sessions.conftest import CALLBACK_URL, OTHER, PERSON, RETENTION_SECONDS, Api, conversation, error_code
+from tests.sessions.conftest import (
+    CALLBACK_URL,
+    OTHER,
+    PERSON,
+    RETENTION_SECONDS,
+    TABLE,
+    Api,
+    conversation,
+    error_code,
+)
 
 BAD_REQUEST = "bad_request"
 
@@ -143,7 +152,7 @@ def test_end_of_an_unknown_session_is_404(api: Api) -> None:
 # ---- erase -------------------------------------------------------------------------------------
 
 
-def test_erase_leaves_no_item_and_is_idempotent(api: Api) -> None:
+def test_erase_leaves_no_item_and_then_the_session_is_not_found(api: Api) -> None:
     state = api.seed(connection_id="conn-9", messages=conversation())
     api.store.put_connection("conn-9", state.session_id, PERSON)
     kept = api.seed(messages=conversation())  # another session of the same person stays
@@ -156,14 +165,23 @@ def test_erase_leaves_no_item_and_is_idempotent(api: Api) -> None:
     assert connection_id == "conn-9" and frame["kind"]["error"]["code"] == "session_erased"
     assert api.gateway.closes == [(CALLBACK_URL, "conn-9")]
     status, body = api.call("DELETE", f"/sessions/{state.session_id}")
-    assert (status, body) == (204, None)
+    assert status == 404 and error_code(body) == "not_found"
     status, _ = api.call("GET", f"/sessions/{state.session_id}")
     assert status == 404
 
 
-def test_erase_of_a_session_never_seen_is_204(api: Api) -> None:
+def test_erase_of_a_session_never_seen_is_404(api: Api) -> None:
     status, body = api.call("DELETE", f"/sessions/{uuid.uuid4()}")
-    assert (status, body) == (204, None)
+    assert status == 404 and error_code(body) == "not_found"
+
+
+def test_erase_deletes_the_leftovers_of_an_erase_that_failed_halfway_and_answers_404(api: Api) -> None:
+    state = api.seed(messages=conversation())
+    api.client.delete_item(TableName=TABLE, Key={"pk": {"S": f"SESSION#{state.session_id}"}, "sk": {"S": "STATE"}})
+    assert len(api.items(state.session_id)) == len(conversation())
+    status, body = api.call("DELETE", f"/sessions/{state.session_id}")
+    assert status == 404 and error_code(body) == "not_found"
+    assert api.items(state.session_id) == []
 
 
 def test_writes_an_ended_session_still_gets_keep_the_end_expiry_and_a_late_transcript_starts_nothing(
