@@ -5,7 +5,8 @@ for test rigs and CI that need a principal without a user pool: whoever holds th
 secret can mint a token for any principal, so no real user's stage uses it.
 
 A token is ``v1.<payload>.<signature>``: the payload is base64url JSON ``{"sub": principal,
-"iat": issued_at, "exp": expires_at}`` and the signature is HMAC-SHA256 over ``v1.<payload>``
+"iat": issued_at, "exp": expires_at}`` (the time claims are JSON numbers, ``exp`` an integer:
+anything else is malformed) and the signature is HMAC-SHA256 over ``v1.<payload>``
 with the stage's signing secret, base64url without padding. Pure: no AWS, no clock of its own
 (``now`` is passed in), so the same code issues tokens on a laptop and checks them in Lambda.
 
@@ -22,14 +23,20 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
 import os
 import sys
 import time
+
+from shared import bounded_json
 
 VERSION = "v1"
 MAX_PRINCIPAL_LENGTH = 128
 MAX_TOKEN_LENGTH = 2048
 MAX_TTL_SECONDS = 366 * 24 * 3600
+# Time claims: where present, JSON numbers (not strings, not booleans, finite); ``exp`` an integer.
+NUMERIC_CLAIMS = ("exp", "iat", "nbf", "auth_time")
+CLAIMS_MAX_DEPTH = 4
 
 
 class TokenError(Exception):
@@ -120,14 +127,18 @@ def verify_token(secret: str | bytes, token: str, now: float) -> str:
     if not hmac.compare_digest(given, expected):
         raise InvalidSignatureError("token signature does not match")
     try:
-        claims = json.loads(_b64decode(payload))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        claims = bounded_json.loads(_b64decode(payload), max_depth=CLAIMS_MAX_DEPTH)
+    except bounded_json.JsonRefused as exc:
         raise MalformedTokenError("token payload is not JSON") from exc
     if not isinstance(claims, dict):
         raise MalformedTokenError("token payload is not an object")
     expires_at = claims.get("exp")
     if not isinstance(expires_at, int) or isinstance(expires_at, bool):
         raise MalformedTokenError("token has no integer 'exp'")
+    for name in NUMERIC_CLAIMS:
+        value = claims.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise MalformedTokenError(f"token claim {name!r} is not a number")
     try:
         principal = _check_principal(claims.get("sub"))
     except ValueError as exc:

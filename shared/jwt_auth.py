@@ -7,6 +7,9 @@ A token is accepted when all of these hold:
 * its signature verifies with that key;
 * ``exp`` (with :data:`LEEWAY_SECONDS` of clock skew), ``iat``, ``iss`` (the pool's issuer) and
   ``sub`` are present and valid;
+* the time claims (:data:`NUMERIC_CLAIMS`: ``exp``, ``iat``, ``nbf``, ``auth_time``), where present,
+  are JSON numbers: not strings (PyJWT would read ``"exp": "9999999999"`` as a number), not
+  booleans, finite;
 * ``token_use`` is ``id`` (then ``aud`` is one of the accepted app client ids) or ``access`` (then
   ``client_id`` is one of them).
 
@@ -19,12 +22,16 @@ is made: the JWKS is public.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import jwt
+from jwt import api_jws
+
+from shared import bounded_json
 
 ALGORITHM = "RS256"
 LEEWAY_SECONDS = 60
@@ -35,6 +42,8 @@ JWKS_CACHE_SECONDS = 3600
 REFRESH_COOLDOWN_SECONDS = 30.0
 JWKS_TIMEOUT_SECONDS = 3.0
 REQUIRED_CLAIMS = ("exp", "iat", "iss", "sub", "token_use")
+NUMERIC_CLAIMS = ("exp", "iat", "nbf", "auth_time")
+CLAIMS_MAX_DEPTH = 16  # Cognito's claims are flat but for lists (cognito:groups) and a custom claim or two
 
 ISSUER_ENV = "CONDUCTOR_COGNITO_ISSUER"
 CLIENT_IDS_ENV = "CONDUCTOR_COGNITO_CLIENT_IDS"
@@ -86,6 +95,19 @@ class CognitoSettings:
         return cls.of(issuer, env.get(CLIENT_IDS_ENV, "").split(","), env.get(JWKS_URL_ENV))
 
 
+def numeric_claims_are_numbers(claims: Mapping[str, Any]) -> bool:
+    """Whether every time claim present is a finite JSON number (``int`` or ``float``, not ``bool``)."""
+    for name in NUMERIC_CLAIMS:
+        if name not in claims:
+            continue
+        value = claims[name]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+    return True
+
+
 def issuer_of(region: str, user_pool_id: str) -> str:
     """The ``iss`` of a Cognito user pool's tokens."""
     return f"https://cognito-idp.{region}.amazonaws.com/{user_pool_id}"
@@ -134,6 +156,7 @@ class CognitoVerifier:
         if not isinstance(kid, str) or not kid:
             raise TokenRejected("no_key_id")
         key = self._signing_key(kid)
+        self._check_claim_types(token, key)
         try:
             claims = jwt.decode(
                 token,
@@ -156,6 +179,24 @@ class CognitoVerifier:
         except jwt.InvalidTokenError as exc:
             raise TokenRejected("invalid") from exc
         return self._identity(claims)
+
+    @staticmethod
+    def _check_claim_types(token: str, key: Any) -> None:
+        """The signature verified, the payload read with bounds and its time claims checked for
+        type, before PyJWT validates them (it takes ``"9999999999"`` for a number, and an
+        infinite one would overflow its checks)."""
+        try:
+            payload = api_jws.decode_complete(token, key, algorithms=[ALGORITHM])["payload"]
+        except jwt.InvalidSignatureError as exc:
+            raise TokenRejected("signature") from exc
+        except jwt.InvalidTokenError as exc:
+            raise TokenRejected("malformed") from exc
+        try:
+            claims = bounded_json.loads(payload, max_depth=CLAIMS_MAX_DEPTH)
+        except bounded_json.JsonRefused as exc:
+            raise TokenRejected("malformed") from exc
+        if not isinstance(claims, dict) or not numeric_claims_are_numbers(claims):
+            raise TokenRejected("claim_type")
 
     def _signing_key(self, kid: str) -> Any:
         unavailable = f"the JWKS at {self.settings.jwks_url} could not be fetched or holds no signing key"

@@ -117,3 +117,43 @@ def test_cli_issues_a_token_from_the_environment(
     token = capsys.readouterr().out.strip()
     assert _payload(token)["sub"] == "bob"
     assert verify_token(SECRET, token, _payload(token)["iat"]) == "bob"  # type: ignore[arg-type]
+
+
+def _signed(payload: bytes) -> str:
+    import hashlib
+    import hmac
+
+    body = base64.urlsafe_b64encode(payload).rstrip(b"=").decode()
+    mac = hmac.new(SECRET.encode(), f"v1.{body}".encode(), hashlib.sha256).digest()
+    return f"v1.{body}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+
+
+FUTURE = NOW + 3600
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        f'{{"sub": "a", "exp": "{FUTURE}"}}',
+        f'{{"sub": "a", "exp": {FUTURE}.5}}',
+        '{"sub": "a", "exp": 1e999}',
+        '{"sub": "a", "exp": Infinity}',
+        '{"sub": "a", "exp": NaN}',
+        f'{{"sub": "a", "exp": {FUTURE}, "iat": "{NOW}"}}',
+        f'{{"sub": "a", "exp": {FUTURE}, "iat": true}}',
+        f'{{"sub": "a", "exp": {FUTURE}, "nbf": null}}',
+        f'{{"sub": "a", "exp": {FUTURE}, "nbf": NaN}}',
+        f'{{"sub": "a", "exp": {FUTURE}, "auth_time": [{NOW}]}}',
+        f'{{"sub": "a", "exp": {FUTURE}, "auth_time": -Infinity}}',
+        '{"sub": "a", "exp": ' + "9" * 400 + "}",
+        f'{{"sub": "a", "exp": {FUTURE}, "x": ' + "[" * 600 + "]" * 600 + "}",
+    ],
+)
+def test_time_claims_that_are_not_finite_numbers_are_malformed(claims: str) -> None:
+    with pytest.raises(MalformedTokenError):
+        verify_token(SECRET, _signed(claims.encode()), NOW)
+
+
+def test_time_claims_that_are_numbers_are_accepted() -> None:
+    claims = {"sub": "a", "exp": FUTURE, "iat": NOW, "nbf": NOW - 0.5, "auth_time": NOW - 60}
+    assert verify_token(SECRET, _signed(json.dumps(claims).encode()), NOW) == "a"

@@ -1,17 +1,23 @@
 """The $connect authorizer in ``dev-signed-token`` mode (the HMAC tokens of dev/CI stages), with the
-secret fetched through a mocked Parameters provider. The ``cognito`` mode: test_cognito.py."""
+secret fetched through a mocked Parameters provider. The ``cognito`` mode: test_cognito.py; here, its
+time claims, which must be finite JSON numbers."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from jwt import api_jws
+from moto.server import ThreadedMotoServer
 
 from conductor_local.lambda_context import LocalLambdaContext
 from lambdas import authorizer
 from shared.auth_tokens import issue_token
+from shared.jwt_auth import CognitoVerifier, TokenRejected
+from tests.infra.test_cognito import POOL_KID, Pool, claims_of, make_pool, pool_private_key, resign
 
 SECRET = "s" * 64
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:conductor-token-key-AbCdEf"
@@ -116,3 +122,82 @@ def test_an_empty_secret_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(authorizer.parameters, "get_secret", lambda *_a, **_k: "")
     with pytest.raises(RuntimeError, match="signing secret"):
         authorizer.signing_secret()
+
+
+# ---- cognito: the time claims must be numbers ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def signed_in() -> Iterator[tuple[Pool, str, str]]:
+    """A pool on moto (as test_cognito.py makes it), its user's sub and ID token."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    pool = make_pool(f"http://{host}:{port}")
+    sub = pool.add_user("alice@example.com")
+    yield pool, sub, pool.sign_in("alice@example.com")["IdToken"]
+    server.stop()
+
+
+def resigned_raw(token: str, payload: bytes) -> str:
+    """``payload`` exactly as given (any JSON text), signed as the pool signs its tokens."""
+    return api_jws.encode(payload, pool_private_key(), algorithm="RS256", headers={"kid": POOL_KID, "typ": "JWT"})
+
+
+def test_a_pool_token_with_numeric_time_claims_is_accepted(signed_in: tuple[Pool, str, str]) -> None:
+    pool, sub, token = signed_in
+    verifier = CognitoVerifier(pool.settings())
+    claims = claims_of(token)
+    assert isinstance(claims["exp"], int) and isinstance(claims["auth_time"], int)
+    assert verifier.verify(token).principal == sub
+    assert verifier.verify(resign(token, nbf=claims["iat"] - 0.5)).principal == sub
+
+
+@pytest.mark.parametrize("claim", ["exp", "iat", "nbf", "auth_time"])
+@pytest.mark.parametrize("kind", ["string", "bool", "list", "infinite", "nan"])
+def test_a_time_claim_that_is_not_a_finite_number_is_refused(
+    signed_in: tuple[Pool, str, str], claim: str, kind: str
+) -> None:
+    pool, _, token = signed_in
+    verifier = CognitoVerifier(pool.settings())
+    now = int(time.time())
+    value = {
+        "string": str(now + 3600 if claim == "exp" else now - 10),
+        "bool": True,
+        "list": [now],
+        "infinite": float("inf"),
+        "nan": float("nan"),
+    }[kind]
+    with pytest.raises(TokenRejected) as rejected:
+        verifier.verify(resign(token, **{claim: value}))
+    # NaN and Infinity are not JSON at all: the payload is malformed before its claims are read
+    assert rejected.value.reason == ("malformed" if kind in ("infinite", "nan") else "claim_type")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        '{"sub": "x", "exp": 1e999}',
+        '{"sub": "x", "exp": ' + "9" * 300 + "}",
+        '{"sub": "x", "deep": ' + "[" * 2_000 + "]" * 2_000 + "}",
+    ],
+)
+def test_a_signed_payload_past_the_json_bounds_is_malformed(signed_in: tuple[Pool, str, str], payload: str) -> None:
+    pool, _, token = signed_in
+    verifier = CognitoVerifier(pool.settings())
+    with pytest.raises(TokenRejected) as rejected:
+        verifier.verify(resigned_raw(token, payload.encode()))
+    assert rejected.value.reason == "malformed"
+
+
+def test_a_string_exp_is_denied_at_connect(signed_in: tuple[Pool, str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    pool, _, token = signed_in
+    for name, value in pool.env().items():
+        monkeypatch.setenv(name, value)
+    authorizer.verifier_for.cache_clear()
+    token = resign(token, exp=str(int(time.time()) + 3600))
+    response = authorizer.handler(
+        event({"Authorization": f"Bearer {token}"}, sessionId=SESSION), LocalLambdaContext(function_name="authorizer")
+    )
+    assert response["policyDocument"]["Statement"][0]["Effect"] == "Deny"
+    authorizer.verifier_for.cache_clear()
