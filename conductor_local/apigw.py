@@ -84,7 +84,7 @@ from conductor_local.apigw_handshake import Handshakes
 from conductor_local.apigw_http import SESSIONS_PATH, HttpApi, gateway_answer
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.loopback_guard import LoopbackGuard
-from shared.log_safety import safe_text
+from shared.log_safety import SafeRecords, safe_text
 
 __all__ = [
     "AUTHORIZER_ROUTE",
@@ -109,6 +109,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+wire_logger = logging.getLogger(f"{__name__}.wire")
+"""The ``websockets`` server's own log (request lines at DEBUG): written through ``SafeRecords``,
+so a ``$connect`` query's ``token=`` is redacted there too."""
+wire_logger.addFilter(SafeRecords())
 
 Handler = Callable[[dict[str, Any], Any], Any]
 """A Lambda handler: ``(event, context) -> {"statusCode": int, ...}``."""
@@ -311,6 +315,7 @@ class LocalApiGateway(Handshakes):
             close_timeout=5,
             # (message, frame) limits: the protocol fails the connection with 1009 past either
             max_size=(self.max_message_bytes, self.max_frame_bytes),
+            logger=wire_logger,
         )
         self._port = sock.getsockname()[1]
         self.guard.allow_origins(self.browser_origins)

@@ -17,6 +17,8 @@ AUTHORIZER_ROUTE = "$connect authorizer"
 """The name under which the ``$connect`` authorizer's invocations are logged and given a context."""
 TIMED_OUT = "Endpoint request timed out"
 INTERNAL_ERROR = "Internal server error"
+_READ_CHARS = 8192
+"""How much of a frame's text a log line reads (it shows far less; secrets in it are redacted first)."""
 
 
 def summarize(frame: str | bytes, limit: int = 120) -> str:
@@ -31,12 +33,14 @@ def summarize(frame: str | bytes, limit: int = 120) -> str:
         ((kind, payload),) = json.loads(frame)["kind"].items()
         kind = str(kind)
     except Exception:  # not an event (RecursionError too): the frame as it came
-        return safe_text(json.dumps(frame[: limit * 4], ensure_ascii=False), limit)
+        return safe_text(json.dumps(frame[:_READ_CHARS], ensure_ascii=False), limit)
     if not isinstance(payload, dict):
         return safe_text(kind, limit)
     if set(payload) == {"text"}:
         text = payload["text"]
-        detail = json.dumps(text[: limit * 4], ensure_ascii=False) if isinstance(text, str) else safe_value(text, limit)
+        detail = (
+            json.dumps(text[:_READ_CHARS], ensure_ascii=False) if isinstance(text, str) else safe_value(text, limit)
+        )
     elif kind == "toolCall":
         name, arguments = safe_value(payload.get("name"), 64), safe_value(payload.get("arguments"), limit)
         detail = f"{name} {arguments} ({safe_value(payload.get('callId'), 64)})"

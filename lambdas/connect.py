@@ -16,7 +16,8 @@ def _response(status: int, body: str = "") -> dict[str, Any]:
     return {"statusCode": status, "body": body}
 
 
-@logger.inject_lambda_context(clear_state=True)
+# never the event (POWERTOOLS_LOGGER_LOG_EVENT): its query string holds the client's token
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

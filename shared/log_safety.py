@@ -17,6 +17,7 @@ Anything a client sends (a frame, a URL, a header, a parsed JSON value) is rende
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -26,18 +27,24 @@ DEFAULT_LIMIT = 200
 REDACTED = "***"
 ELLIPSIS = "…"
 _WINDOW_FACTOR = 4
-"""How much more input than ``limit`` is read: room for redactions that shorten it."""
+_MIN_WINDOW = 8192
+"""Characters of input read at least (four times ``limit`` when more): room for redactions that shorten
+it, a URL with a whole token in its query among them."""
 
-_SECRET_NAME = r"[\w.-]*(?:token|password|passwd|pwd|secret|signature|credential|authorization|api[_-]?key|cookie)"
-_SECRET_NAMES = re.compile(rf"^{_SECRET_NAME}$", re.IGNORECASE)
+_SECRET_WORD = r"(?:token|password|passwd|pwd|secret|signature|credential|authorization|api[_-]?key|cookie)"
+_SECRET_NAMES = re.compile(_SECRET_WORD, re.IGNORECASE)
+"""A member whose name holds one of these words is a secret (searched in the name's first 256 characters)."""
+# Every repetition below is bounded or possessive, so a long run of word characters (or of the
+# words themselves) costs linear time: the input is client-controlled.
 _NAMED_SECRET = re.compile(
-    # name, an optional closing quote, ``=`` or ``:``, an optional opening quote, then the value
-    rf"(?P<name>{_SECRET_NAME})(?P<sep>\\?[\"']?\s*[=:]\s*\\?[\"']?)"
-    r"(?P<value>(?:Bearer\s+|Basic\s+|AWS4-HMAC-SHA256\s+)?[^\s&\"',;<>\\]+)",
+    # a secret's name (``id_token``, ``X-Amz-Security-Token``: the part from the word on), an
+    # optional closing quote, ``=`` or ``:``, an optional opening quote, then the value
+    rf"(?P<name>{_SECRET_WORD}[\w-]{{0,32}})(?P<sep>\\?[\"']?\s{{0,8}}[=:]\s{{0,8}}\\?[\"']?)"
+    r"(?P<value>(?:Bearer\s{1,8}|Basic\s{1,8}|AWS4-HMAC-SHA256\s{1,8})?[^\s&\"',;<>\\]++)",
     re.IGNORECASE,
 )
-_BEARER = re.compile(r"\b(?P<scheme>Bearer|Basic)\s+[^\s&\"',;<>\\]+", re.IGNORECASE)
-_JWT = re.compile(r"\beyJ[\w-]{2,}\.[\w-]*(?:\.[\w-]*)?")
+_BEARER = re.compile(r"\b(?P<scheme>Bearer|Basic)\s{1,8}[^\s&\"',;<>\\]++", re.IGNORECASE)
+_JWT = re.compile(r"\beyJ[\w-]{2,}+\.[\w-]*+(?:\.[\w-]*+)?")
 _MAX_INT_BITS = 64 * 1024
 """Larger ints are shown by size only: turning them into digits costs too much (or raises)."""
 
@@ -79,7 +86,7 @@ def safe_text(value: str | bytes | bytearray | memoryview, limit: int = DEFAULT_
     ``limit`` bytes of UTF-8. Never raises."""
     try:
         limit = max(0, int(limit))
-        window = max(limit, 16) * _WINDOW_FACTOR
+        window = max(limit * _WINDOW_FACTOR, _MIN_WINDOW)
         if isinstance(value, bytes | bytearray | memoryview):
             raw = bytes(value[: window * 4])
             cut = len(value) > len(raw)
@@ -102,7 +109,7 @@ def safe_value(value: Any, limit: int = DEFAULT_LIMIT) -> str:
         if isinstance(value, str | bytes | bytearray | memoryview):
             return safe_text(value, limit)
         limit = max(0, int(limit))
-        rendered, cut = _render(value, max(limit, 16) * _WINDOW_FACTOR)
+        rendered, cut = _render(value, max(limit * _WINDOW_FACTOR, _MIN_WINDOW))
         return _fit(_escape(redact(rendered)), limit, cut)
     except Exception:
         return f"<unprintable {_type_name(value)}>"[: max(0, limit)]
@@ -159,7 +166,7 @@ def _render(value: Any, budget: int) -> tuple[str, bool]:
                 piece = ("" if first else ",") + key_text + ":"
                 out.append(piece)
                 used += len(piece)
-                secret = isinstance(key, str) and _SECRET_NAMES.match(key) is not None
+                secret = isinstance(key, str) and _SECRET_NAMES.search(key[:256]) is not None
             elif not first:
                 out.append(",")
                 used += 1
@@ -198,6 +205,25 @@ def _render(value: Any, budget: int) -> tuple[str, bool]:
             pending.append((_MEMBER, key, member))
         else:
             pending.append(nxt)
+
+
+class SafeRecords(logging.Filter):
+    """A logging filter that writes each record's message through ``safe_text``: for a library's
+    logger that prints what a client sent (``websockets`` logs each request line at DEBUG, query
+    string and all). The message is rendered once, here; the record keeps no client ``args``."""
+
+    def __init__(self, limit: int = 2000) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: its format string alone
+            message = f"{record.msg}"
+        record.msg = safe_text(message, self.limit)
+        record.args = None
+        return True
 
 
 _MEMBER = object()
