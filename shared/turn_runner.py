@@ -20,6 +20,7 @@ from shared.commit import Committer, ConductorBusy, Metrics
 from shared.config import Settings
 from shared.core import conductor
 from shared.core.conductor import CONTEXT_FULL_STOP, StreamSuperseded, StreamTaken
+from shared.core.failure_lines import FailureCause, bedrock_cause
 from shared.core.messages import Message, shrink_window
 from shared.core.model_output import ModelMessage
 from shared.core.speech import Pacing, SegmentText
@@ -173,6 +174,7 @@ class TurnRunner:
         fallback_line: str | None = None,
         claim: RunnerClaim | None = None,
         text: str | None = None,
+        cause: FailureCause | None = None,
     ) -> None:
         """End the task's stream with an error (if it is still the session's), keeping what was said.
 
@@ -184,7 +186,14 @@ class TurnRunner:
             committed = self.committer.apply(
                 task.session_id,
                 lambda fresh: conductor.stream_failed(
-                    fresh, task.stream_id, code, message, fallback_line=fallback_line, claim=claim, text=text
+                    fresh,
+                    task.stream_id,
+                    code,
+                    message,
+                    fallback_line=fallback_line,
+                    claim=claim,
+                    text=text,
+                    cause=cause,
                 ),
             )
         except (StreamSuperseded, StreamTaken):
@@ -202,12 +211,24 @@ class TurnRunner:
             run.task = current
 
             def fail(
-                code: ErrorCode, message: str, fallback_line: str | None = None, current: TurnTask = current
+                code: ErrorCode,
+                message: str,
+                fallback_line: str | None = None,
+                cause: FailureCause | None = None,
+                current: TurnTask = current,
             ) -> None:
-                self.fail(current, code, message, fallback_line=fallback_line, claim=claim, text=run.segment.text)
+                self.fail(
+                    current,
+                    code,
+                    message,
+                    fallback_line=fallback_line,
+                    claim=claim,
+                    text=run.segment.text,
+                    cause=cause,
+                )
 
             if run.remaining_ms() < self.settings.turn_reserve_ms:
-                fail(ErrorCode.CONDUCTOR_ERROR, "out of time")
+                fail(ErrorCode.CONDUCTOR_ERROR, "out of time", cause=FailureCause.OUT_OF_TIME)
                 return
             try:
                 stream_id, state = self._stream_fitting(run, state)
@@ -221,7 +242,7 @@ class TurnRunner:
                 )
                 return
             except ConductorBusy:
-                fail(ErrorCode.CONDUCTOR_ERROR, "the session kept changing; the turn stopped")
+                fail(ErrorCode.CONDUCTOR_ERROR, "the session kept changing; the turn stopped", cause=FailureCause.BUSY)
                 return
             except BrainError as error:
                 self.metrics.count("BedrockErrors")
@@ -238,14 +259,19 @@ class TurnRunner:
                     ErrorCode.BEDROCK_ERROR,
                     "the model stopped responding" if stalled else f"the model failed: {error.code}",
                     conductor.STALL_FALLBACK_LINE if stalled else None,
+                    bedrock_cause(error.code, during_stream=error.during_stream),
                 )
                 return
             except _ContextOverflow:
                 self.metrics.count("BedrockErrors")
-                fail(ErrorCode.BEDROCK_ERROR, "the request is too long for the model, even alone")
+                fail(
+                    ErrorCode.BEDROCK_ERROR,
+                    "the request is too long for the model, even alone",
+                    cause=FailureCause.TOO_LONG,
+                )
                 return
             except OutOfTime:
-                fail(ErrorCode.CONDUCTOR_ERROR, "the turn ran out of time")
+                fail(ErrorCode.CONDUCTOR_ERROR, "the turn ran out of time", cause=FailureCause.OUT_OF_TIME)
                 return
             except Exception:  # the turn must end cleanly whatever broke, or the session stays busy
                 self.log.exception("turn failed", extra={"session_id": task.session_id})

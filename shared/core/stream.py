@@ -16,6 +16,7 @@ from shared.core.decision import (
     error_payload,
     tool_names,
 )
+from shared.core.failure_lines import FailureCause, failure_line
 from shared.core.inline_reasoning import reasoning_words, without_reasoning
 from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
 from shared.core.model_output import ModelMessage
@@ -294,18 +295,20 @@ def stream_failed(
     fallback_line: str | None = None,
     claim: RunnerClaim | None = None,
     text: str | None = None,
+    cause: FailureCause | None = None,
 ) -> Outcome:
     """The model failed (or the turn ran out of time): keep what was said, report, go idle.
 
     With ``fallback_line`` (a stalled stream) the app also speaks a short line, so the user
-    hears why nothing more is coming; the turn then ends when it has been spoken. With
-    ``claim``, only a runner that holds the stream (or finds it unclaimed) may end it.
+    hears why nothing more is coming; the turn then ends when it has been spoken. Without one, a
+    stream that spoke nothing speaks the line of its ``cause`` (``shared.core.failure_lines``).
+    With ``claim``, only a runner that holds the stream (or finds it unclaimed) may end it.
     ``text``: the current segment's text as the runner has it.
     """
     decision = Decision(state)
     turn, stream = _current_stream(decision, stream_id, claim)
     _sync_text(stream, text)
-    _fail_stream(decision, turn, stream, code, message, fallback_line)
+    _fail_stream(decision, turn, stream, code, message, fallback_line, cause)
     return decision.outcome()
 
 
@@ -316,7 +319,10 @@ def _fail_stream(
     code: ErrorCode,
     message: str,
     fallback_line: str | None,
+    cause: FailureCause | None = None,
 ) -> None:
+    if fallback_line is None and not stream.said.strip() and not stream.spoken:
+        fallback_line = failure_line(code, cause)  # the person would hear nothing at all
     said = (stream.said + stream.text).strip()
     # The history always gets the model's side of this turn, even when it said nothing: the next
     # utterance then starts a new user message instead of growing the one that just failed.

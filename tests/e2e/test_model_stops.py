@@ -26,6 +26,7 @@ from shared.core.conductor import (
     MALFORMED_LINE,
     MALFORMED_MARKER,
 )
+from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import ERROR_MARKER, is_plain_user_message
 from shared.protocol import ErrorCode
 from tests.e2e.conftest import (
@@ -201,9 +202,11 @@ async def test_a_stream_without_message_stop_is_a_bedrock_error_and_the_text_is_
             "partial+",
             "final",
             "error:bedrock_error",
+            "final",
+            "tool:tts.speak",
             "idle",
         ]
-        assert turn.finals == ["I was just about to say"]
+        assert turn.finals == ["I was just about to say", FAILURE_LINES[FailureCause.MODEL_FAILED]]
         assert error_codes(turn) == [ErrorCode.BEDROCK_ERROR]
         await assert_next_turn_is_normal(client)
 

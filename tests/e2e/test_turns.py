@@ -11,6 +11,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from conductor_local.stack import LocalStack
+from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.protocol import (
     ErrorCode,
     Event,
@@ -197,9 +198,10 @@ async def test_a_broken_model_stream_reports_bedrock_error_and_the_next_turn_wor
     assert failed.completed
     assert [error.code for error in failed.errors] == [ErrorCode.BEDROCK_ERROR]
     assert failed.states == ["thinking", "idle"]
-    assert failed.final_text == "Let me think about that and", "the text streamed before the failure is finalized"
+    line = FAILURE_LINES[FailureCause.MODEL_FAILED]  # nothing was spoken: the person hears why it stopped
+    assert failed.finals == ["Let me think about that and", line], "the text streamed before the failure is kept"
     labels = collapse_partials([label(e) for e in failed.events])
-    assert labels[-2:] == ["error:bedrock_error", "idle"]
+    assert labels[-4:] == ["error:bedrock_error", "final", "tool:tts.speak", "idle"]
 
     assert recovered.completed and recovered.errors == []
     assert recovered.final_text == "You said: are you back"

@@ -21,6 +21,7 @@ from conductor_local.bedrock_server import (
 )
 from lambdas import runtime
 from shared.core.conductor import CONTEXT_FULL_LINE, CUT_OFF_LINE, FILTERED_LINE
+from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import is_plain_user_message
 from tests.handlers.conftest import Harness, summarize
 
@@ -159,7 +160,13 @@ def test_overflow_of_the_last_message_alone_fails_the_turn_and_the_next_one_work
     conn = conductor.connect()
     conductor.start_session(conn)
     conductor.say(conn, "a very long question")
-    assert ("error", "bedrock_error") in conductor.summary(conn)
+    line = FAILURE_LINES[FailureCause.TOO_LONG]
+    assert conductor.summary(conn)[-3:] == [
+        ("error", "bedrock_error"),
+        ("final", line),
+        ("toolCall", "tts.speak", {"text": line}),
+    ]
+    conductor.finish_turn(conn)
     assert summarize(conductor.events(conn))[-1] == ("toolCall", "convo.setState", {"state": "idle"})
     conductor.say(conn, "short")
     assert ("final", "Hello again.") in conductor.summary(conn)

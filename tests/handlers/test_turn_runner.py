@@ -25,6 +25,7 @@ from conductor_local.stack import TURN_FUNCTION, TURN_TIMEOUT_S
 from lambdas import message as message_lambda
 from lambdas import runtime, turn, turn_abandoned
 from shared.core.conductor import RUNNER_LOST_LINE
+from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import ERROR_MARKER
 from shared.turn_launcher import TurnTask
 from tests.handlers.conftest import Connection, Harness
@@ -186,7 +187,13 @@ def test_a_launch_lambda_refuses_ends_the_turn_at_once(conductor: Harness, monke
     mark = conductor.lambdas.started
     conductor.say(conn, "hello")
     assert conductor.lambdas.started == mark  # Lambda answered 404: nothing was queued
-    assert conductor.summary(conn) == [THINKING, ("error", "conductor_error"), IDLE]
+    line = FAILURE_LINES[FailureCause.CONDUCTOR]
+    assert conductor.summary(conn) == [
+        THINKING,
+        ("error", "conductor_error"),
+        ("final", line),
+        ("toolCall", "tts.speak", {"text": line}),
+    ]
     error = next(event.payload for event in conductor.events(conn) if event.kind_name == "error")
     assert "could not be started" in error.message
     assert conductor.script.requests == []
@@ -232,7 +239,11 @@ def test_a_brain_raising_an_unexpected_error_ends_the_turn_cleanly(conductor: Ha
     conductor.say(conn, "hello")
     summary = conductor.summary(conn)
     said = PARTIALS[:after] + ([("final", "Alpha beta")] if after else [])
-    assert summary == [THINKING, *said, ("error", "conductor_error"), IDLE]
+    line = FAILURE_LINES[FailureCause.CONDUCTOR]  # nothing was spoken: the person hears why it stopped
+    spoken = [("final", line), ("toolCall", "tts.speak", {"text": line})]
+    assert summary == [THINKING, *said, ("error", "conductor_error"), *spoken]
+    conductor.finish_turn(conn)
+    assert conductor.summary(conn)[-1] == IDLE
     assert conductor.history(conn.session_id)[-1] == {
         "role": "assistant",
         "content": [{"text": f"Alpha beta {ERROR_MARKER}" if after else "[no answer: the conductor failed mid-turn]"}],

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from conductor_local.bedrock_script import RejectRequest
 from conductor_local.bedrock_server import Text, message, model_stream_error, throttled, tool_call
 from lambdas import runtime
+from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import ERROR_MARKER, INTERRUPTED_MARKER
 from shared.protocol import Event, ToolCall
 from tests.handlers.conftest import Harness, summarize
@@ -271,7 +273,15 @@ def test_mid_stream_bedrock_error_keeps_partial_text_and_the_next_turn_works(con
     conn = conductor.connect()
     conductor.say(conn, "fail")
     summary = conductor.summary(conn)
-    assert summary[-3:] == [("final", "Let me think about"), ("error", "bedrock_error"), IDLE]
+    line = FAILURE_LINES[FailureCause.MODEL_FAILED]  # shown, never spoken: the person hears why it stopped
+    assert summary[-4:] == [
+        ("final", "Let me think about"),
+        ("error", "bedrock_error"),
+        ("final", line),
+        ("toolCall", "tts.speak", {"text": line}),
+    ]
+    conductor.finish_turn(conn)
+    assert conductor.summary(conn)[-1] == IDLE
     assert conductor.history(conn.session_id)[-1]["content"][0]["text"] == f"Let me think about {ERROR_MARKER}"
     conductor.say(conn, "try again")
     conductor.finish_turn(conn)
@@ -283,10 +293,50 @@ def test_throttling_before_the_stream_is_retried_then_reported(conductor: Harnes
     conductor.script.push(throttled(), throttled(), throttled(), message("Finally."))
     conn = conductor.connect()
     conductor.say(conn, "hello")
-    assert conductor.summary(conn)[-2:] == [("error", "bedrock_error"), IDLE]
+    line = FAILURE_LINES[FailureCause.THROTTLED]  # throttled on every attempt: the person hears why
+    assert conductor.summary(conn)[-3:] == [
+        ("error", "bedrock_error"),
+        ("final", line),
+        ("toolCall", "tts.speak", {"text": line}),
+    ]
     assert len(conductor.script.requests) == 2  # BEDROCK_MAX_ATTEMPTS=2: botocore retried once
+    conductor.finish_turn(conn)
+    assert conductor.summary(conn)[-1] == IDLE
+    assert conductor.history(conn.session_id)[-2:] == [
+        {"role": "user", "content": [{"text": "hello"}]},
+        {"role": "assistant", "content": [{"text": "[no answer: the model failed: ThrottlingException]"}]},
+    ]
     conductor.say(conn, "hello again")  # third throttle, then the retry succeeds
     assert ("final", "Finally.") in conductor.summary(conn)
+    assert [m["role"] for m in conductor.script.requests[-1].body["messages"]] == ["user", "assistant", "user"]
+
+
+@pytest.mark.parametrize(
+    ("refusal", "attempts", "cause"),
+    [
+        (RejectRequest(400, "ValidationException", "The model does not support this input."), 1, FailureCause.REFUSED),
+        (RejectRequest(403, "AccessDeniedException", "You don't have access to the model."), 1, FailureCause.REFUSED),
+        (RejectRequest(503, "ServiceUnavailableException", "Service unavailable."), 2, FailureCause.UNAVAILABLE),
+        (RejectRequest(408, "ModelTimeoutException", "Model timed out."), 1, FailureCause.MODEL_TIMEOUT),
+    ],
+    ids=["validation", "access-denied", "unavailable", "model-timeout"],
+)
+def test_a_request_bedrock_refuses_before_the_stream_is_heard_with_its_own_line(
+    conductor: Harness, refusal: RejectRequest, attempts: int, cause: FailureCause
+) -> None:
+    conductor.script.push(*[refusal] * attempts, message("Now it works."))
+    conn = conductor.connect()
+    conductor.say(conn, "hello")
+    line = FAILURE_LINES[cause]
+    assert conductor.summary(conn)[-3:] == [
+        ("error", "bedrock_error"),
+        ("final", line),
+        ("toolCall", "tts.speak", {"text": line}),
+    ]
+    conductor.say(conn, "hello again")  # before the line was played: the new turn answers
+    conductor.finish_turn(conn)
+    assert ("final", "Now it works.") in conductor.summary(conn)
+    assert conductor.summary(conn)[-1] == IDLE
 
 
 def test_connection_gone_mid_turn_still_persists_the_outcome(conductor: Harness) -> None:

@@ -25,6 +25,7 @@ from conductor_local.bedrock_server import (
     validation_error,
 )
 from lambdas import runtime
+from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import ERROR_MARKER
 from shared.store import SessionStore
 from tests.handlers.conftest import Connection, Harness, summarize
@@ -55,6 +56,19 @@ SENTENCE = "one two three four five six"
 @pytest.fixture(autouse=True)
 def _count_fault_case(request: pytest.FixtureRequest) -> None:
     count("faults: cases run")
+
+
+def failed_aloud(code: str, cause: FailureCause) -> list[tuple[Any, ...]]:
+    """A turn that ended in an error with nothing spoken: the error, then its cause's line spoken
+    (idle follows the line's playback)."""
+    line = FAILURE_LINES[cause]
+    return [("error", code), ("final", line), ("toolCall", "tts.speak", {"text": line})]
+
+
+def assert_line_played_then_idle(conductor: Harness, conn: Connection) -> None:
+    conductor.finish_turn(conn)
+    assert conductor.summary(conn)[-1] == IDLE
+    assert_valid_history(conductor.history(conn.session_id))
 
 
 def assert_next_turn_succeeds(conductor: Harness, conn: Connection) -> None:
@@ -97,7 +111,15 @@ def test_throttling_before_the_stream_is_retried_then_reported(conductor: Harnes
     conn = conductor.connect()
     conductor.say(conn, "hello")
     assert len(conductor.script.requests) == 2  # BEDROCK_MAX_ATTEMPTS=2: botocore retried once
-    assert conductor.summary(conn) == [THINKING, ("error", "bedrock_error"), IDLE]
+    line = FAILURE_LINES[FailureCause.THROTTLED]  # throttled on every attempt: the person hears why
+    assert conductor.summary(conn) == [
+        THINKING,
+        ("error", "bedrock_error"),
+        ("final", line),
+        ("toolCall", "tts.speak", {"text": line}),
+    ]
+    conductor.finish_turn(conn)
+    assert conductor.summary(conn)[-1] == IDLE
     assert conductor.history(conn.session_id) == [
         {"role": "user", "content": [{"text": "hello"}]},
         {"role": "assistant", "content": [{"text": "[no answer: the model failed: ThrottlingException]"}]},
@@ -129,7 +151,8 @@ def test_a_request_bedrock_refuses_is_reported_once(conductor: Harness, rejectio
     conn = conductor.connect()
     conductor.say(conn, "hello")
     assert len(conductor.script.requests) == 1  # not retried
-    assert conductor.summary(conn) == [THINKING, ("error", "bedrock_error"), IDLE]
+    assert conductor.summary(conn) == [THINKING, *failed_aloud("bedrock_error", FailureCause.REFUSED)]
+    assert_line_played_then_idle(conductor, conn)
     assert_next_turn_succeeds(conductor, conn)
 
 
@@ -150,9 +173,9 @@ def test_an_exception_mid_stream_keeps_the_text_so_far(conductor: Harness, excep
     assert summarize(non_partial(conductor.events(conn))) == [
         THINKING,
         ("final", "Let me think about"),
-        ("error", "bedrock_error"),
-        IDLE,
+        *failed_aloud("bedrock_error", FailureCause.MODEL_FAILED),  # shown, never spoken
     ]
+    assert_line_played_then_idle(conductor, conn)
     assert exception_type in next(e.payload.message for e in conductor.events(conn) if e.kind_name == "error")
     assert conductor.history(conn.session_id)[-1] == {
         "role": "assistant",
@@ -170,11 +193,11 @@ def test_an_exception_in_the_stream_resumed_after_tool_results(conductor: Harnes
     conn = conductor.connect()
     conductor.say(conn, "build")
     conductor.answer(conn, use.tool_use_id, '{"ok":true}')
-    assert summarize(non_partial(conductor.events(conn)))[-3:] == [
+    assert summarize(non_partial(conductor.events(conn)))[-4:] == [
         ("final", "The build"),
-        ("error", "bedrock_error"),
-        IDLE,
+        *failed_aloud("bedrock_error", FailureCause.MODEL_FAILED),  # this round said nothing yet
     ]
+    assert_line_played_then_idle(conductor, conn)
     history = conductor.history(conn.session_id)
     assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
     assert history[-1]["content"] == [{"text": f"The build {ERROR_MARKER}"}]
@@ -199,9 +222,9 @@ def test_lambda_time_running_low_mid_turn_ends_it_with_the_text_so_far(
     assert summarize(non_partial(conductor.events(conn))) == [
         THINKING,
         ("final", "one two three"),
-        ("error", "conductor_error"),
-        IDLE,
+        *failed_aloud("conductor_error", FailureCause.OUT_OF_TIME),
     ]
+    assert_line_played_then_idle(conductor, conn)
     assert "time" in next(e.payload.message for e in conductor.events(conn) if e.kind_name == "error")
     assert conductor.history(conn.session_id)[-1] == {
         "role": "assistant",
@@ -220,7 +243,7 @@ def test_lambda_time_already_low_before_the_model_is_called(
     conn = conductor.connect()
     body = frame("userAudioTranscriptFinal", {"text": "talk"})
     assert send_with_turn_context(conductor, conn, body, ControlledContext(remaining_ms=1000)) == OK
-    assert conductor.summary(conn) == [THINKING, ("error", "conductor_error"), IDLE]
+    assert conductor.summary(conn) == [THINKING, *failed_aloud("conductor_error", FailureCause.OUT_OF_TIME)]
     assert conductor.script.requests == []
     monkeypatch.setenv("CONDUCTOR_TURN_RESERVE_MS", "1000")
     runtime.reset()
@@ -259,8 +282,7 @@ def test_a_dropped_bedrock_connection_is_a_bedrock_error(conductor: Harness) -> 
     assert summarize(non_partial(conductor.events(conn))) == [
         THINKING,
         ("final", "one two"),
-        ("error", "bedrock_error"),
-        IDLE,
+        *failed_aloud("bedrock_error", FailureCause.MODEL_FAILED),
     ]
     assert_next_turn_succeeds(conductor, conn)
 
@@ -271,7 +293,7 @@ def test_bedrock_unreachable(conductor: Harness, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", f"http://127.0.0.1:{free_port()}")  # nobody listens
     runtime.reset()
     conductor.say(conn, "hello")
-    assert conductor.summary(conn) == [THINKING, ("error", "bedrock_error"), IDLE]
+    assert conductor.summary(conn) == [THINKING, *failed_aloud("bedrock_error", FailureCause.UNAVAILABLE)]
     monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", endpoint)
     runtime.reset()
     assert_next_turn_succeeds(conductor, conn)
@@ -410,7 +432,7 @@ def test_a_dynamodb_error_mid_stream_ends_the_turn_cleanly(conductor: Harness, m
     monkeypatch.setattr(store, "load", failing_load)
     conductor.say(conn, "count")
     summary = summarize(non_partial(conductor.events(conn)))
-    assert summary == [THINKING, ("final", "one two three"), ("error", "conductor_error"), IDLE]
+    assert summary == [THINKING, ("final", "one two three"), *failed_aloud("conductor_error", FailureCause.CONDUCTOR)]
     partials = [e.payload.text for e in conductor.events(conn) if e.kind_name == "assistantSpeechPartial"]
     assert partials == ["one", "one two"]  # none for a stream that was not checked
     assert conductor.history(conn.session_id)[-1]["content"] == [{"text": f"one two three {ERROR_MARKER}"}]
