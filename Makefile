@@ -10,7 +10,7 @@ ALL_STAMP := $(VENV)/.installed-all
 PORT ?= 8080
 HOST ?= 127.0.0.1
 
-.PHONY: run test lint format schema openapi synth lock bench clean
+.PHONY: run test lint format schema openapi synth lock bench capacity load clean
 
 $(BIN)/python:
 	@echo "==> creating the virtualenv in $(VENV)"
@@ -75,6 +75,20 @@ lock: $(DEV_STAMP)
 BENCH_ARGS ?=
 bench: $(RUN_STAMP)
 	$(BIN)/python benchmarks/turn_latency.py $(BENCH_ARGS)
+
+## How many people speaking at once each stage holds, which limit binds first, what holding the
+## target takes and the cost per active user-hour, from one speaker measured on the local stack
+## (about 1.5 minutes). CAPACITY_ARGS="--figures FILE" reuses figures saved with --save FILE.
+CAPACITY_ARGS ?=
+capacity: $(RUN_STAMP)
+	$(BIN)/python benchmarks/capacity_report.py $(CAPACITY_ARGS)
+
+## A bounded load run: 200 sessions talking as people do on the local stack (at most 10 minutes),
+## with turns answered and lost, first partial and first tts.speak p50/p99, CPU per turn, and the
+## capacity model's figures beside the measured ones. LOAD_ARGS="--sessions N" for another count.
+LOAD_ARGS ?=
+load: $(RUN_STAMP)
+	$(BIN)/python benchmarks/load_run.py $(LOAD_ARGS)
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .ruff_cache .hypothesis
