@@ -98,6 +98,11 @@ class Settings(BaseModel):
     speculation_poll_ms: int = Field(default=50, ge=10, le=1000)
     speculation_hold_ms: int = Field(default=4000, ge=500, le=30_000)
     max_speculations_per_utterance: int = Field(default=3, ge=1, le=20)
+    # Fair sharing (``shared.core.admission``): a partial transcript with new words sooner than this
+    # after the last one kept is dropped; events other than partials beyond this many a second in
+    # one session are answered ``rate_limited`` (without ``seq``: send again).
+    min_partial_interval_ms: int = Field(default=150, ge=0, le=5000)
+    max_events_per_second: int = Field(default=50, ge=1)
 
     @property
     def inference(self) -> Inference:
@@ -119,6 +124,7 @@ class Settings(BaseModel):
             stable_s=self.speculation_stable_ms / 1000,
             max_per_utterance=self.max_speculations_per_utterance,
             hold_s=self.speculation_hold_ms / 1000,
+            min_interval_s=self.min_partial_interval_ms / 1000,
         )
 
     @cached_property
@@ -176,6 +182,8 @@ class Settings(BaseModel):
             "speculation_poll_ms": "CONDUCTOR_SPECULATION_POLL_MS",
             "speculation_hold_ms": "CONDUCTOR_SPECULATION_HOLD_MS",
             "max_speculations_per_utterance": "CONDUCTOR_MAX_SPECULATIONS_PER_UTTERANCE",
+            "min_partial_interval_ms": "CONDUCTOR_MIN_PARTIAL_INTERVAL_MS",
+            "max_events_per_second": "CONDUCTOR_MAX_EVENTS_PER_SECOND",
         }
         values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
         catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from shared.commit import Committed, ConductorBusy, Metrics, NullMetrics
 from shared.config import Settings
-from shared.core import conductor, connection, result_parts, speculation
+from shared.core import admission, conductor, connection, result_parts, speculation
 from shared.core.conductor import Outcome
 from shared.core.decision import is_unrecorded_own_call, may_resume_the_model
 from shared.core.history_ops import history_after
@@ -49,6 +49,7 @@ CONNECTIONS_CACHED = 10_000
 TOOL_ROUND_TRIP_METRIC = "ToolRoundTripMs"
 SPECULATED_METRIC = "TurnsSpeculated"  # per final: 1 when a speculation was running, else 0
 PROMOTED_METRIC = "TurnsPromoted"  # per final: 1 when it promoted the speculation, else 0
+RATE_LIMITED_METRIC = "EventsRateLimited"  # events refused over the session's budget a second
 
 
 class Launcher(Protocol):
@@ -253,9 +254,19 @@ class ConductorService:
             hint, recent = self._state_and_history(session_id)
         decided_on: list[SessionState] = []
 
+        # Fair sharing: events other than partials count against the session's budget a second,
+        # kept in the state their own commit writes (partials are limited where they are decided).
+        limited = not isinstance(payload, UserAudioTranscriptPartial)
+        per_second = self.settings.max_events_per_second
+
         def deciding(state: SessionState) -> Outcome:
+            if limited:
+                admission.admit(state, now=now, per_second=per_second)
             decided_on.append(state)
-            return decide(state)
+            outcome = decide(state)
+            if limited:
+                outcome.state = admission.counted(outcome.state, now=now)
+            return outcome
 
         # A partial changes nothing when it repeats the last one: it is never claimed (the same words
         # again decide the same), so it costs a read, not a write.
@@ -269,6 +280,11 @@ class ConductorService:
                 stored = self.delivery.catch_up(request, stored, last_seq=None) or stored
             if stored is not None and isinstance(payload, SessionStart):
                 self._ready(request, stored, stored, payload)  # the app resent it: it missed the answer
+            return
+        except admission.RateExceeded as refused:
+            self.log.warning("event over the session's rate; not applied", extra={"event_id": event_id})
+            self.metrics.count(RATE_LIMITED_METRIC)
+            self.delivery.reply(request, ErrorCode.RATE_LIMITED, str(refused))
             return
         except ConductorBusy:
             self.log.warning("session kept changing; event not applied", extra={"event_id": event_id})

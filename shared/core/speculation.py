@@ -41,6 +41,9 @@ class SpeculationSettings:
     hold_s: float = 4.0  # a speculation whose final has not come this long after it started is dropped
     idle_s: float = 15.0  # a watcher that heard nothing new this long leaves
     watcher_start_s: float = 10.0  # a launched watcher that has not started by then is taken as lost
+    # A partial with new words sooner than this after the last one kept is dropped (the next one
+    # carries all its words): one session's partials cost at most one write per interval.
+    min_interval_s: float = 0.15
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,8 @@ def handle_partial(
         return Outcome(state)  # a turn runs: its answer is not interrupted by what the person says next
     if listening is not None and listening.key == key:
         return Outcome(state)  # the same words: they have been stable since ``heard_at``
+    if listening is not None and turn is None and now - listening.heard_at < settings.min_interval_s:
+        return Outcome(state)  # too soon after the last one kept: the next partial carries these words
     if listening is not None and listening.speculations >= settings.max_per_utterance and turn is None:
         return Outcome(state)  # no more speculation in this utterance: nothing to keep
     decision = Decision(state)

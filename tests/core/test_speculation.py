@@ -956,6 +956,7 @@ def test_a_partial_the_app_made_before_the_one_kept_is_older_news() -> None:
     assert nothing_sent(late) and late.state == session.state
     listening = session.state.listening
     assert listening is not None and listening.text == "what time" and listening.said_at == 100.2
+    session.clock += SPEC.min_interval_s
     session.hear("what time is it", said_at=100.3)
     assert session.state.listening is not None and session.state.listening.text == "what time is it"
 
@@ -963,6 +964,52 @@ def test_a_partial_the_app_made_before_the_one_kept_is_older_news() -> None:
 def test_partials_without_an_ordering_timestamp_are_taken_as_they_come() -> None:
     session = Speech()
     session.hear("what time", said_at=100.0)
+    session.clock += SPEC.min_interval_s
     session.hear("what", said_at=100.0)  # the same second: no order to tell (whole-second clocks)
+    session.clock += SPEC.min_interval_s
     session.hear("what is", said_at=None)
     assert session.state.listening is not None and session.state.listening.text == "what is"
+
+
+# ---- fair sharing: a partial sooner than the minimum interval is dropped ------------------------
+
+
+def test_a_partial_sooner_than_the_interval_is_dropped_and_the_next_one_carries_its_words() -> None:
+    session = Speech()
+    session.hear("what")
+    kept = session.state
+    session.clock += SPEC.min_interval_s / 2
+    dropped = session.hear("what time")
+    assert dropped.state is kept and dropped.watch is None and nothing_sent(dropped)  # nothing to write
+    session.clock += SPEC.min_interval_s / 2
+    session.hear("what time is it")  # cumulative: nothing of the dropped one is lost
+    listening = session.state.listening
+    assert listening is not None and (listening.text, listening.heard_at) == ("what time is it", session.clock)
+
+
+def test_partials_at_the_recommended_rate_are_all_kept() -> None:
+    session = Speech()
+    words = ["please", "open", "the", "main", "file", "and", "run", "the", "tests"]
+    for count in range(1, len(words) + 1):
+        session.hear(" ".join(words[:count]))
+        listening = session.state.listening
+        assert listening is not None and listening.text == " ".join(words[:count])
+        session.clock += 0.25  # four a second
+
+
+def test_a_partial_that_differs_from_a_running_speculation_is_never_held_back() -> None:
+    session = Speech()
+    session.hear(PARTIAL)
+    session.take()
+    session.clock += SPEC.stable_s
+    session.start(PARTIAL)
+    assert speculation.is_speculating(session.state)
+    session.hear(PARTIAL + " now")  # at once: the speculation on the old words is dropped
+    assert not speculation.is_speculating(session.state)
+
+
+def test_the_minimum_interval_is_a_setting() -> None:
+    session = Speech(spec=SpeculationSettings(enabled=True, min_interval_s=0))
+    session.hear("what")
+    session.hear("what time")
+    assert session.state.listening is not None and session.state.listening.text == "what time"
