@@ -1,11 +1,14 @@
 """The sessions API (docs/sessions-api.md): an HTTP API whose five routes go to one function, behind
-API Gateway's JWT authorizer on the stage's Cognito user pool where the stage has sign-in."""
+API Gateway's JWT authorizer on the stage's Cognito user pool where the stage has sign-in, and the
+secret key its page cursors are signed with."""
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk.aws_apigatewayv2_authorizers import HttpJwtAuthorizer
 from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
 from constructs import Construct
@@ -13,7 +16,7 @@ from constructs import Construct
 from infra.config import StageConfig
 from infra.constructs.api import JsonAccessLogSettings
 from infra.constructs.auth import ConductorUserPool
-from infra.constructs.functions import log_group
+from infra.constructs.functions import log_group, removal_policy
 
 # (method, path) of every route, exactly: all of them go to the one function.
 SESSIONS_ROUTES: tuple[tuple[str, str], ...] = (
@@ -30,6 +33,13 @@ SESSIONS_API_CONNECTION_METHODS: tuple[str, ...] = ("POST", "DELETE")
 # Where the JWT authorizer reads the token: ``Authorization: Bearer <ID or access token>``. A request
 # without it is answered 401 by API Gateway, without invoking anything.
 JWT_IDENTITY_SOURCE: tuple[str, ...] = ("$request.header.Authorization",)
+# The function reads the cursor key from this secret once per cold start (lambdas/sessions_api.py).
+CURSOR_SECRET_ARN_ENV = "CONDUCTOR_CURSOR_SECRET_ARN"
+CURSOR_SECRET_ROTATION_REASON = (
+    "HMAC key that signs the sessions API's page cursors: a new value only makes the cursors handed out "
+    "before it a 400 (the app starts from the first page), so it is rotated by putting a new value, and "
+    "functions pick it up at their next cold start; a rotation Lambda would add nothing."
+)
 
 ACCESS_LOG_FIELDS: dict[str, str] = {
     "requestId": "$context.requestId",
@@ -75,10 +85,27 @@ class ConductorSessionsApi(Construct):
         construct_id: str,
         *,
         config: StageConfig,
-        function: lambda_.IFunction,
+        function: lambda_.Function,
         user_pool: ConductorUserPool | None,
     ) -> None:
         super().__init__(scope, construct_id)
+        # The key of the page cursors: the function may read this secret's value and nothing else.
+        self.cursor_secret = secretsmanager.Secret(
+            self,
+            "CursorKey",
+            description=f"HMAC key signing the VoiceIDE conductor sessions API's page cursors ({config.name})",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=64, exclude_punctuation=True, include_space=False
+            ),
+            removal_policy=removal_policy(config),
+        )
+        function.add_environment(CURSOR_SECRET_ARN_ENV, self.cursor_secret.secret_arn)
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.cursor_secret.secret_arn])
+        )
+        Validations.of(self.cursor_secret.node.default_child or self.cursor_secret).acknowledge(
+            Acknowledgment(id="AwsSolutions-SMG4", reason=CURSOR_SECRET_ROTATION_REASON)
+        )
         self.api = apigwv2.HttpApi(
             self,
             "Api",

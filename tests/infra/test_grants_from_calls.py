@@ -33,9 +33,10 @@ OPERATION_ACTIONS: dict[Operation, str] = {
     ("apigatewaymanagementapi", "DeleteConnection"): "execute-api:ManageConnections",
 }
 # Calls the code makes only when the function is configured for them (the variable names the resource).
-CONFIGURED_BY: dict[str, str] = {
-    "secretsmanager:GetSecretValue": "CONDUCTOR_AUTH_SECRET_ARN",  # auth: dev-signed-token only
-    "sqs:SendMessage": "CONDUCTOR_DEADLINE_QUEUE_URL",
+CONFIGURED_BY: dict[str, tuple[str, ...]] = {
+    # the authorizer's token key (auth: dev-signed-token only), the sessions API's cursor key
+    "secretsmanager:GetSecretValue": ("CONDUCTOR_AUTH_SECRET_ARN", "CONDUCTOR_CURSOR_SECRET_ARN"),
+    "sqs:SendMessage": ("CONDUCTOR_DEADLINE_QUEUE_URL",),
 }
 # What AWS does with a function's role on its behalf, beside the code's calls.
 EVERY_FUNCTION = frozenset(
@@ -70,7 +71,9 @@ def iam_action(operation: Operation) -> str:
 def expected_actions(handler: str, environment: dict[str, Any]) -> set[str]:
     """What the role of the function running ``handler`` with ``environment`` must grant."""
     called = {iam_action(op) for op in handler_operations(handler)}
-    called = {action for action in called if CONFIGURED_BY.get(action, "") in ("", *environment)}
+    called = {
+        action for action in called if action not in CONFIGURED_BY or set(CONFIGURED_BY[action]) & set(environment)
+    }
     return called | EVERY_FUNCTION | PLATFORM_ACTIONS.get(handler, frozenset())
 
 
@@ -160,6 +163,7 @@ def test_the_analysis_sees_every_client_and_every_handler_calls_something() -> N
         "dynamodb:DeleteItem",  # erasing: the state first
         "dynamodb:BatchWriteItem",  # ...then the rest in batches
         "execute-api:ManageConnections",
+        "secretsmanager:GetSecretValue",  # the cursor key, once per cold start
     }
     assert {op for op in handler_operations("lambdas.sessions_api.handler") if op[0] == "apigatewaymanagementapi"} == {
         ("apigatewaymanagementapi", "PostToConnection"),  # session_ended / session_erased
