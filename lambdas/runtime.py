@@ -32,6 +32,7 @@ from shared.delivery import Delivery
 from shared.gateway import ConnectionGateway
 from shared.memory_keeper import MemoryKeeper
 from shared.service import ConductorService
+from shared.session_reaper import SessionReaper
 from shared.session_records import SessionRecords
 from shared.session_service import SessionService
 from shared.speculation_watcher import SpeculationWatcher
@@ -59,6 +60,8 @@ STORE_CALLS = (
     "messages",
     "outbox",
     "transcript_items",
+    "expired_session_keys",
+    "delete_items",
 )
 
 _AWS_CONFIG = Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 5})
@@ -163,6 +166,7 @@ def store() -> SessionStore:
         settings().table_name,
         ttl_seconds=settings().session_ttl_seconds,
         ended_ttl_seconds=settings().ended_retention_seconds,
+        history_ttl_seconds=settings().history_ttl_seconds,
     )
     return traced(store, *STORE_CALLS)
 
@@ -269,6 +273,11 @@ def session_service() -> SessionService:
     )
 
 
+@cache
+def session_reaper() -> SessionReaper:
+    return SessionReaper(store())
+
+
 def reset() -> None:
     """Forget the container's clients and settings (the local stack and tests re-point them)."""
     for built in (
@@ -281,5 +290,6 @@ def reset() -> None:
         deadline_alarms,
         session_records,
         session_service,
+        session_reaper,
     ):
         built.cache_clear()

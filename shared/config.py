@@ -56,6 +56,10 @@ class Settings(BaseModel):
     max_tool_rounds: int = Field(default=8, ge=1)
     history_window: int = Field(default=80, ge=2)
     session_ttl_seconds: int = Field(default=7 * 24 * 3600, ge=60)
+    # How long a history message is kept after it was last written. Unset: the session TTL. With the
+    # session reaper deployed (it deletes a session's history when its state expires), a far
+    # backstop (400 days): a session in use then keeps all of its history.
+    history_ttl_seconds: int | None = Field(default=None, ge=60)
     # How long an ended session is kept after it ended (the sessions API's end rewrites every item's
     # expiry; later writes of the ended state keep it).
     ended_retention_seconds: int = Field(default=30 * 24 * 3600, ge=60)
@@ -156,6 +160,7 @@ class Settings(BaseModel):
             "max_tool_rounds": "CONDUCTOR_MAX_TOOL_ROUNDS",
             "history_window": "CONDUCTOR_HISTORY_WINDOW",
             "session_ttl_seconds": "CONDUCTOR_SESSION_TTL_SECONDS",
+            "history_ttl_seconds": "CONDUCTOR_HISTORY_TTL_SECONDS",
             "ended_retention_seconds": "CONDUCTOR_ENDED_RETENTION_SECONDS",
             "turn_reserve_ms": "CONDUCTOR_TURN_RESERVE_MS",
             "require_principal": "CONDUCTOR_REQUIRE_PRINCIPAL",

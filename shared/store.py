@@ -16,7 +16,12 @@ Items (``pk`` / ``sk``):
   parts, until all are in (``shared.core.result_parts``).
 
 State and history writes of one decision go in one transaction, so a tool-use message is never
-stored without its results. Every item carries ``expires_at`` (DynamoDB TTL).
+stored without its results. Every item carries ``expires_at`` (DynamoDB TTL). With the session
+reaper deployed (``shared.session_reaper``), a session lives as long as its state: the ``STATE``
+item expires a while after the session's last change, history messages only after a far backstop
+(``history_ttl_seconds``), so a session in use keeps all of its history however long it lasts; when
+the state expires, the reaper deletes what remains. Without it, history expires after the session
+TTL from its last write.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ __all__ = ["ConnectionInfo", "DuplicateEvent", "RecentHistory", "SessionStore", 
 STATE_SK = "STATE"
 CONN_SK = "CONN"
 CONNECTION_TTL_SECONDS = 3 * 3600  # API Gateway closes a connection after 2 h at most
+# With the session reaper, a history message outlives its session only if the reaper failed: it is
+# then deleted this long after it was last written, whatever happens.
+HISTORY_BACKSTOP_SECONDS = 400 * 24 * 3600
+BATCH_WRITE_MAX = 25  # DynamoDB's BatchWriteItem limit
+DELETE_ATTEMPTS = 8
 
 
 class VersionConflict(Exception):
@@ -83,16 +93,23 @@ class SessionStore(HistoryReads):
         *,
         ttl_seconds: int,
         ended_ttl_seconds: int | None = None,
+        history_ttl_seconds: int | None = None,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._client = client
         self._table = table_name
         self._ttl = ttl_seconds
+        self._history_ttl = max(history_ttl_seconds or ttl_seconds, ttl_seconds)
+        self._sleep = sleep
         self._ended_ttl = ttl_seconds if ended_ttl_seconds is None else ended_ttl_seconds
         self._clock = clock
 
     def _expires_at(self, seconds: int | None = None) -> dict[str, str]:
         return {"N": str(int(self._clock()) + (seconds or self._ttl))}
+
+    def _history_expires_at(self) -> dict[str, str]:
+        return self._expires_at(self._history_ttl)
 
     def _state_expires_at(self, state: SessionState) -> dict[str, str]:
         """An ended session is kept for the ended retention after it ended, whatever writes it
@@ -226,7 +243,7 @@ class SessionStore(HistoryReads):
         """Each written message records the state version that wrote it (``v``), so a history read
         beside a state read can tell whether it saw the same writes."""
         writes: list[dict[str, Any]] = []
-        written = {"N": str(version)}
+        written, expires = {"N": str(version)}, self._history_expires_at()
         for op in ops:
             key = {"pk": {"S": session_pk(session_id)}, "sk": {"S": _msg_sk(op.seq)}}
             blocks = {"L": [{"S": json.dumps(block, ensure_ascii=False)} for block in op.content]}
@@ -241,7 +258,7 @@ class SessionStore(HistoryReads):
                                 "content": blocks,
                                 "v": written,
                                 "at": {"N": f"{self._clock():.3f}"},
-                                "expires_at": self._expires_at(),
+                                "expires_at": expires,
                             },
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
@@ -255,7 +272,11 @@ class SessionStore(HistoryReads):
                             "Key": key,
                             "UpdateExpression": "SET content = :blocks, v = :v, expires_at = :exp",
                             "ConditionExpression": "attribute_exists(pk)",
-                            "ExpressionAttributeValues": {":blocks": blocks, ":v": written, ":exp": self._expires_at()},
+                            "ExpressionAttributeValues": {
+                                ":blocks": blocks,
+                                ":v": written,
+                                ":exp": expires,
+                            },
                         }
                     }
                 )
@@ -269,7 +290,11 @@ class SessionStore(HistoryReads):
                                 "SET content = list_append(content, :blocks), v = :v, expires_at = :exp"
                             ),
                             "ConditionExpression": "attribute_exists(pk)",
-                            "ExpressionAttributeValues": {":blocks": blocks, ":v": written, ":exp": self._expires_at()},
+                            "ExpressionAttributeValues": {
+                                ":blocks": blocks,
+                                ":v": written,
+                                ":exp": expires,
+                            },
                         }
                     }
                 )
@@ -369,3 +394,49 @@ class SessionStore(HistoryReads):
             },
             "ConditionExpression": "attribute_not_exists(pk)",
         }
+
+    # ---- what an expired session leaves behind ---------------------------------------------------
+
+    def expired_session_keys(self, session_id: str) -> list[dict[str, Any]]:
+        """The keys of what remains of a session whose state expired. When the state is gone, that
+        is everything under its key. When a new session with the same id was started meanwhile (a
+        new incarnation), only the old history messages: those written before it was created."""
+        state = self._client.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": session_pk(session_id)}, "sk": {"S": STATE_SK}},
+            ProjectionExpression="created_at",
+            ConsistentRead=True,
+        ).get("Item")
+        items = self._query_all(
+            {
+                "TableName": self._table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": session_pk(session_id)}},
+                "ProjectionExpression": "pk, sk, #at",
+                "ExpressionAttributeNames": {"#at": "at"},
+                "ConsistentRead": True,
+            }
+        )
+        if state is not None:
+            started = float(state.get("created_at", {}).get("N", "0"))
+            items = [
+                item
+                for item in items
+                if item["sk"]["S"].startswith("MSG#") and float(item.get("at", {}).get("N", "0")) < started
+            ]
+        return [{"pk": item["pk"], "sk": item["sk"]} for item in items]
+
+    def delete_items(self, keys: list[dict[str, Any]]) -> int:
+        """Delete ``keys`` in batches of 25, sending again what DynamoDB left unprocessed (with
+        backoff). Returns how many were deleted; raises when some could not be."""
+        for start in range(0, len(keys), BATCH_WRITE_MAX):
+            requests = [{"DeleteRequest": {"Key": key}} for key in keys[start : start + BATCH_WRITE_MAX]]
+            for attempt in range(DELETE_ATTEMPTS):
+                response = self._client.batch_write_item(RequestItems={self._table: requests})
+                requests = response.get("UnprocessedItems", {}).get(self._table, [])
+                if not requests:
+                    break
+                self._sleep(min(2.0, 0.05 * 2**attempt))
+            if requests:
+                raise RuntimeError(f"{len(requests)} items of the session could not be deleted")
+        return len(keys)
