@@ -11,7 +11,7 @@ from lambdas.events import DisconnectEvent
 from lambdas.runtime import logger, metrics, service, tracer
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

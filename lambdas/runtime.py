@@ -270,6 +270,7 @@ def session_service() -> SessionService:
         gateway=gateway(),
         websocket_endpoint=os.environ.get(WEBSOCKET_CALLBACK_URL_ENV) or None,
         ended_retention_seconds=settings().ended_retention_seconds,
+        items_follow_state=settings().history_ttl_seconds is not None,
     )
 
 

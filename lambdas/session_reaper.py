@@ -22,7 +22,7 @@ ITEMS_METRIC = "SessionItemsReaped"
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

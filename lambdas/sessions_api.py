@@ -4,7 +4,7 @@ Routes are served by Powertools' ``APIGatewayHttpResolver`` with validation on, 
 and bodies are checked against the same models the OpenAPI document is generated from
 (``shared.openapi_export``). Every error this Lambda answers has one shape,
 ``{"error": {"code", "message"}}``: Powertools' own validation errors too (400, never its 422).
-The caller is the JWT authorizer's ``sub``; a stage without sign-in has one person, ``local``.
+The caller is the JWT authorizer's ``sub``; the local stack without sign-in has one person, ``local``.
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ def unreadable_body(event: dict[str, Any]) -> str | None:
     return None
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True, log_event=False)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

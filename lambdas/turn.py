@@ -28,7 +28,7 @@ from shared.turn_launcher import TurnTask
 TURN_RUN_METRIC = "TurnRunMs"
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -54,7 +54,8 @@ def openapi_document() -> dict[str, Any]:
                 scheme="bearer",
                 bearerFormat="JWT",
                 description="the stage's Cognito ID or access token, checked by API Gateway's JWT authorizer "
-                "(a stage without sign-in has no authorizer: every session belongs to one person, local)",
+                "(every deployed stage has it; only the local stack without sign-in has none: "
+                "every session belongs to one person, local)",
             )
         },
         security=[{SECURITY_SCHEME: []}],

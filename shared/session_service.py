@@ -72,6 +72,8 @@ class SessionService:
         websocket_endpoint: str,
         ended_retention_seconds: int,
         clock: Callable[[], float] = time.time,
+        *,
+        items_follow_state: bool = False,
     ) -> None:
         self._store = store
         self._records = records
@@ -79,6 +81,9 @@ class SessionService:
         self._gateway = gateway
         self._endpoint = websocket_endpoint
         self._retention = ended_retention_seconds
+        # With the session reaper deployed, a session's items are deleted with its expired state: ending
+        # re-dates the state alone (its commit does), and a resumed session keeps all it said.
+        self._items_follow_state = items_follow_state
         self._clock = clock
 
     # ---- reading ---------------------------------------------------------------------------
@@ -161,7 +166,9 @@ class SessionService:
     def end(self, owner: str, session_id: str) -> Session:
         """Ended: a turn in progress is stopped as a barge-in stops it (its events kept for a
         resuming app), the open connection gets ``session_ended`` and is closed, and every item
-        of the session now expires ``ended_retention_seconds`` after it ended."""
+        of the session now expires ``ended_retention_seconds`` after it ended: the state by its commit,
+        and the other items with it (by the session reaper where ``items_follow_state``, else each
+        re-dated here)."""
         session_id = session_id_of(session_id)
         now = self._clock()
         connection: list[str | None] = [None]
@@ -179,7 +186,8 @@ class SessionService:
         if connection[0] is not None:
             self._say_and_close(connection[0], ErrorCode.SESSION_ENDED, ENDED_MESSAGE)
         assert state.ended_at is not None
-        self._records.set_expiry(session_pk(session_id), int(state.ended_at) + self._retention)
+        if not self._items_follow_state:
+            self._records.set_expiry(session_pk(session_id), int(state.ended_at) + self._retention)
         return _session(state)
 
     def erase(self, owner: str, session_id: str) -> None:

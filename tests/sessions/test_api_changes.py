@@ -120,6 +120,25 @@ def test_end_marks_ended_tells_the_connection_and_closes_it(api: Api) -> None:
     assert [session["id"] for session in listed["sessions"]] == [state.session_id]
 
 
+def test_with_the_reaper_ending_re_dates_the_state_alone_so_a_resumed_session_keeps_all_it_said(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the session reaper deletes a session's items with its expired state (the history's
+    backstop set), ending dates the state only: a session resumed later has no gap in its history."""
+    monkeypatch.setenv("CONDUCTOR_HISTORY_TTL_SECONDS", str(400 * 24 * 3600))
+    runtime.reset()
+    state = api.seed(connection_id="conn-1", messages=conversation())
+    before = {item["sk"]["S"]: int(item["expires_at"]["N"]) for item in api.items(state.session_id)}
+    status, _ = api.call("POST", f"/sessions/{state.session_id}/end")
+    assert status == 200
+    stored = api.store.load(state.session_id)
+    assert stored is not None and stored.ended_at is not None
+    after = {item["sk"]["S"]: int(item["expires_at"]["N"]) for item in api.items(state.session_id)}
+    assert after.pop("STATE") == int(stored.ended_at) + RETENTION_SECONDS
+    messages = {key: at for key, at in before.items() if key != "STATE"}
+    assert len(messages) == len(conversation()) and after == messages
+
+
 def test_end_stops_a_turn_in_progress_keeping_what_was_heard(api: Api) -> None:
     turn = Turn(turn_id="turn-1", stream=ActiveStream(stream_id="turn-1.0.x", text="Hello there. And more", spoken=12))
     state = api.seed(connection_id="conn-1", messages=[("user", [text_block("hi")])], turn=turn)
