@@ -105,7 +105,7 @@ from conductor_local.bedrock_server import (
     text_delta,
 )
 from conductor_local.offline_recall import is_recall, recall_answer, summary_answer, title_answer
-from shared.core.background import REPORT_MARKER
+from shared.core.background_report import REPORT_MARKER
 
 MAX_COUNT = 1000
 COUNT_PAUSE = 0.05

@@ -6,23 +6,19 @@ ends: the person can go on talking about other things. The call is kept as a *jo
 (it survives reconnects and is in the session state). When the app's real result arrives, before
 the job's deadline, the conductor starts a turn of its own whose request holds the outcome, so the
 model reports it in a sentence or two (a failure also as a card); if a turn is running then, the
-report waits for it to end (``Decision.end_turn``). A deadline that passes is reported the same
-way. Barge-ins and new requests end turns, never jobs. Pure.
+report waits for it to end (``Decision.end_turn``; the report turn is
+``Decision.start_background_report``, its words ``shared.core.background_report``). A deadline that
+passes is reported the same way. Barge-ins and new requests end turns, never jobs. Pure.
 """
 
 from __future__ import annotations
 
 import json
 
-from shared.core.decision import CoreSettings, Decision, Outcome, new_id
-from shared.core.messages import cap_tool_result, text_block, tool_result_block
-from shared.core.speakable import Card, card_patch
-from shared.core.state import BackgroundJob, BackgroundReport, ModelCall, SessionState, Turn
-from shared.protocol import AssistantUIPatch, ToolResult
-
-REPORT_MARKER = "[background report]"
-"""Starts the user message that carries background outcomes to the model (never the person's words)."""
-CARD_BODY_CHARS = 4000
+from shared.core.decision import CoreSettings, Decision, Outcome
+from shared.core.messages import cap_tool_result, tool_result_block
+from shared.core.state import BackgroundJob, BackgroundReport, ModelCall, SessionState
+from shared.protocol import ToolResult
 
 
 def is_background(state: SessionState, settings: CoreSettings, name: str) -> bool:
@@ -80,31 +76,4 @@ def _report(decision: Decision, job: BackgroundJob, text: str, *, failed: bool, 
     )
     decision.notes.append(f"background {job.name} ({job.call_id}) {'failed' if failed else 'finished'}")
     if decision.state.turn is None and decision.state.listening is None:  # not while the person speaks
-        start_report(decision, now)
-
-
-def start_report(decision: Decision, now: float) -> None:
-    """A turn of the conductor's own: the waiting outcomes go to the model, which tells the person."""
-    reports, decision.state.background_reports = decision.state.background_reports, []
-    for report in reports:
-        if report.failed:
-            body = report.text[:CARD_BODY_CHARS]
-            card = Card(type="list", title=f"{report.name} failed", language=None, file=None, body=body)
-            decision.send(AssistantUIPatch(patch=card_patch(card)))
-    turn = Turn(turn_id=new_id("turn"))
-    decision.state.turn = turn
-    decision.history.add("user", [text_block(report_text(reports, now))])
-    decision.set_state("thinking", turn.turn_id)
-    decision.start_stream(turn, now)
-    decision.notes.append(f"report turn {turn.turn_id}: {[report.name for report in reports]}")
-
-
-def report_text(reports: list[BackgroundReport], now: float) -> str:
-    lines = [REPORT_MARKER]
-    for report in reports:
-        seconds = max(0.0, now - report.started_at) if now and report.started_at else 0.0
-        when = f"started {seconds / 60:.0f} min ago" if seconds >= 90 else f"started {seconds:.0f} s ago"
-        outcome = "did not succeed" if report.failed else "finished"
-        lines.append(f"The {report.name} you started in the background ({when}) {outcome}: {report.text}")
-    lines.append("Tell the user the outcome in a sentence or two, without reading the output aloud.")
-    return "\n".join(lines)
+        decision.start_background_report(now)

@@ -7,13 +7,17 @@ import json
 import uuid
 from dataclasses import dataclass, field
 
+from shared.core.background_report import failure_cards, report_text
 from shared.core.history_ops import HistoryOp, HistoryWriter
+from shared.core.messages import text_block
+from shared.core.speakable import card_patch
 from shared.core.state import CALL_IDS_KEPT, OWN_CALLS_KEPT, ActiveStream, OwnCall, OwnPurpose, SessionState, Turn
 from shared.core.wrapper import OWN_CALL_PREFIX
 from shared.protocol import (
     EXECUTING_STATE,
     SPEAKING_STATE,
     AssistantSpeechFinal,
+    AssistantUIPatch,
     ErrorCode,
     ErrorPayload,
     Payload,
@@ -195,9 +199,20 @@ class Decision:
         self.set_state("idle", turn.turn_id)
         self.state.turn = None
         if now is not None and self.state.background_reports:
-            from shared.core.background import start_report  # the background flow builds on this one
+            self.start_background_report(now)
 
-            start_report(self, now)
+    def start_background_report(self, now: float) -> None:
+        """A turn of the conductor's own: the waiting background outcomes go to the model, which
+        tells the person (a failure also shows as a card)."""
+        reports, self.state.background_reports = self.state.background_reports, []
+        for card in failure_cards(reports):
+            self.send(AssistantUIPatch(patch=card_patch(card)))
+        turn = Turn(turn_id=new_id("turn"))
+        self.state.turn = turn
+        self.history.add("user", [text_block(report_text(reports, now))])
+        self.set_state("thinking", turn.turn_id)
+        self.start_stream(turn, now)
+        self.notes.append(f"report turn {turn.turn_id}: {[report.name for report in reports]}")
 
     def remember_call_ids(self, call_ids: list[str]) -> None:
         self.state.recent_call_ids = [*self.state.recent_call_ids, *call_ids][-CALL_IDS_KEPT:]

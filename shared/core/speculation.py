@@ -21,7 +21,6 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.core import background
 from shared.core.decision import Decision, Outcome, StreamSuperseded, new_id
 from shared.core.messages import Message, text_block
 from shared.core.state import ActiveStream, Listening, SessionState, Turn
@@ -278,7 +277,7 @@ def _report_waiting(decision: Decision, now: float) -> None:
     """A background tool's outcome waits for no turn to run: it is reported once the person is
     silent and no speculation runs."""
     if decision.state.turn is None and decision.state.listening is None and decision.state.background_reports:
-        background.start_report(decision, now)
+        decision.start_background_report(now)
 
 
 def drop(decision: Decision, reason: str) -> None:

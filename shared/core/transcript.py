@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.core.background import REPORT_MARKER
+from shared.core.background_report import REPORT_MARKER
 from shared.core.inline_reasoning import reasoning_words, without_reasoning
 from shared.core.messages import ERROR_MARKER, INTERRUPTED_MARKER, Block
 from shared.core.stream import (

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from shared.core import conductor
-from shared.core.background import REPORT_MARKER, next_job_deadline
+from shared.core.background import next_job_deadline
+from shared.core.background_report import REPORT_MARKER
 from shared.core.decision import CoreSettings
 from shared.core.model_output import MessageEnd, ModelMessage, ToolUseRequest, ToolUseStarted
 from shared.core.state import ActiveStream, SessionState, Turn

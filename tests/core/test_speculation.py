@@ -11,7 +11,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from shared.core import conductor, connection, session_index, speculation
-from shared.core.background import REPORT_MARKER
+from shared.core.background_report import REPORT_MARKER
 from shared.core.conductor import CoreSettings, Outcome, StreamSuperseded
 from shared.core.history_ops import AppendMessage
 from shared.core.messages import Message

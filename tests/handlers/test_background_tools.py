@@ -9,7 +9,7 @@ import pytest
 from conductor_local.bedrock_server import message, tool_call
 from lambdas import runtime
 from shared import service as service_module
-from shared.core.background import REPORT_MARKER
+from shared.core.background_report import REPORT_MARKER
 from shared.gateway import callback_endpoint
 from tests.handlers.conftest import STAGE, Connection, Harness
 
