@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
 
+from benchmarks.bench_stack import bench_stack
 from benchmarks.figures import percentile
 from benchmarks.load import TURN_TIMEOUT_S, TimedClient
 from conductor_local.bedrock_server import RejectRequest
@@ -387,7 +388,6 @@ async def speculation_turns(bench: Any, flow: Flow, turns: int, sessions: int) -
 
 def flow_in_own_process(flow: Flow, turns: int, sessions: int) -> FlowRun:
     """``speculation_turns`` on a stack of its own, in this (child) process."""
-    from benchmarks.turn_latency import bench_stack
 
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     with bench_stack(PACE, False, flow.env) as bench:

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from benchmarks.barge_in import barge_in_turns
+from benchmarks.bench_stack import bench_stack
 from benchmarks.capacity import item_size, read_units, write_units
 from benchmarks.costs import PRICES, TurnUsage, cost_per_1000, stages, websocket_messages
 from benchmarks.load import sessions_in_own_process
@@ -17,7 +18,6 @@ from benchmarks.turn_latency import (
     PLAIN,
     RAMBLE,
     Scenario,
-    bench_stack,
     blocking_chain,
     longest_chain,
     run_scenario,
