@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -16,8 +16,18 @@ from websockets.protocol import Event
 from conductor_local import management
 from conductor_local.apigw_http import is_http_api_request_line
 
-if TYPE_CHECKING:
-    from conductor_local.apigw import LocalApiGateway
+
+class Gateway(Protocol):
+    """What a connection asks of the gateway that accepted it (``LocalApiGateway``)."""
+
+    _tcp: set[GatewayConnection]
+
+    async def _http_api_reply(self, request: management.ManagementRequest, conn: GatewayConnection) -> bytes: ...
+
+    async def _management_reply(self, request: management.ManagementRequest) -> bytes: ...
+
+    def _log(self, line: str) -> None: ...
+
 
 _DEFAULT_DISCONNECT_REASONS = {
     1005: "Client-side close frame status not set",
@@ -28,7 +38,7 @@ _DEFAULT_DISCONNECT_REASONS = {
 class GatewayConnection(ServerConnection):
     """One TCP connection to the gateway: a WebSocket, or management API requests one after another."""
 
-    def __init__(self, *args: Any, gateway: LocalApiGateway, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, gateway: Gateway, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gateway = gateway
         self.route: Literal["websocket", "management", "http"] | None = None

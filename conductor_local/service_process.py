@@ -116,7 +116,7 @@ def _bedrock(args: Sequence[str]) -> Server:
 def _lambda(args: Sequence[str]) -> Server:
     from conductor_local.deadline_queue import deadline_functions
     from conductor_local.lambda_server import LocalLambdaServer
-    from conductor_local.stack import turn_functions
+    from conductor_local.turn_functions import turn_functions
 
     server = LocalLambdaServer(turn_functions() | deadline_functions()).start()
     os.environ["AWS_ENDPOINT_URL_LAMBDA"] = server.url  # a handler that launches a turn calls this service

@@ -42,6 +42,7 @@ from conductor_local.cognito import LocalUserPool, create_user_pool
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.service_process import ServiceProcess
 from conductor_local.tables import create_tables
+from conductor_local.turn_functions import HANDLER_TIMEOUT_S, TURN_FUNCTION, turn_functions
 from shared.jwt_auth import CognitoSettings
 
 if TYPE_CHECKING:
@@ -51,11 +52,6 @@ DEFAULT_TABLE = "voiceide-conductor-local"
 DEFAULT_REGION = "us-east-1"
 MESSAGE_TIMEOUT_S = 29.0
 """The message Lambda's timeout as deployed (infra/config.py); connect/disconnect get 10 s."""
-HANDLER_TIMEOUT_S = 10.0
-TURN_FUNCTION = "voiceide-conductor-turn"
-TURN_ABANDONED_FUNCTION = "voiceide-conductor-turn-abandoned"
-TURN_TIMEOUT_S = 600.0
-"""The turn runner's timeout as deployed (infra/config.py)."""
 SESSIONS_API_FUNCTION = "voiceide-conductor-sessions-api"
 SESSIONS_API_TIMEOUT_S = 29.0
 """The sessions API function's timeout as deployed (infra/constructs/functions.py)."""
@@ -426,25 +422,6 @@ def _deployed_sessions_api(event: Any, context: Any) -> Any:
 def _deployed_authorizer(event: Any, context: Any) -> Any:
     """The ``$connect`` authorizer, imported at its first invocation (its environment is set by then)."""
     return importlib.import_module("lambdas.authorizer").handler(event, context)
-
-
-def turn_functions() -> dict[str, Any]:
-    """The turn runner and its on-failure destination, configured as deployed: no retries (a
-    stream must never run twice), failures to the destination that ends the turn."""
-    from conductor_local.lambda_server import LocalFunction
-
-    def run_turn(event: Any, context: Any) -> Any:
-        return importlib.import_module("lambdas.turn").handler(event, context)
-
-    def end_abandoned_turn(event: Any, context: Any) -> Any:
-        return importlib.import_module("lambdas.turn_abandoned").handler(event, context)
-
-    return {
-        TURN_FUNCTION: LocalFunction(
-            run_turn, timeout_seconds=TURN_TIMEOUT_S, retry_attempts=0, on_failure=TURN_ABANDONED_FUNCTION
-        ),
-        TURN_ABANDONED_FUNCTION: LocalFunction(end_abandoned_turn, timeout_seconds=HANDLER_TIMEOUT_S),
-    }
 
 
 def _reset_handler_clients() -> None:

@@ -26,8 +26,8 @@ from conductor_local.dynamodb_server import LocalMotoServer
 from conductor_local.lambda_context import LocalLambdaContext
 from conductor_local.lambda_server import LocalLambdaServer
 from conductor_local.offline_recall import answering_summaries
-from conductor_local.stack import TURN_FUNCTION, turn_functions
 from conductor_local.tables import create_tables
+from conductor_local.turn_functions import TURN_FUNCTION, turn_functions
 from lambdas import connect, disconnect, message, runtime
 from shared.protocol import Event, now_timestamp
 from tests.handlers.recording_management_api import RecordingManagementApi

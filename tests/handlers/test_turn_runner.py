@@ -21,7 +21,7 @@ import pytest
 
 from conductor_local.bedrock_server import Text, message, tool_call
 from conductor_local.lambda_context import LocalLambdaContext
-from conductor_local.stack import TURN_FUNCTION, TURN_TIMEOUT_S
+from conductor_local.turn_functions import TURN_FUNCTION, TURN_TIMEOUT_S
 from lambdas import message as message_lambda
 from lambdas import runtime, turn, turn_abandoned
 from shared.core.conductor import RUNNER_LOST_LINE

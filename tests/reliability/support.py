@@ -13,7 +13,7 @@ from moto.core.model_instances import reset_model_data
 
 from conductor_local.bedrock_server import RecordedRequest, RejectRequest, Script, Step
 from conductor_local.lambda_context import LocalLambdaContext
-from conductor_local.stack import TURN_FUNCTION
+from conductor_local.turn_functions import TURN_FUNCTION
 from lambdas import message, runtime
 from shared.protocol import Event, now_timestamp, parse_event
 from tests.handlers.conftest import Connection, Harness
