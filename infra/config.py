@@ -68,6 +68,11 @@ class BedrockSettings(_Settings):
     thinking: ThinkingSetting = "off"
     # The model's prices (the spend alarm, alarms.bedrock_usd_per_hour); every stage states them.
     prices: TokenPrices | None = None
+    # The account's Bedrock quotas for this model in the stage's region, as granted (Service Quotas,
+    # Amazon Bedrock; ``voiceide-conductor doctor --stage <name>`` reads them): tokens and requests per
+    # minute. None: the capacity model assumes the documented defaults (benchmarks/aws_quotas.py).
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    requests_per_minute: int | None = Field(default=None, ge=1)
 
     @property
     def profile_geography(self) -> str | None:
@@ -221,6 +226,16 @@ class SpeculationSettings(_Settings):
     stable_ms: int = Field(default=300, ge=100, le=2000)
 
 
+class FairShareSettings(_Settings):
+    """Fair sharing between sessions (``shared.core.admission``): a partial transcript with new words
+    sooner than ``min_partial_interval_ms`` after the last one kept is dropped (CONDUCTOR_MIN_PARTIAL_
+    INTERVAL_MS); a session's events other than partials beyond ``max_events_per_second`` are answered
+    ``rate_limited`` (CONDUCTOR_MAX_EVENTS_PER_SECOND)."""
+
+    min_partial_interval_ms: int = Field(default=150, ge=0, le=5000)
+    max_events_per_second: int = Field(default=50, ge=1, le=1000)
+
+
 AuthMode = Literal["cognito", "dev-signed-token"]
 AUTH_MODES: tuple[str, ...] = ("cognito", "dev-signed-token")
 NO_AUTH_REFUSAL = (
@@ -320,6 +335,7 @@ class StageConfig(_Settings):
     alarms: AlarmSettings = AlarmSettings()
     sessions: SessionsSettings = SessionsSettings()
     speculation: SpeculationSettings = SpeculationSettings()
+    fair_share: FairShareSettings = FairShareSettings()
 
     @model_validator(mode="before")
     @classmethod

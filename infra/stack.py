@@ -15,6 +15,7 @@ from infra.constructs.dashboard import ConductorDashboard
 from infra.constructs.deadlines import ConductorDeadlines
 from infra.constructs.functions import ConductorFunctions, removal_policy
 from infra.constructs.monitoring import ConductorAlarms, Watched
+from infra.constructs.reaper import ConductorSessionReaper
 from infra.constructs.sessions_api import SESSIONS_API_CONNECTION_METHODS, ConductorSessionsApi
 from infra.nag import suppress_findings
 from shared.session_records import SESSIONS_INDEX, SESSIONS_INDEX_PROJECTED
@@ -68,6 +69,8 @@ class ConductorStack(Stack):
             sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             time_to_live_attribute="expires_at",
+            # Keys only: the session reaper needs only which STATE item the time to live deleted.
+            stream=dynamodb.StreamViewType.KEYS_ONLY,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
@@ -93,6 +96,10 @@ class ConductorStack(Stack):
 
         self.functions = ConductorFunctions(
             self, "Functions", config=config, table=self.table, skip_bundle_deps=skip_bundle_deps
+        )
+        # Deletes what remains of a session when the time to live deletes its state (the table's stream).
+        self.reaper = ConductorSessionReaper(
+            self, "SessionReaper", config=config, table=self.table, functions=self.functions
         )
 
         self.auth = ConductorAuth(self, "Auth", config=config)
@@ -155,6 +162,7 @@ class ConductorStack(Stack):
         monitored["authorizer"] = authorizer
         if functions.sessions_api is not None:
             monitored["sessionsApi"] = functions.sessions_api
+        monitored["sessionReaper"] = self.reaper.function
         watched = Watched(
             config=config,
             functions=monitored,

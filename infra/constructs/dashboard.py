@@ -1,6 +1,6 @@
-"""The stage's CloudWatch dashboard: turns, error rates, latency, connections, throttles, the sessions
-API (where the stage has it), and a section of per-turn figures (latency percentiles, tokens and the
-prompt cache, work per turn)."""
+"""The stage's CloudWatch dashboard: turns, error rates, latency, connections, throttles, fair sharing
+and the session reaper, the sessions API (where the stage has it), and a section of per-turn figures
+(latency percentiles, tokens and the prompt cache, work per turn)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from infra.constructs.monitoring import (
     DISCARDED_INPUT_TOKENS_METRIC,
     DISCARDED_OUTPUT_TOKENS_METRIC,
     DYNAMODB_REQUESTS_METRIC,
+    EVENTS_RATE_LIMITED_METRIC,
     FIRST_PARTIAL_METRIC,
     FIRST_SPEAK_METRIC,
     INPUT_TOKENS_METRIC,
@@ -22,6 +23,9 @@ from infra.constructs.monitoring import (
     OUTPUT_TOKENS_METRIC,
     PERIOD,
     POSTS_METRIC,
+    REAPER_ITERATOR_AGE_LIMIT,
+    SESSION_ITEMS_REAPED_METRIC,
+    SESSIONS_REAPED_METRIC,
     SPECULATIONS_DISCARDED_METRIC,
     SPECULATIONS_METRIC,
     SUMMARIES_WRITTEN_METRIC,
@@ -179,6 +183,29 @@ def turn_section(config: StageConfig) -> list[list[cloudwatch.IWidget]]:
     ]
 
 
+def sharing_and_retention_row(alarms: ConductorAlarms) -> list[cloudwatch.IWidget]:
+    """Fair sharing (events refused over a session's budget) and the session reaper (sessions and
+    items deleted after their state expired, and how far behind the table's stream it is)."""
+    config = alarms.watched.config
+    fair = config.fair_share
+    return [
+        graph(
+            f"Events refused rate_limited (per 5 minutes; {fair.max_events_per_second}/s per session)",
+            [own_metric(config, EVENTS_RATE_LIMITED_METRIC)],
+        ),
+        graph(
+            "Expired sessions reaped and their items deleted (per 5 minutes)",
+            [own_metric(config, SESSIONS_REAPED_METRIC)],
+            right=[own_metric(config, SESSION_ITEMS_REAPED_METRIC)],
+        ),
+        graph(
+            "Session reaper iterator age (ms; stream records are kept 24 h)",
+            [alarms.reaper_iterator_age()],
+            left_annotations=[limit(REAPER_ITERATOR_AGE_LIMIT.to_milliseconds(), "alarm")],
+        ),
+    ]
+
+
 def sessions_api_row(alarms: ConductorAlarms) -> list[cloudwatch.IWidget]:
     """The sessions API: its requests and error answers, API Gateway's latency, its 5XX rate."""
     watched = alarms.watched
@@ -299,6 +326,7 @@ class ConductorDashboard(Construct):
                 right_y_axis=cloudwatch.YAxisProps(min=0, max=100),
             ),
         )
+        self.dashboard.add_widgets(*sharing_and_retention_row(alarms))
         if watched.sessions_api is not None:
             self.dashboard.add_widgets(*sessions_api_row(alarms))
         for row in turn_section(config):

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from infra import bundling
 from infra.config import LOG_RETENTION_DAYS, StageConfig
+from shared.store import HISTORY_BACKSTOP_SECONDS
 
 RETENTION: dict[int, logs.RetentionDays] = dict(
     zip(LOG_RETENTION_DAYS, [member for member in logs.RetentionDays if member.name != "INFINITE"], strict=True)
@@ -61,6 +62,12 @@ WEBSOCKET_CALLBACK_URL_ENV = "CONDUCTOR_WEBSOCKET_CALLBACK_URL"
 # How long an ended session is kept (sessions.ended_retention_days): the sessions API's end sets it on
 # every item, and every function's store keeps it on the ended session's later writes.
 ENDED_RETENTION_ENV = "CONDUCTOR_ENDED_RETENTION_SECONDS"
+# How long a history message is kept after its last write. The stack deploys the session reaper
+# (infra/constructs/reaper.py), which deletes a session's history when its state expires, so history
+# expires only after a far backstop (shared.store.HISTORY_BACKSTOP_SECONDS, 400 days): a session in
+# use keeps all of it. Every function that writes history gets it (those that commit, the sessions API).
+HISTORY_TTL_ENV = "CONDUCTOR_HISTORY_TTL_SECONDS"
+HISTORY_TTL_SECONDS = HISTORY_BACKSTOP_SECONDS
 
 
 def removal_policy(config: StageConfig) -> RemovalPolicy:
@@ -149,6 +156,11 @@ class ConductorFunctions(Construct):
             "CONDUCTOR_SPECULATION_STABLE_MS": str(config.speculation.stable_ms),
             # Every store keeps an ended session's expiry on its later writes: all functions agree on it.
             ENDED_RETENTION_ENV: str(config.sessions.ended_retention_seconds),
+            HISTORY_TTL_ENV: str(HISTORY_TTL_SECONDS),
+            # Fair sharing: $default drops early partials and refuses events over a session's budget;
+            # the speculation watcher (turn function) reads the partial interval too.
+            "CONDUCTOR_MIN_PARTIAL_INTERVAL_MS": str(config.fair_share.min_partial_interval_ms),
+            "CONDUCTOR_MAX_EVENTS_PER_SECOND": str(config.fair_share.max_events_per_second),
             "POWERTOOLS_SERVICE_NAME": config.service_name,
             "POWERTOOLS_LOG_LEVEL": config.log_level,
             "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,
@@ -267,6 +279,7 @@ class ConductorFunctions(Construct):
                 "CONDUCTOR_REQUIRE_PRINCIPAL": self.environment["CONDUCTOR_REQUIRE_PRINCIPAL"],
                 WEBSOCKET_CALLBACK_URL_ENV: callback_url,
                 ENDED_RETENTION_ENV: self.environment[ENDED_RETENTION_ENV],
+                HISTORY_TTL_ENV: self.environment[HISTORY_TTL_ENV],
                 "POWERTOOLS_SERVICE_NAME": config.service_name,
                 "POWERTOOLS_LOG_LEVEL": config.log_level,
                 "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,

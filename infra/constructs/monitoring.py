@@ -8,7 +8,7 @@ stage's ClientError: throttled frames, refused sign-ins). Durations alarm near t
 throttles of the table and failed API executions when they last, and Bedrock spend when an hour's
 estimated dollars (every kind of token, dropped speculations' too, at the stage's prices) reach the
 stage's ceiling. Failed rolling-summary folds alarm per fold: the conversation goes on, so nothing
-else would tell.
+else would tell. The session reaper alarms when it falls an hour behind the table's stream.
 """
 
 from __future__ import annotations
@@ -68,6 +68,16 @@ SPECULATIONS_METRIC = "Speculations"
 SPECULATIONS_DISCARDED_METRIC = "SpeculationsDiscarded"
 DISCARDED_INPUT_TOKENS_METRIC = "SpeculationDiscardedInputTokens"
 DISCARDED_OUTPUT_TOKENS_METRIC = "SpeculationDiscardedOutputTokens"
+# Fair sharing (shared/service.py): events refused over a session's budget a second.
+EVENTS_RATE_LIMITED_METRIC = "EventsRateLimited"
+# The session reaper (lambdas/session_reaper.py): expired sessions reaped, and the items it deleted.
+SESSIONS_REAPED_METRIC = "SessionsReaped"
+SESSION_ITEMS_REAPED_METRIC = "SessionItemsReaped"
+# The session reaper reads the table's stream, whose records DynamoDB keeps 24 hours: a reaper stuck
+# on a batch (failing, throttled) must be seen long before they go. Its iterator age (how old the
+# last record it was handed is) at this for 3 of 5 five-minute periods alarms, with ~23 h left to act.
+REAPER = "sessionReaper"
+REAPER_ITERATOR_AGE_LIMIT = Duration.hours(1)
 # A speculation watcher that failed (its invocation died or never ran): counted apart from abandoned turns.
 WATCHER_FAILURES_METRIC = "WatcherFailures"
 # The spend estimate: each token metric (metric id, metric name) and the price it is weighed with
@@ -235,6 +245,18 @@ class ConductorAlarms(Construct):
                 f"p99 duration of the {name} function reached {share:g}% of its timeout ({limit_ms:g} ms)",
             )
 
+        reaper = watched.functions.get(REAPER)
+        if reaper is not None:
+            limit = REAPER_ITERATOR_AGE_LIMIT
+            self._alarm(
+                "SessionReaperIteratorAge",
+                self.reaper_iterator_age(),
+                limit.to_milliseconds(),
+                f"the session reaper is {limit.to_hours():g} h or more behind the table's stream (failing or "
+                "throttled: the stream keeps records 24 h, and a session whose record is lost keeps its history "
+                "until the 400-day backstop)",
+            )
+
         self._alarm(
             "TableThrottles",
             self.table_throttles(),
@@ -330,6 +352,12 @@ class ConductorAlarms(Construct):
             },
             label="DynamoDB throttles",
             period=PERIOD,
+        )
+
+    def reaper_iterator_age(self) -> cloudwatch.Metric:
+        """The age of the last stream record handed to the session reaper (ms, maximum per period)."""
+        return self.watched.functions[REAPER].metric(
+            "IteratorAge", statistic="Maximum", period=PERIOD, label="reaper iterator age (max, ms)"
         )
 
     def sessions_api_5xx_rate(self) -> cloudwatch.MathExpression:

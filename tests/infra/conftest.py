@@ -38,6 +38,7 @@ def variant_stages() -> dict[str, Any]:
     )
     settings["lambdas"]["reserved_concurrency"] = 20
     settings["lambdas"]["turn_reserved_concurrency"] = 200
+    settings["fair_share"] = {"min_partial_interval_ms": 250, "max_events_per_second": 20}
     settings["bedrock"] = {
         "model_id": "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
         "inference_profile_regions": ["eu-west-1", "us-east-1"],

@@ -62,8 +62,12 @@ def test_the_queue_is_encrypted_ssl_only_and_hands_failures_to_a_dead_letter_que
 def test_the_deadline_function_consumes_the_queue_in_batches_with_partial_failures(any_stage: Synth) -> None:
     (queue_id, _), _ = queues(any_stage)
     fn_id, fn = any_stage.function(DEADLINE_HANDLER)
-    _, mapping = any_stage.one("AWS::Lambda::EventSourceMapping")
-    props = mapping["Properties"]
+    # The queue's mapping; the other one is the session reaper's (the table's stream).
+    (props,) = [
+        mapping["Properties"]
+        for mapping in any_stage.of_type("AWS::Lambda::EventSourceMapping").values()
+        if ref_of(mapping["Properties"]["FunctionName"]) == fn_id
+    ]
     assert ref_of(props["FunctionName"]) == fn_id
     assert ref_of(props["EventSourceArn"]) == queue_id
     assert props["BatchSize"] == 10

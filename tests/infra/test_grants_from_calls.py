@@ -60,6 +60,16 @@ PLATFORM_ACTIONS: dict[str, frozenset[str]] = {
             "sqs:GetQueueUrl",
         }
     ),
+    # The table stream's poller (as CDK's DynamoEventSource grants it): the stream's shards and records,
+    # and ListStreams (which takes no resource but '*': tests/infra/test_stack.py).
+    "lambdas.session_reaper.handler": frozenset(
+        {
+            "dynamodb:DescribeStream",
+            "dynamodb:GetRecords",
+            "dynamodb:GetShardIterator",
+            "dynamodb:ListStreams",
+        }
+    ),
 }
 
 

@@ -137,7 +137,9 @@ def test_function_error_and_throttle_rates_per_invocation(any_stage: Synth) -> N
         for props in alarms(any_stage).values():
             read = alarm_metrics(props)
             if all(
-                ns == "AWS/Lambda" and dims == {"FunctionName": f"<{fn_id}>"} and name != "Duration"
+                ns == "AWS/Lambda"
+                and dims == {"FunctionName": f"<{fn_id}>"}
+                and name not in ("Duration", "IteratorAge")
                 for ns, name, dims, _, _ in read
             ):
                 rates[frozenset(name for _, name, _, _, _ in read)] = props

@@ -310,6 +310,8 @@ def test_the_function_is_declared_like_the_others_with_its_environment(any_stage
     assert callback == flatten_cfn_reference(any_stage.template["Outputs"]["CallbackUrl"]["Value"])
     assert env == {
         "CONDUCTOR_ENDED_RETENTION_SECONDS": str(config.sessions.ended_retention_days * 24 * 3600),
+        # ending or erasing commits the state (a barge-in may write history): the reaper's backstop
+        "CONDUCTOR_HISTORY_TTL_SECONDS": str(400 * 24 * 3600),
         "CONDUCTOR_REQUIRE_PRINCIPAL": "true" if config.authorizer else "false",
         "POWERTOOLS_SERVICE_NAME": config.service_name,
         "POWERTOOLS_LOG_LEVEL": config.log_level,
