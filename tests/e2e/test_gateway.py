@@ -84,9 +84,9 @@ def test_management_requests_share_one_kept_alive_connection(stack: LocalStack) 
     """As API Gateway's management API: one TCP connection carries request after request (a
     Lambda's client posts every event of a turn on it); ``Connection: close`` ends it."""
     gone = f"/{stack.gateway.stage if stack.gateway else 'local'}/@connections/{uuid.uuid4().hex}"
-    request = f"GET {gone} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode()
-    last = request.replace(b"Content-Length: 0", b"Connection: close\r\nContent-Length: 0")
     host, port = stack.gateway.domain_name.rsplit(":", 1) if stack.gateway else ("127.0.0.1", "0")
+    request = f"GET {gone} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: 0\r\n\r\n".encode()
+    last = request.replace(b"Content-Length: 0", b"Connection: close\r\nContent-Length: 0")
     with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
         sock.sendall(request)
         first = _read_response(sock)
