@@ -17,7 +17,7 @@ class Quota:
     name: str
     """As AWS names it (the Service Quotas name where there is one)."""
     value: float | None
-    """The default; None where AWS enforces no such quota."""
+    """The default; None where there is no figure to assume (``note`` says why)."""
     unit: str
     scope: str
     source_title: str
@@ -52,6 +52,7 @@ BEDROCK_BURNDOWN = (
     "How tokens are counted in Amazon Bedrock",
     "https://docs.aws.amazon.com/bedrock/latest/userguide/quotas-token-burndown.html",
 )
+BEDROCK_QUOTAS = ("Quotas for Amazon Bedrock", "https://docs.aws.amazon.com/bedrock/latest/userguide/quotas.html")
 BEDROCK_GENERAL = ("Amazon Bedrock endpoints and quotas", "https://docs.aws.amazon.com/general/latest/gr/bedrock.html")
 
 _Q = [
@@ -185,7 +186,7 @@ _Q = [
         "bedrock_tpm:anthropic.claude-haiku-5-5",
         "Cross-Region InvokeModel tokens per minute for Anthropic Claude Haiku 5.5",
         1_000_000,
-        "tokens/min (input + output x burndown)",
+        "tokens/min (input + cache writes + output x burndown)",
         "account, Region and model",
         *BEDROCK_RUNTIME,
         code=None,
@@ -200,7 +201,7 @@ _Q = [
         "bedrock_tpm:anthropic.claude-sonnet-5-5",
         "Cross-Region InvokeModel tokens per minute for Anthropic Claude Sonnet 5.5",
         1_000_000,
-        "tokens/min (input + output x burndown)",
+        "tokens/min (input + cache writes + output x burndown)",
         "account, Region and model",
         *BEDROCK_RUNTIME,
         code=None,
@@ -208,14 +209,30 @@ _Q = [
         note="as for Haiku 5.5: the nearest figure found, not a documented default for this model",
     ),
     Quota(
-        "bedrock_rpm",
-        "Cross-Region InvokeModel requests per minute",
+        "bedrock_rpm:anthropic.claude-haiku-5-5",
+        "Cross-Region InvokeModel requests per minute for Anthropic Claude Haiku 5.5",
         None,
         "requests/min",
         "account, Region and model",
-        *BEDROCK_RUNTIME,
-        adjustable=False,
-        note="the bedrock-runtime endpoint is governed by token quotas only (TPM, tokens per day); no RPM quota",
+        *BEDROCK_QUOTAS,
+        code=None,
+        documented=False,
+        note=(
+            "Bedrock has a per-model requests-per-minute quota beside the tokens one (requested together); no "
+            "default is documented for Claude 5.5 models: a stage is held to it only where it states it "
+            "(bedrock.requests_per_minute; `voiceide-conductor doctor` reads the account's)"
+        ),
+    ),
+    Quota(
+        "bedrock_rpm:anthropic.claude-sonnet-5-5",
+        "Cross-Region InvokeModel requests per minute for Anthropic Claude Sonnet 5.5",
+        None,
+        "requests/min",
+        "account, Region and model",
+        *BEDROCK_QUOTAS,
+        code=None,
+        documented=False,
+        note="as for Haiku 5.5: no documented default; held only where the stage states it",
     ),
     Quota(
         "bedrock_output_burndown",
@@ -239,10 +256,15 @@ def quota(key: str) -> Quota:
 def value(key: str) -> float:
     found = QUOTAS[key].value
     if found is None:
-        raise ValueError(f"{key}: AWS enforces no such quota")
+        raise ValueError(f"{key}: no default to assume ({QUOTAS[key].note})")
     return float(found)
 
 
 def bedrock_tpm(model: str) -> Quota | None:
     """The tokens-per-minute quota of a foundation model id (without its geography prefix)."""
     return QUOTAS.get(f"bedrock_tpm:{model}")
+
+
+def bedrock_rpm(model: str) -> Quota | None:
+    """The requests-per-minute quota of a foundation model id (without its geography prefix)."""
+    return QUOTAS.get(f"bedrock_rpm:{model}")

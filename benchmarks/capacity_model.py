@@ -9,8 +9,9 @@ limit the speakers' load runs into is turned into a number of people:
     people = limit / (what one speaker uses of it)
 
 with the limits from the stage's settings (route throttle, reserved concurrency, the unreserved
-pool of ``account_concurrency``, speculation on or off, the model) and from the documented quotas
-(``benchmarks.aws_quotas``, one table). The smallest is what the stage holds; the next two follow.
+pool of ``account_concurrency``, speculation on or off, the model, the Bedrock quotas it states)
+and from the documented quotas (``benchmarks.aws_quotas``, one table) where it states none; each
+limit says which (``Limit.basis``). The smallest is what the stage holds; the next two follow.
 ``changes_to_hold`` says what it would take to hold a target (cdk.json values and Service Quotas
 requests) and ``cost_per_user_hour`` what an hour of talk costs at list prices
 (``benchmarks.costs.PRICES``, dated there). Pure arithmetic: nothing here measures or prints.
@@ -106,6 +107,12 @@ class StageView:
     """The account's Lambda concurrency quota: as the stage states it, else the documented default."""
     memory_mb: dict[str, int]
     account_stated: bool = True
+    bedrock_tpm: int | None = None
+    """The account's Bedrock tokens per minute for the model, as the stage states it (None: not stated)."""
+    bedrock_rpm: int | None = None
+    """The account's Bedrock requests per minute for the model, as the stage states it (None: not stated)."""
+    max_turns_per_minute: int | None = None
+    """The conductor's per-session turn limit (None: not known here)."""
 
 
 def stage_view(config: Any) -> StageView:
@@ -123,6 +130,9 @@ def stage_view(config: Any) -> StageView:
         message_reserved=lambdas.reserved_concurrency,
         account_concurrency=lambdas.account_concurrency or int(aws_quotas.value("lambda_concurrency")),
         account_stated=lambdas.account_concurrency is not None,
+        bedrock_tpm=getattr(config.bedrock, "tokens_per_minute", None),
+        bedrock_rpm=getattr(config.bedrock, "requests_per_minute", None),
+        max_turns_per_minute=config.max_turns_per_minute,
         memory_mb={
             "message": lambdas.message_memory_mb,
             "turn": lambdas.turn_memory_mb,
@@ -160,6 +170,10 @@ class Limit:
     unit: str
     setting: str
     """Where it is set: a cdk.json path or a quota key of ``benchmarks.aws_quotas``."""
+    basis: str = "default"
+    """Where the figure comes from: "setting" (the stage's own), "stated" (a quota the stage states as
+    the account's), "default" (a documented AWS default) or "assumed" (no documented default for it:
+    the nearest figure found)."""
 
     @property
     def people(self) -> float:
@@ -187,13 +201,13 @@ def unreserved_pool(stage: StageView) -> int:
 
 
 def tpm_per_speaker(figures: SpeakerFigures, max_tokens: int) -> float:
-    """Bedrock quota tokens one speaker burns a minute: input (fresh, cache reads and writes) plus
-    output at the burndown rate, plus what requests in flight hold reserved (``max_tokens`` each,
-    from the request's start until its end settles it)."""
+    """Bedrock quota tokens one speaker burns a minute: fresh input and cache writes plus output at
+    the burndown rate (AWS, "How tokens are counted in Amazon Bedrock": InputTokenCount +
+    CacheWriteInputTokens + OutputTokenCount x burndown; cache reads do not count), plus what
+    requests in flight hold reserved (``max_tokens`` each, from the request's start until its end
+    settles it)."""
     burndown = aws_quotas.value("bedrock_output_burndown")
-    settled = (
-        figures.input_tokens + figures.cache_read_tokens + figures.cache_write_tokens + burndown * figures.output_tokens
-    )
+    settled = figures.input_tokens + figures.cache_write_tokens + burndown * figures.output_tokens
     in_flight = figures.stream_seconds / 60.0
     return settled + in_flight * max_tokens
 
@@ -209,6 +223,7 @@ def limits(stage: StageView, figures: SpeakerFigures) -> list[Limit]:
             route_rps,
             "requests/s",
             "cdk.json throttle.rate_limit",
+            "setting",
         ),
         Limit(
             "API Gateway account throttle (WebSocket in + @connections posts)",
@@ -233,6 +248,7 @@ def limits(stage: StageView, figures: SpeakerFigures) -> list[Limit]:
                 figures.concurrency(TURN_FUNCTION),
                 "executions",
                 "cdk.json lambdas.turn_reserved_concurrency",
+                "setting",
             )
         )
     if stage.message_reserved is not None:
@@ -243,6 +259,7 @@ def limits(stage: StageView, figures: SpeakerFigures) -> list[Limit]:
                 figures.concurrency(["message"]),
                 "executions",
                 "cdk.json lambdas.reserved_concurrency",
+                "setting",
             )
         )
     pool = _functions_in_pool(stage)
@@ -253,6 +270,7 @@ def limits(stage: StageView, figures: SpeakerFigures) -> list[Limit]:
             figures.concurrency(pool),
             "executions",
             "cdk.json lambdas.account_concurrency",
+            "stated" if stage.account_stated else "default",
         )
     )
     found += [
@@ -288,18 +306,47 @@ def limits(stage: StageView, figures: SpeakerFigures) -> list[Limit]:
                 "dynamodb_partition_wcu",
             )
         )
-    tpm = aws_quotas.bedrock_tpm(stage.model)
-    if tpm is not None and tpm.value is not None:
+    tpm = bedrock_limit(stage, "tokens")
+    if tpm is not None:
+        value, setting, basis = tpm
         found.append(
             Limit(
                 f"Bedrock tokens per minute ({stage.model}, cross-Region)",
-                tpm.value,
+                value,
                 tpm_per_speaker(figures, stage.max_tokens),
                 "tokens/min",
-                tpm.key,
+                setting,
+                basis,
+            )
+        )
+    rpm = bedrock_limit(stage, "requests")
+    if rpm is not None:
+        value, setting, basis = rpm
+        found.append(
+            Limit(
+                f"Bedrock requests per minute ({stage.model}, cross-Region)",
+                value,
+                figures.bedrock_requests,
+                "requests/min",
+                setting,
+                basis,
             )
         )
     return found
+
+
+def bedrock_limit(stage: StageView, metric: str) -> tuple[float, str, str] | None:
+    """The stage's Bedrock quota of ``metric`` ("tokens" or "requests" per minute): ``(value,
+    setting, basis)``, the stated value where the stage states one, else the quota table's default;
+    None when neither gives a figure."""
+    stated = stage.bedrock_tpm if metric == "tokens" else stage.bedrock_rpm
+    setting = "tokens_per_minute" if metric == "tokens" else "requests_per_minute"
+    if stated is not None:
+        return float(stated), f"cdk.json bedrock.{setting}", "stated"
+    quota = aws_quotas.bedrock_tpm(stage.model) if metric == "tokens" else aws_quotas.bedrock_rpm(stage.model)
+    if quota is None or quota.value is None:
+        return None
+    return float(quota.value), quota.key, "default" if quota.documented else "assumed"
 
 
 @dataclass(frozen=True)
@@ -410,10 +457,20 @@ def changes_to_hold(stage: StageView, figures: SpeakerFigures, people: int) -> l
         changes.append(
             Change("auth", 0, 0, 'cdk.json: "auth": "cognito" (one index partition per person instead of one for all)')
         )
-    tpm = aws_quotas.bedrock_tpm(stage.model)
-    needed_tpm = math.ceil(people * tpm_per_speaker(figures, stage.max_tokens))
-    if tpm is not None and tpm.value is not None and needed_tpm > tpm.value:
-        changes.append(Change(tpm.key, tpm.value, needed_tpm, _request(tpm, needed_tpm)))
+    for metric, per_speaker in (
+        ("tokens", tpm_per_speaker(figures, stage.max_tokens)),
+        ("requests", figures.bedrock_requests),
+    ):
+        needed = math.ceil(people * per_speaker)
+        limit = bedrock_limit(stage, metric)
+        quota = aws_quotas.bedrock_tpm(stage.model) if metric == "tokens" else aws_quotas.bedrock_rpm(stage.model)
+        if limit is None or quota is None or needed <= limit[0]:
+            continue
+        value, setting, basis = limit
+        how = _request(quota, needed)
+        if basis == "stated":
+            how = f"{setting.removeprefix('cdk.json ')} {needed}, after {how}"
+        changes.append(Change(setting if basis == "stated" else quota.key, value, needed, how))
     return changes
 
 

@@ -27,6 +27,7 @@ from benchmarks.capacity_model import (
     Capacity,
     SpeakerFigures,
     StageView,
+    bedrock_limit,
     capacity,
     changes_to_hold,
     cost_per_user_hour,
@@ -86,12 +87,19 @@ def report_stage(stage: StageView, figures: SpeakerFigures, out: TextIO, *, targ
         f"account Lambda concurrency {stage.account_concurrency:,} ({quota})",
         file=out,
     )
-    print(f"  {'limit':<66}{'people':>10}{'limit':>14}{'per speaker':>14}  unit", file=out)
+    print(f"  Bedrock quotas of the model: {_bedrock_quotas(stage)}", file=out)
+    if stage.max_turns_per_minute is not None and stage.max_turns_per_minute < math.ceil(figures.turns):
+        print(
+            f"  warning: max_turns_per_minute {stage.max_turns_per_minute} is below the speaker's "
+            f"{figures.turns:.1f} turns a minute: the stage refuses some of their turns",
+            file=out,
+        )
+    print(f"  {'limit':<66}{'people':>10}{'limit':>14}{'per speaker':>14}  {'unit':<14}figure", file=out)
     for rank, limit in enumerate(result.ranked):
         mark = ">" if rank == 0 else ("+" if rank < 3 else " ")
         print(
             f"  {mark} {limit.name:<64}{_people(limit.people):>10}{limit.value:>14,.0f}"
-            f"{limit.per_speaker:>14,.4g}  {limit.unit}",
+            f"{limit.per_speaker:>14,.4g}  {limit.unit:<14}{limit.basis}",
             file=out,
         )
     names = [limit.name for limit in result.binding]
@@ -140,6 +148,24 @@ def target_ramp(stage: StageView, figures: SpeakerFigures, people: float) -> flo
     return people * busiest / aws_quotas.value("lambda_scaling_per_10s")
 
 
+def _bedrock_quotas(stage: StageView) -> str:
+    """Tokens and requests per minute the stage is held to, each with where it comes from."""
+    shown = []
+    for metric, label in (("tokens", "tokens/min"), ("requests", "requests/min")):
+        found = bedrock_limit(stage, metric)
+        if found is None:
+            shown.append(f"{label} not stated (no default to assume: not held to one)")
+            continue
+        value, setting, basis = found
+        where = {
+            "stated": f"stated in {setting}",
+            "default": "not stated: the documented default",
+            "assumed": "not stated: assumed, no documented default",
+        }[basis]
+        shown.append(f"{value:,.0f} {label} ({where})")
+    return "; ".join(shown)
+
+
 def _people(value: float) -> str:
     return "unbounded" if math.isinf(value) else f"{math.floor(value):,}"
 
@@ -147,8 +173,8 @@ def _people(value: float) -> str:
 def report_quotas(out: TextIO) -> None:
     print("\n== quotas used (benchmarks/aws_quotas.py) ==", file=out)
     for quota in aws_quotas.QUOTAS.values():
-        shown = "none enforced" if quota.value is None else f"{quota.value:,.0f} {quota.unit}"
-        flag = "" if quota.documented else " [not documented for this model: nearest figure]"
+        shown = "no default assumed" if quota.value is None else f"{quota.value:,.0f} {quota.unit}"
+        flag = "" if quota.documented or quota.value is None else " [not documented for this model: nearest figure]"
         print(f"  {quota.name}: {shown}{flag} -- {quota.source_title}", file=out)
 
 

@@ -211,6 +211,8 @@ def load_target(stage: str | None, region: str | None) -> Target:
         message_reserved_concurrency=lambdas.reserved_concurrency,
         turn_reserved_concurrency=getattr(lambdas, "turn_reserved_concurrency", None),
         account_concurrency=getattr(lambdas, "account_concurrency", None),
+        bedrock_tokens_per_minute=getattr(bedrock, "tokens_per_minute", None),
+        bedrock_requests_per_minute=getattr(bedrock, "requests_per_minute", None),
     )
 
 

@@ -301,7 +301,45 @@ def check_bedrock_quotas(service_quotas: Any, target: Target) -> CheckResult:
         )
     if not found["requests"]:
         figures.append("no requests-per-minute quota (Bedrock throttles on tokens)")
-    return CheckResult(name, True, f"{where}: {'; '.join(figures)}")
+    return _against_stated(name, target, f"{where}: {'; '.join(figures)}", found)
+
+
+# cdk.json's names of the quotas (stages.<stage>.bedrock), by the metric of the quota's name.
+STATED_SETTINGS = {"tokens": "tokens_per_minute", "requests": "requests_per_minute"}
+
+
+def bedrock_quota_line(target: Target, values: dict[str, int]) -> str:
+    """The settings cdk.json needs to state the account's Bedrock quotas of the stage's model (what
+    ``make capacity`` holds the stage against instead of the defaults it assumes)."""
+    settings = ", ".join(f'"{STATED_SETTINGS[metric]}": {value}' for metric, value in values.items())
+    return f"{settings} in stages.{target.stage}.bedrock of cdk.json"
+
+
+def _against_stated(name: str, target: Target, detail: str, found: dict[str, list[dict[str, Any]]]) -> CheckResult:
+    """The account's quotas (the lowest where several match) against what cdk.json states: a stated
+    value above the account's is a capacity the stage does not have."""
+    account = {
+        metric: int(min(float(quota["Value"]) for quota in quotas))
+        for metric, quotas in found.items()
+        if quotas and all(isinstance(quota.get("Value"), int | float) for quota in quotas)
+    }
+    stated = {"tokens": target.bedrock_tokens_per_minute, "requests": target.bedrock_requests_per_minute}
+    line = bedrock_quota_line(target, account)
+    above = [
+        f"bedrock.{STATED_SETTINGS[metric]} {value:,} (the account has {account[metric]:,})"
+        for metric, value in stated.items()
+        if value is not None and metric in account and value > account[metric]
+    ]
+    if above:
+        return warning(
+            name,
+            f"{detail}; cdk.json states {', '.join(above)}: make capacity counts on quota the account does not have",
+            f"request the increase in Service Quotas → Amazon Bedrock ({target.bedrock_region}), or put {line}",
+        )
+    unstated = [metric for metric in account if stated[metric] is None]
+    if unstated:
+        return CheckResult(name, True, f"{detail} (make capacity assumes defaults: put {line})")
+    return CheckResult(name, True, detail)
 
 
 def _number(value: Any) -> str:

@@ -43,6 +43,10 @@ class Target:
     message_reserved_concurrency: int | None = None
     turn_reserved_concurrency: int | None = None
     account_concurrency: int | None = None
+    # The Bedrock quotas of the stage's model cdk.json states (``bedrock.tokens_per_minute``,
+    # ``bedrock.requests_per_minute``; None: not stated, the capacity model assumes the defaults).
+    bedrock_tokens_per_minute: int | None = None
+    bedrock_requests_per_minute: int | None = None
 
     @property
     def is_profile(self) -> bool:

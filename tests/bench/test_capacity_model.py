@@ -102,6 +102,46 @@ def test_bedrock_tokens_count_output_at_the_burndown_rate_and_reservations_in_fl
     bedrock = by_name(limits(stage(), figures()), "Bedrock tokens per minute")
     assert bedrock.value == aws_quotas.value("bedrock_tpm:anthropic.claude-sonnet-5-5")
     assert bedrock.people == pytest.approx(bedrock.value / 7_000)
+    assert bedrock.basis == "assumed"  # no documented default for Claude Sonnet 5.5
+
+
+def test_cache_writes_count_against_the_token_quota_and_cache_reads_do_not() -> None:
+    """AWS, "How tokens are counted in Amazon Bedrock": InputTokenCount + CacheWriteInputTokens +
+    OutputTokenCount x burndown; CacheReadInputTokens are not counted."""
+    cached = figures(cache_read_tokens=50_000, cache_write_tokens=1_000)
+    assert tpm_per_speaker(cached, 2048) == pytest.approx(6_000 + 1_000 + 5 * 200)
+    assert tpm_per_speaker(figures(cache_read_tokens=1_000_000), 2048) == tpm_per_speaker(figures(), 2048)
+
+
+def test_the_bedrock_quotas_a_stage_states_replace_the_defaults() -> None:
+    stated = stage(bedrock_tpm=20_000_000, bedrock_rpm=15_000)
+    found = limits(stated, figures())
+    tokens = by_name(found, "Bedrock tokens per minute")
+    assert (tokens.value, tokens.basis, tokens.setting) == (20_000_000, "stated", "cdk.json bedrock.tokens_per_minute")
+    requests = by_name(found, "Bedrock requests per minute")
+    assert (requests.value, requests.basis) == (15_000, "stated")
+    assert requests.per_speaker == 5  # the speaker's requests a minute
+    assert requests.people == pytest.approx(3_000)
+    # Not stated: no requests-per-minute default is documented for the model, so none is assumed.
+    assert not [limit for limit in limits(stage(), figures()) if limit.name.startswith("Bedrock requests")]
+    assert by_name(found, "API Gateway route throttle").basis == "setting"
+    assert by_name(found, "DynamoDB table read").basis == "default"
+    assert by_name(found, "Lambda unreserved pool").basis == "stated"
+    assert by_name(limits(stage(account_stated=False), figures()), "Lambda unreserved pool").basis == "default"
+
+
+def test_holding_a_target_beyond_a_stated_bedrock_quota_names_the_setting_and_the_request() -> None:
+    stated = stage(rate_limit=10_000, burst_limit=5_000, bedrock_tpm=2_000_000, bedrock_rpm=1_000)
+    changes = {change.setting: change for change in changes_to_hold(stated, figures(), 1000)}
+    tokens = changes["cdk.json bedrock.tokens_per_minute"]
+    assert (tokens.current, tokens.needed) == (2_000_000, 7_000_000)
+    assert tokens.how.startswith("bedrock.tokens_per_minute 7000000, after Service Quotas request:")
+    assert "Cross-Region InvokeModel tokens per minute for Anthropic Claude Sonnet 5.5" in tokens.how
+    requests = changes["cdk.json bedrock.requests_per_minute"]
+    assert (requests.current, requests.needed) == (1_000, 5_000)
+    assert "Cross-Region InvokeModel requests per minute for Anthropic Claude Sonnet 5.5" in requests.how
+    roomy = stage(rate_limit=10_000, burst_limit=5_000, bedrock_tpm=8_000_000, bedrock_rpm=6_000)
+    assert not changes_to_hold(roomy, figures(), 1000)
 
 
 def test_the_smallest_limit_binds_and_the_next_two_follow_in_order() -> None:
@@ -177,6 +217,17 @@ def test_the_report_names_the_binding_limit_and_what_to_raise() -> None:
     assert "== prod: 100 people speaking at once" in text
     assert "binds first: API Gateway route throttle" in text
     assert "raise throttle.rate_limit from 100 to 1,000" in text
+    assert "Bedrock quotas of the model: 1,000,000 tokens/min (not stated: assumed, no documented default)" in text
+    stated = io.StringIO()
+    report_stage(
+        stage(bedrock_tpm=20_000_000, bedrock_rpm=15_000, max_turns_per_minute=3), figures(), stated, target=10
+    )
+    text = stated.getvalue()
+    assert (
+        "20,000,000 tokens/min (stated in cdk.json bedrock.tokens_per_minute); "
+        "15,000 requests/min (stated in cdk.json bedrock.requests_per_minute)"
+    ) in text
+    assert "max_turns_per_minute 3 is below the speaker's 4.0 turns a minute" in text
 
 
 def test_the_stages_of_cdk_json_are_read_through_the_stage_config() -> None:
@@ -193,6 +244,11 @@ def test_the_stages_of_cdk_json_are_read_through_the_stage_config() -> None:
     assert (view.rate_limit, view.burst_limit, view.speculation) == (4, 8, False)
     assert view.turn_reserved is None and view.message_reserved is None
     assert view.account_concurrency == aws_quotas.value("lambda_concurrency") and not view.account_stated
+    assert (view.bedrock_tpm, view.bedrock_rpm) == (None, None)
+    settings["bedrock"] = {**settings["bedrock"], "tokens_per_minute": 2_400_000, "requests_per_minute": 600}
+    settings["max_turns_per_minute"] = 12
+    view = stage_view(select_stage({"x": settings}, "x"))
+    assert (view.bedrock_tpm, view.bedrock_rpm, view.max_turns_per_minute) == (2_400_000, 600, 12)
 
 
 def test_every_quota_names_its_source_and_undocumented_values_say_so() -> None:
@@ -202,8 +258,9 @@ def test_every_quota_names_its_source_and_undocumented_values_say_so() -> None:
             assert quota.note
     assert aws_quotas.quota("apigw_account_rps").code == "L-8A5B8E43"
     assert aws_quotas.quota("lambda_concurrency").code == "L-B99A9384"
-    with pytest.raises(ValueError):
-        aws_quotas.value("bedrock_rpm")
+    with pytest.raises(ValueError, match="no default to assume"):
+        aws_quotas.value("bedrock_rpm:anthropic.claude-sonnet-5-5")
+    assert aws_quotas.bedrock_rpm("anthropic.claude-sonnet-5-5") is not None
 
 
 def test_figures_survive_a_json_round_trip() -> None:

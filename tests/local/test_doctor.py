@@ -406,7 +406,8 @@ def test_every_check_passes_on_a_healthy_stage(deployed: str, bedrock_state: Bed
     assert line(lines, "model invocation").startswith("✓")
     assert line(lines, "Bedrock quotas") == (
         "✓ Bedrock quotas: us-east-1: Cross-Region InvokeModel tokens per minute for Anthropic Claude Haiku 5.5 = "
-        "4,000,000; no requests-per-minute quota (Bedrock throttles on tokens)"
+        "4,000,000; no requests-per-minute quota (Bedrock throttles on tokens) (make capacity assumes defaults: put "
+        '"tokens_per_minute": 4000000 in stages.dev.bedrock of cdk.json)'
     )
     assert line(lines, "Lambda concurrency").startswith("✓ Lambda concurrency: ConcurrentExecutions 1,000")
     assert line(lines, "stack").endswith("wss://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/dev")

@@ -286,8 +286,45 @@ def test_a_profiles_cross_region_quotas_are_reported() -> None:
     ]
     assert quotas_check(target(), applied).line() == (
         "✓ Bedrock quotas: us-east-1: Cross-Region InvokeModel tokens per minute for Anthropic Claude Haiku 5.5 = "
-        "4,000,000; Cross-Region InvokeModel requests per minute for Anthropic Claude Haiku 5.5 = 2,000"
+        "4,000,000; Cross-Region InvokeModel requests per minute for Anthropic Claude Haiku 5.5 = 2,000 "
+        '(make capacity assumes defaults: put "tokens_per_minute": 4000000, "requests_per_minute": 2000 in '
+        "stages.dev.bedrock of cdk.json)"
     )
+
+
+HAIKU_QUOTAS = [
+    quota("Cross-Region InvokeModel tokens per minute for Anthropic Claude Haiku 5.5", 4_000_000.0),
+    quota("Cross-Region InvokeModel requests per minute for Anthropic Claude Haiku 5.5", 2_000.0),
+]
+
+
+def test_quotas_cdk_json_states_as_the_account_has_them_pass_without_a_hint() -> None:
+    stated = target(bedrock_tokens_per_minute=4_000_000, bedrock_requests_per_minute=1_500)
+    result = quotas_check(stated, HAIKU_QUOTAS)
+    assert result.ok and not result.warning
+    assert "make capacity" not in result.detail and not result.fix
+
+
+def test_a_stated_quota_above_the_accounts_is_a_warning_with_the_line_cdk_json_needs() -> None:
+    stated = target(bedrock_tokens_per_minute=20_000_000, bedrock_requests_per_minute=2_000)
+    result = quotas_check(stated, HAIKU_QUOTAS)
+    assert result.ok and result.warning
+    assert result.detail.endswith(
+        "; cdk.json states bedrock.tokens_per_minute 20,000,000 (the account has 4,000,000): make capacity counts "
+        "on quota the account does not have"
+    )
+    assert result.fix == (
+        "request the increase in Service Quotas → Amazon Bedrock (us-east-1), or put "
+        '"tokens_per_minute": 4000000, "requests_per_minute": 2000 in stages.dev.bedrock of cdk.json'
+    )
+
+
+def test_a_stated_requests_quota_above_the_accounts_is_a_warning_too() -> None:
+    stated = target(bedrock_tokens_per_minute=4_000_000, bedrock_requests_per_minute=15_000)
+    result = quotas_check(stated, HAIKU_QUOTAS)
+    assert result.warning
+    assert "bedrock.requests_per_minute 15,000 (the account has 2,000)" in result.detail
+    assert "tokens_per_minute 4,000,000" not in result.detail
 
 
 def test_a_foundation_model_id_counts_against_on_demand_quotas() -> None:
