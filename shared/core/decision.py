@@ -180,6 +180,12 @@ class Decision:
         self.own_call(SPEAK_TOOL, {"text": say}, purpose, turn_id)
         return True
 
+    def speak_line(self, text: str, purpose: OwnPurpose, turn_id: str) -> None:
+        """A ``tts.speak`` of a line of the conductor's own that no final shows (the app shows the
+        error event it goes with)."""
+        self.show("speaking")
+        self.own_call(SPEAK_TOOL, {"text": text}, purpose, turn_id)
+
     def speak_sentences(self, text: str, turn_id: str) -> None:
         self.show("speaking")
         self.own_call(SPEAK_TOOL, {"text": text}, OwnPurpose.SPEAK_SENTENCE, turn_id)

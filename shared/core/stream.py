@@ -301,7 +301,8 @@ def stream_failed(
 
     With ``fallback_line`` (a stalled stream) the app also speaks a short line, so the user
     hears why nothing more is coming; the turn then ends when it has been spoken. Without one, a
-    stream that spoke nothing speaks the line of its ``cause`` (``shared.core.failure_lines``).
+    stream that spoke nothing speaks the line of its ``cause`` (``shared.core.failure_lines``) as a
+    ``tts.speak`` alone: the app shows the error event, and the final stays the model's words.
     With ``claim``, only a runner that holds the stream (or finds it unclaimed) may end it.
     ``text``: the current segment's text as the runner has it.
     """
@@ -321,8 +322,11 @@ def _fail_stream(
     fallback_line: str | None,
     cause: FailureCause | None = None,
 ) -> None:
-    if fallback_line is None and not stream.said.strip() and not stream.spoken:
-        fallback_line = failure_line(code, cause)  # the person would hear nothing at all
+    # The person would hear nothing at all: the line of the failure's cause is spoken (not shown:
+    # the error event is what the app shows; a final stays the model's words).
+    heard_line = (
+        failure_line(code, cause) if fallback_line is None and not stream.said.strip() and not stream.spoken else None
+    )
     said = (stream.said + stream.text).strip()
     # The history always gets the model's side of this turn, even when it said nothing: the next
     # utterance then starts a new user message instead of growing the one that just failed.
@@ -333,6 +337,9 @@ def _fail_stream(
     decision.send(error_payload(code, message))
     if fallback_line:
         decision.speak(fallback_line, OwnPurpose.SPEAK_FINAL, turn.turn_id)
+        return
+    if heard_line:
+        decision.speak_line(heard_line, OwnPurpose.SPEAK_FINAL, turn.turn_id)
         return
     decision.end_turn(turn)
 

@@ -202,11 +202,11 @@ async def test_a_stream_without_message_stop_is_a_bedrock_error_and_the_text_is_
             "partial+",
             "final",
             "error:bedrock_error",
-            "final",
             "tool:tts.speak",
             "idle",
         ]
-        assert turn.finals == ["I was just about to say", FAILURE_LINES[FailureCause.MODEL_FAILED]]
+        assert turn.finals == ["I was just about to say"]
+        assert [call.args["text"] for call in turn.calls("tts.speak")] == [FAILURE_LINES[FailureCause.MODEL_FAILED]]
         assert error_codes(turn) == [ErrorCode.BEDROCK_ERROR]
         await assert_next_turn_is_normal(client)
 

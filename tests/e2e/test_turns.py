@@ -199,9 +199,10 @@ async def test_a_broken_model_stream_reports_bedrock_error_and_the_next_turn_wor
     assert [error.code for error in failed.errors] == [ErrorCode.BEDROCK_ERROR]
     assert failed.states == ["thinking", "idle"]
     line = FAILURE_LINES[FailureCause.MODEL_FAILED]  # nothing was spoken: the person hears why it stopped
-    assert failed.finals == ["Let me think about that and", line], "the text streamed before the failure is kept"
+    assert failed.finals == ["Let me think about that and"], "the text streamed before the failure is kept"
+    assert [call.args["text"] for call in failed.calls("tts.speak")] == [line]  # spoken, not shown
     labels = collapse_partials([label(e) for e in failed.events])
-    assert labels[-4:] == ["error:bedrock_error", "final", "tool:tts.speak", "idle"]
+    assert labels[-4:] == ["final", "error:bedrock_error", "tool:tts.speak", "idle"]
 
     assert recovered.completed and recovered.errors == []
     assert recovered.final_text == "You said: are you back"

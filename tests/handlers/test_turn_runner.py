@@ -191,7 +191,6 @@ def test_a_launch_lambda_refuses_ends_the_turn_at_once(conductor: Harness, monke
     assert conductor.summary(conn) == [
         THINKING,
         ("error", "conductor_error"),
-        ("final", line),
         ("toolCall", "tts.speak", {"text": line}),
     ]
     error = next(event.payload for event in conductor.events(conn) if event.kind_name == "error")
@@ -240,7 +239,7 @@ def test_a_brain_raising_an_unexpected_error_ends_the_turn_cleanly(conductor: Ha
     summary = conductor.summary(conn)
     said = PARTIALS[:after] + ([("final", "Alpha beta")] if after else [])
     line = FAILURE_LINES[FailureCause.CONDUCTOR]  # nothing was spoken: the person hears why it stopped
-    spoken = [("final", line), ("toolCall", "tts.speak", {"text": line})]
+    spoken = [("toolCall", "tts.speak", {"text": line})]
     assert summary == [THINKING, *said, ("error", "conductor_error"), *spoken]
     conductor.finish_turn(conn)
     assert conductor.summary(conn)[-1] == IDLE

@@ -62,7 +62,7 @@ def failed_aloud(code: str, cause: FailureCause) -> list[tuple[Any, ...]]:
     """A turn that ended in an error with nothing spoken: the error, then its cause's line spoken
     (idle follows the line's playback)."""
     line = FAILURE_LINES[cause]
-    return [("error", code), ("final", line), ("toolCall", "tts.speak", {"text": line})]
+    return [("error", code), ("toolCall", "tts.speak", {"text": line})]
 
 
 def assert_line_played_then_idle(conductor: Harness, conn: Connection) -> None:
@@ -115,7 +115,6 @@ def test_throttling_before_the_stream_is_retried_then_reported(conductor: Harnes
     assert conductor.summary(conn) == [
         THINKING,
         ("error", "bedrock_error"),
-        ("final", line),
         ("toolCall", "tts.speak", {"text": line}),
     ]
     conductor.finish_turn(conn)
@@ -193,7 +192,7 @@ def test_an_exception_in_the_stream_resumed_after_tool_results(conductor: Harnes
     conn = conductor.connect()
     conductor.say(conn, "build")
     conductor.answer(conn, use.tool_use_id, '{"ok":true}')
-    assert summarize(non_partial(conductor.events(conn)))[-4:] == [
+    assert summarize(non_partial(conductor.events(conn)))[-3:] == [
         ("final", "The build"),
         *failed_aloud("bedrock_error", FailureCause.MODEL_FAILED),  # this round said nothing yet
     ]
