@@ -7,16 +7,17 @@ synth. Findings are acknowledged on the narrowest construct that produces them.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
-from infra.constructs.sessions_api import SESSIONS_API_CONNECTION_METHODS
-
-if TYPE_CHECKING:
-    from infra.stack import ConductorStack
+from infra.config import StageConfig
+from infra.constructs.api import ConductorApi
+from infra.constructs.auth import ConductorAuth
+from infra.constructs.functions import ConductorFunctions
+from infra.constructs.sessions_api import SESSIONS_API_CONNECTION_METHODS, ConductorSessionsApi
 
 XRAY_REASON = (
     "X-Ray PutTraceSegments/PutTelemetryRecords (added by active tracing) support no resource-level "
@@ -99,42 +100,52 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     Validations.of(scope).acknowledge(Acknowledgment(id=rule, reason=reason))
 
 
-def _role_policy(fn: lambda_.Function) -> IConstruct:
+def role_policy_of(fn: lambda_.Function) -> IConstruct:
     """The inline policy CDK attaches to a function's role (``<role>/DefaultPolicy``)."""
     if fn.role is None or (policy := fn.role.node.try_find_child("DefaultPolicy")) is None:
         raise ValueError(f"{fn.node.path} has no role policy to acknowledge findings on")
     return policy
 
 
-def _cfn(construct: IConstruct) -> IConstruct:
+def cfn_of(construct: IConstruct) -> IConstruct:
     return construct.node.default_child or construct
 
 
-def suppress_findings(stack: ConductorStack) -> None:
+class ReviewedStack(Protocol):
+    """The parts of the conductor's stack (``infra.stack.ConductorStack``) whose findings are reviewed here."""
+
+    config: StageConfig
+    functions: ConductorFunctions
+    api: ConductorApi
+    auth: ConductorAuth
+    sessions: ConductorSessionsApi | None
+
+
+def suppress_findings(stack: ReviewedStack) -> None:
     """Acknowledge the reviewed findings of ``stack``, each on the resource that produces it."""
     for fn in stack.functions.every:
-        acknowledge(_role_policy(fn), "AwsSolutions-IAM5[Resource::*]", XRAY_REASON)
-        acknowledge(_cfn(fn), "AwsSolutions-L1", RUNTIME_REASON)
+        acknowledge(role_policy_of(fn), "AwsSolutions-IAM5[Resource::*]", XRAY_REASON)
+        acknowledge(cfn_of(fn), "AwsSolutions-L1", RUNTIME_REASON)
 
     management = flatten_cfn_reference(Stack.of(stack).resolve(stack.api.management_arn("POST")))
     for fn in stack.functions.posting:
-        acknowledge(_role_policy(fn), f"AwsSolutions-IAM5[Resource::{management}]", MANAGEMENT_API_REASON)
+        acknowledge(role_policy_of(fn), f"AwsSolutions-IAM5[Resource::{management}]", MANAGEMENT_API_REASON)
 
     if stack.functions.sessions_api is not None:
         for method in SESSIONS_API_CONNECTION_METHODS:
             arn = flatten_cfn_reference(Stack.of(stack).resolve(stack.api.management_arn(method)))
             acknowledge(
-                _role_policy(stack.functions.sessions_api),
+                role_policy_of(stack.functions.sessions_api),
                 f"AwsSolutions-IAM5[Resource::{arn}]",
                 SESSIONS_MANAGEMENT_REASON,
             )
 
     abandoned = stack.functions.turn_abandoned
     versions = flatten_cfn_reference(Stack.of(stack).resolve(abandoned.function_arn)) + ":*"
-    acknowledge(_role_policy(stack.functions.turn), f"AwsSolutions-IAM5[Resource::{versions}]", DESTINATION_REASON)
+    acknowledge(role_policy_of(stack.functions.turn), f"AwsSolutions-IAM5[Resource::{versions}]", DESTINATION_REASON)
 
     if stack.auth.signing_secret is not None:
-        acknowledge(_cfn(stack.auth.signing_secret), "AwsSolutions-SMG4", SECRET_ROTATION_REASON)
+        acknowledge(cfn_of(stack.auth.signing_secret), "AwsSolutions-SMG4", SECRET_ROTATION_REASON)
     pool = stack.auth.user_pool
     if pool is not None and pool.cfn_pool is not None:
         if stack.config.cognito.mfa != "required":
@@ -143,14 +154,14 @@ def suppress_findings(stack: ConductorStack) -> None:
             acknowledge(pool.cfn_pool, "AwsSolutions-COG8", ESSENTIALS_PLAN_REASON)
 
     for route_key in ("$default", "$disconnect"):
-        acknowledge(_cfn(stack.api.routes[route_key]), "AwsSolutions-APIG4", ROUTE_AUTH_REASON)
+        acknowledge(cfn_of(stack.api.routes[route_key]), "AwsSolutions-APIG4", ROUTE_AUTH_REASON)
     if stack.api.access_logs is None:
-        acknowledge(_cfn(stack.api.stage), "AwsSolutions-APIG1", ACCESS_LOGS_OFF_REASON)
+        acknowledge(cfn_of(stack.api.stage), "AwsSolutions-APIG1", ACCESS_LOGS_OFF_REASON)
 
     sessions = stack.sessions
     if sessions is not None and sessions.access_logs is None:
-        acknowledge(_cfn(sessions.stage), "AwsSolutions-APIG1", HTTP_ACCESS_LOGS_OFF_REASON)
+        acknowledge(cfn_of(sessions.stage), "AwsSolutions-APIG1", HTTP_ACCESS_LOGS_OFF_REASON)
 
     if stack.api.cloudwatch_role is not None and stack.api.cloudwatch_policy is not None:
         policy = flatten_cfn_reference(Stack.of(stack).resolve(stack.api.cloudwatch_policy.managed_policy_arn))
-        acknowledge(_cfn(stack.api.cloudwatch_role), f"AwsSolutions-IAM4[Policy::{policy}]", APIGW_LOGS_ROLE_REASON)
+        acknowledge(cfn_of(stack.api.cloudwatch_role), f"AwsSolutions-IAM4[Policy::{policy}]", APIGW_LOGS_ROLE_REASON)

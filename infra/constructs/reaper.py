@@ -19,7 +19,7 @@ from constructs import Construct
 
 from infra.config import StageConfig
 from infra.constructs.functions import ENDED_RETENTION_ENV, ConductorFunctions, FunctionSpec
-from infra.nag import RUNTIME_REASON, XRAY_REASON, _cfn, _role_policy, acknowledge
+from infra.nag import RUNTIME_REASON, XRAY_REASON, acknowledge, cfn_of, role_policy_of
 
 # What the reaper's code calls on the table: the state (was the session started again?), the
 # session's keys, and their deletion in batches.
@@ -85,5 +85,5 @@ class ConductorSessionReaper(Construct):
                 filters=[lambda_.FilterCriteria.filter(TTL_FILTER)],
             )
         )
-        acknowledge(_role_policy(self.function), "AwsSolutions-IAM5[Resource::*]", STREAMS_REASON)
-        acknowledge(_cfn(self.function), "AwsSolutions-L1", RUNTIME_REASON)
+        acknowledge(role_policy_of(self.function), "AwsSolutions-IAM5[Resource::*]", STREAMS_REASON)
+        acknowledge(cfn_of(self.function), "AwsSolutions-L1", RUNTIME_REASON)
