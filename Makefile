@@ -50,11 +50,11 @@ format: $(DEV_STAMP)
 
 ## Regenerate the protocol's JSON Schema (schema/voiceide-event.schema.json).
 schema: $(RUN_STAMP)
-	$(BIN)/python -m shared.schema_export
+	$(BIN)/python -m shared.wire.schema_export
 
 ## Regenerate the sessions API's OpenAPI 3.1 document (docs/openapi.json) from the sessions Lambda.
 openapi: $(RUN_STAMP)
-	$(BIN)/python -m shared.openapi_export
+	$(BIN)/python -m lambdas.openapi_export
 
 ## Synthesize the CloudFormation templates of every stage into cdk.out/ (no AWS account needed).
 synth: $(ALL_STAMP)

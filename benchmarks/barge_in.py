@@ -26,7 +26,7 @@ from typing import Any, TextIO
 from benchmarks.figures import percentile
 from benchmarks.load import TURN_TIMEOUT_S, TimedClient
 from benchmarks.report import cell
-from shared.protocol import AssistantSpeechPartial, Event, ToolCall
+from shared.wire.protocol import AssistantSpeechPartial, Event, ToolCall
 
 LONG_ANSWER = "ramble 400"
 BARGE_AFTER_S = 4.0

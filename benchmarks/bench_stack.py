@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.meters import DynamoMeter, ModelMeter, PostMeter
-from conductor_local.bedrock_validation import estimate_input_tokens
-from conductor_local.offline_brain import ModelPace
+from conductor_local.bedrock.offline_brain import ModelPace
+from conductor_local.bedrock.validation import estimate_input_tokens
 from conductor_local.stack import LocalStack
 
 STACK_ENV = {

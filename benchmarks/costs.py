@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from shared.model_rules import rules_for
+from shared.wire.model_rules import rules_for
 
 WEBSOCKET_MESSAGE_BYTES = 32 * 1024
 

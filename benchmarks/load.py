@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
 
-from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, Event
+from shared.wire.protocol import AssistantSpeechFinal, AssistantSpeechPartial, Event
 from voiceide_client import ConductorClient, TurnTimeout, scaled_backoff
 
 PLAIN = "please open the main file"

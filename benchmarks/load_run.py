@@ -41,7 +41,7 @@ from benchmarks.capacity_model import SpeakerFigures
 from benchmarks.figures import percentile
 from benchmarks.meters import PostMeter
 from benchmarks.talker import LOAD_SESSIONS, SpokenTurn, talk, tools
-from conductor_local.offline_brain import ModelPace
+from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
 from voiceide_client import ConductorClient, scaled_backoff
 

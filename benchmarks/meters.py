@@ -248,7 +248,7 @@ class ModelMeter:
     ``watch_sends(client)``: also when the conductor's Bedrock client sends each ConverseStream."""
 
     def __init__(self) -> None:
-        from conductor_local.bedrock_server import _Handler
+        from conductor_local.bedrock.server import _Handler
 
         self.sends: list[float] = []
         self.streams: list[ModelStream] = []

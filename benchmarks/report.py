@@ -7,7 +7,7 @@ from typing import TextIO
 
 from benchmarks.costs import cost_per_1000, stages
 from benchmarks.figures import Result, Scenario, TurnFigures
-from shared.model_rules import rules_for
+from shared.wire.model_rules import rules_for
 
 Row = tuple[str, Callable[[Result], float | None], str]
 

@@ -40,7 +40,7 @@ from benchmarks.capacity_model import SpeakerFigures
 from benchmarks.costs import websocket_messages
 from benchmarks.meters import DynamoMeter, ModelMeter, PostMeter
 from benchmarks.talker import SESSION, SpokenTurn, Utterance, talk, tools
-from conductor_local.offline_brain import ModelPace
+from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
 from voiceide_client import ConductorClient, scaled_backoff
 

@@ -58,9 +58,9 @@ from typing import Any
 from benchmarks.bench_stack import bench_stack
 from benchmarks.figures import percentile
 from benchmarks.load import TURN_TIMEOUT_S, TimedClient
-from conductor_local.bedrock_server import RejectRequest
-from conductor_local.bedrock_validation import estimate_input_tokens
-from conductor_local.offline_brain import ModelPace
+from conductor_local.bedrock.offline_brain import ModelPace
+from conductor_local.bedrock.server import RejectRequest
+from conductor_local.bedrock.validation import estimate_input_tokens
 from voiceide_client import RecognizerPace, TurnTimeout
 from voiceide_client.recognizer import cumulative_partials
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ToolCall
+from shared.wire.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ToolCall
 from voiceide_client import ConductorClient, RecognizerPace, TurnTimeout
 
 WORD_INTERVAL_S = 0.25

@@ -2,7 +2,7 @@
 (thinking off, effort low) and with thinking left on.
 
 The local Bedrock endpoint makes a thinking model (Claude Haiku 5.5 here, the dev stage's model)
-write its reasoning before the answer at the paced model's rate (``conductor_local.bedrock_models``:
+write its reasoning before the answer at the paced model's rate (``conductor_local.bedrock.models``:
 150 reasoning tokens at effort low, 600 at medium, Haiku 5.5's default), so the figures show the
 silence thinking adds before the first partial and the first ``tts.speak``.
 """

@@ -68,10 +68,10 @@ from benchmarks.speculation_report import report_speculation
 from benchmarks.thinking import FLOWS as THINKING_FLOWS
 from benchmarks.thinking import MODEL_ID as THINKING_MODEL
 from benchmarks.thinking import report_thinking
-from conductor_local.offline_brain import ModelPace
+from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
-from shared.config import Settings
-from shared.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ToolCall
+from shared.flows.config import Settings
+from shared.wire.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ToolCall
 from voiceide_client import TurnTimeout
 
 RAMBLE = "ramble 100"

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from conductor_local import doctor
-from conductor_local.apigw_console import normalize_origin
-from conductor_local.offline_brain import ModelPace
+from conductor_local.bedrock.offline_brain import ModelPace
+from conductor_local.doctor import command as doctor
+from conductor_local.gateway.console import normalize_origin
 from conductor_local.stack import AUTH_MODES, LocalStack
 
 EXIT_NO_CREDENTIALS = 2

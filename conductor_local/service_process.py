@@ -96,7 +96,7 @@ class ServiceProcess:
 
 
 def _dynamodb(args: Sequence[str]) -> Server:
-    from conductor_local.dynamodb_server import LocalMotoServer
+    from conductor_local.dynamodb.server import LocalMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
     server = LocalMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -105,8 +105,8 @@ def _dynamodb(args: Sequence[str]) -> Server:
 
 
 def _bedrock(args: Sequence[str]) -> Server:
-    from conductor_local.bedrock_server import LocalBedrockServer
-    from conductor_local.offline_brain import ModelPace, OfflineBrain
+    from conductor_local.bedrock.offline_brain import ModelPace, OfflineBrain
+    from conductor_local.bedrock.server import LocalBedrockServer
 
     pace = ModelPace.parse(args[0]) if args else None
     thinking = pace.seconds_per_token if pace is not None else None
@@ -114,9 +114,9 @@ def _bedrock(args: Sequence[str]) -> Server:
 
 
 def _lambda(args: Sequence[str]) -> Server:
-    from conductor_local.deadline_queue import deadline_functions
-    from conductor_local.lambda_server import LocalLambdaServer
-    from conductor_local.turn_functions import turn_functions
+    from conductor_local.lambda_runtime.deadline_queue import deadline_functions
+    from conductor_local.lambda_runtime.server import LocalLambdaServer
+    from conductor_local.lambda_runtime.turn_functions import turn_functions
 
     server = LocalLambdaServer(turn_functions() | deadline_functions()).start()
     os.environ["AWS_ENDPOINT_URL_LAMBDA"] = server.url  # a handler that launches a turn calls this service

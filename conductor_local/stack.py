@@ -11,7 +11,7 @@
   (``lambdas.turn.handler``), which ``$default`` launches asynchronously as it does on AWS, and
   its on-failure destination (``lambdas.turn_abandoned.handler``).
 * Sign-in (``auth="cognito"``): a user pool, app client and test user in the moto server's
-  cognito-idp (``conductor_local.cognito``), and ``lambdas.authorizer.handler`` in front of
+  cognito-idp (``conductor_local.cognito.user_pool``), and ``lambdas.authorizer.handler`` in front of
   ``$connect`` verifying the pool's tokens, as deployed. Every route then sees
   ``requestContext.authorizer`` (the user's ``sub`` as ``principalId``), and a connection
   without a principal is refused. The sessions API gets API Gateway's JWT authorizer for the same
@@ -35,18 +35,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import boto3
 
-from conductor_local.apigw import AUTHORIZER_ROUTE, LocalApiGateway, RouteHandlers
-from conductor_local.apigw_console import CONSOLE_DIR
-from conductor_local.apigw_http import HttpApi, JwtAuthorizer
-from conductor_local.cognito import LocalUserPool, create_user_pool
-from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.cognito.user_pool import LocalUserPool, create_user_pool
+from conductor_local.dynamodb.tables import create_tables
+from conductor_local.gateway.console import CONSOLE_DIR
+from conductor_local.gateway.http_api import HttpApi, JwtAuthorizer
+from conductor_local.gateway.server import AUTHORIZER_ROUTE, LocalApiGateway, RouteHandlers
+from conductor_local.lambda_runtime.context import LocalLambdaContext
+from conductor_local.lambda_runtime.turn_functions import HANDLER_TIMEOUT_S, TURN_FUNCTION, turn_functions
 from conductor_local.service_process import ServiceProcess
-from conductor_local.tables import create_tables
-from conductor_local.turn_functions import HANDLER_TIMEOUT_S, TURN_FUNCTION, turn_functions
-from shared.jwt_auth import CognitoSettings
+from shared.adapters.jwt_auth import CognitoSettings
 
 if TYPE_CHECKING:
-    from conductor_local.offline_brain import ModelPace
+    from conductor_local.bedrock.offline_brain import ModelPace
 
 DEFAULT_TABLE = "voiceide-conductor-local"
 DEFAULT_REGION = "us-east-1"
@@ -195,7 +195,7 @@ class LocalStack:
             self._export({CALLBACK_URL_ENV: self.gateway.callback_url})
             # the console (and --allow-origin pages) sign in at the moto server's user pool
             self._moto.allow_origins(self.gateway.browser_origins)
-            from conductor_local.deadline_queue import start_poller
+            from conductor_local.lambda_runtime.deadline_queue import start_poller
 
             self.deadline_poller = start_poller(
                 self.dynamodb_endpoint, self.deadline_queue_url, self.lambda_server.url, self.region
@@ -309,7 +309,7 @@ class LocalStack:
     # ---- parts ----------------------------------------------------------------------------
 
     def _start_dynamodb(self) -> None:
-        from conductor_local.dynamodb_server import LocalMotoServer
+        from conductor_local.dynamodb.server import LocalMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
         if self._service_processes:
@@ -320,7 +320,7 @@ class LocalStack:
         host, port = self._moto.get_host_and_port()
         self.dynamodb_endpoint = f"http://{host}:{port}"
         create_tables(self.dynamodb_client(), self.table_name)
-        from conductor_local.deadline_queue import create_deadline_queue, sqs_client
+        from conductor_local.lambda_runtime.deadline_queue import create_deadline_queue, sqs_client
 
         self.deadline_queue_url = create_deadline_queue(sqs_client(self.dynamodb_endpoint, self.region))
 
@@ -328,7 +328,7 @@ class LocalStack:
         self.user_pool = create_user_pool(self.cognito_client(), self.dynamodb_endpoint, self.region)
 
     def _start_bedrock(self) -> None:
-        from conductor_local.bedrock_server import LocalBedrockServer
+        from conductor_local.bedrock.server import LocalBedrockServer
 
         responder = self._brain_responder
         if responder is None and self._service_processes:
@@ -337,15 +337,15 @@ class LocalStack:
             self.bedrock_server = ServiceProcess("bedrock", [spec]).start()
             return
         if responder is None:
-            from conductor_local.offline_brain import OfflineBrain
+            from conductor_local.bedrock.offline_brain import OfflineBrain
 
             responder = OfflineBrain(pace=self.model_pace)
         thinking = self.model_pace.seconds_per_token if self.model_pace is not None else None
         self.bedrock_server = LocalBedrockServer(responder, "127.0.0.1", 0, think_seconds_per_token=thinking).start()
 
     def _start_lambda(self) -> None:
-        from conductor_local.deadline_queue import deadline_functions
-        from conductor_local.lambda_server import LocalLambdaServer
+        from conductor_local.lambda_runtime.deadline_queue import deadline_functions
+        from conductor_local.lambda_runtime.server import LocalLambdaServer
 
         if self._service_processes:  # it runs the handlers with the environment set by now
             self.lambda_server = ServiceProcess("lambda").start()

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from shared.model_rules import Effort, ThinkingSetting
+from shared.wire.model_rules import Effort, ThinkingSetting
 
 DEFAULT_STAGE = "dev"
 CDK_JSON = Path(__file__).resolve().parent.parent / "cdk.json"

@@ -18,7 +18,7 @@ from infra.constructs.monitoring import ConductorAlarms, Watched
 from infra.constructs.reaper import ConductorSessionReaper
 from infra.constructs.sessions_api import SESSIONS_API_CONNECTION_METHODS, ConductorSessionsApi
 from infra.nag import suppress_findings
-from shared.session_records import SESSIONS_INDEX, SESSIONS_INDEX_PROJECTED
+from shared.adapters.session_records import SESSIONS_INDEX, SESSIONS_INDEX_PROJECTED
 
 # The turn runner streams each answer (ConverseStream, authorized as InvokeModelWithResponseStream)
 # and folds the rolling summary with one Converse call (authorized as InvokeModel) on the same model.
@@ -83,9 +83,9 @@ class ConductorStack(Stack):
             # once the stage holds data (README, "Operations"); a later deploy leaves that setting alone.
             removal_policy=removal_policy(config),
         )
-        # The sessions index, as the local table defines it (conductor_local/tables.py): a person's
+        # The sessions index, as the local table defines it (conductor_local/dynamodb/tables.py): a person's
         # sessions by last activity, projecting only what a session list shows. Every state write
-        # carries its keys (shared/session_records.py), on every stage.
+        # carries its keys (shared/adapters/session_records.py), on every stage.
         self.table.add_global_secondary_index(
             index_name=SESSIONS_INDEX,
             partition_key=dynamodb.Attribute(name="owner", type=dynamodb.AttributeType.STRING),

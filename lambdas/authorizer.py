@@ -6,9 +6,9 @@ parameter (a WebSocket upgrade cannot always carry headers). ``CONDUCTOR_AUTH_MO
 is checked:
 
 * ``cognito`` (the default, the product's sign-in): an ID or access token of the stage's Cognito
-  user pool, verified against the pool's public JWKS (:mod:`shared.jwt_auth`); the principal is
+  user pool, verified against the pool's public JWKS (:mod:`shared.adapters.jwt_auth`); the principal is
   the user's ``sub``.
-* ``dev-signed-token``: development and CI only, an HMAC token of :mod:`shared.auth_tokens` signed
+* ``dev-signed-token``: development and CI only, an HMAC token of :mod:`shared.adapters.auth_tokens` signed
   with the key in Secrets Manager (``CONDUCTOR_AUTH_SECRET_ARN``, cached by Powertools Parameters
   for ``SECRET_MAX_AGE_SECONDS``).
 
@@ -34,8 +34,8 @@ from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import APIGatewayAuthorizerRequestEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from shared import auth_tokens
-from shared.jwt_auth import CognitoSettings, CognitoVerifier, KeysUnavailable, TokenRejected
+from shared.adapters import auth_tokens
+from shared.adapters.jwt_auth import CognitoSettings, CognitoVerifier, KeysUnavailable, TokenRejected
 
 AUTH_MODE_ENV = "CONDUCTOR_AUTH_MODE"
 COGNITO = "cognito"

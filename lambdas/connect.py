@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from lambdas.events import ConnectEvent, principal_of
 from lambdas.runtime import logger, metrics, service, tracer
-from shared.wire_formats import is_uuid_v4
+from shared.wire.wire_formats import is_uuid_v4
 
 
 def _response(status: int, body: str = "") -> dict[str, Any]:

@@ -13,10 +13,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.events import MessageEvent, principal_of
 from lambdas.runtime import PowertoolsMetrics, logger, metrics, service, tracer
-from shared.commit import error_metric_name
-from shared.gateway import callback_endpoint
-from shared.protocol import ErrorCode, error_event
-from shared.service import Request
+from shared.adapters.gateway import callback_endpoint
+from shared.flows.commit import error_metric_name
+from shared.flows.service import Request
+from shared.wire.protocol import ErrorCode, error_event
 
 OK = {"statusCode": 200}
 

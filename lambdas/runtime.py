@@ -23,22 +23,22 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
-from shared.brain import BedrockBrain, bedrock_client_config, prompt_cache_enabled
-from shared.commit import Committer
-from shared.config import Settings
+from shared.adapters.brain import BedrockBrain, bedrock_client_config, prompt_cache_enabled
+from shared.adapters.deadline_alarms import SqsDeadlineAlarms
+from shared.adapters.gateway import ConnectionGateway
+from shared.adapters.session_records import SessionRecords
+from shared.adapters.store import SessionStore
+from shared.adapters.turn_launcher import LambdaTurnLauncher
 from shared.core.wrapper import wrapper_tool_spec
-from shared.deadline_alarms import SqsDeadlineAlarms
-from shared.delivery import Delivery
-from shared.gateway import ConnectionGateway
-from shared.memory_keeper import MemoryKeeper
-from shared.service import ConductorService
-from shared.session_reaper import SessionReaper
-from shared.session_records import SessionRecords
-from shared.session_service import SessionService
-from shared.speculation_watcher import SpeculationWatcher
-from shared.store import SessionStore
-from shared.turn_launcher import LambdaTurnLauncher
-from shared.turn_runner import TurnRunner
+from shared.flows.commit import Committer
+from shared.flows.config import Settings
+from shared.flows.delivery import Delivery
+from shared.flows.memory_keeper import MemoryKeeper
+from shared.flows.service import ConductorService
+from shared.flows.session_reaper import SessionReaper
+from shared.flows.session_service import SessionService
+from shared.flows.speculation_watcher import SpeculationWatcher
+from shared.flows.turn_runner import TurnRunner
 
 SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "voiceide-conductor")
 

@@ -1,5 +1,5 @@
 """The session reaper: triggered by the table's stream, filtered to the deletions DynamoDB's time to
-live makes of sessions' ``STATE`` items (``shared.session_reaper``).
+live makes of sessions' ``STATE`` items (``shared.flows.session_reaper``).
 
 Per record: everything that remains under the expired session's key is deleted. A record that
 fails (DynamoDB) is reported as a batch item failure and retried by the event source; a record

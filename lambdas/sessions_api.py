@@ -2,7 +2,7 @@
 
 Routes are served by Powertools' ``APIGatewayHttpResolver`` with validation on, so the parameters
 and bodies are checked against the same models the OpenAPI document is generated from
-(``shared.openapi_export``). Every error this Lambda answers has one shape,
+(``lambdas.openapi_export``). Every error this Lambda answers has one shape,
 ``{"error": {"code", "message"}}``: Powertools' own validation errors too (400, never its 422).
 The caller is the JWT authorizer's ``sub``; the local stack without sign-in has one person, ``local``.
 """
@@ -28,9 +28,8 @@ from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.runtime import logger, metrics, session_service, settings, tracer
-from shared import bounded_json
 from shared.core.session_index import LOCAL_PRINCIPAL, Status
-from shared.session_api_models import (
+from shared.flows.session_api_models import (
     LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,
     TRANSCRIPT_LIMIT_DEFAULT,
@@ -42,8 +41,9 @@ from shared.session_api_models import (
     SessionList,
     error_body,
 )
-from shared.session_cursors import CursorSeal
-from shared.session_service import BadRequest, NotFound
+from shared.flows.session_service import BadRequest, NotFound
+from shared.wire import bounded_json
+from shared.wire.session_cursors import CursorSeal
 
 UUID_V4 = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$"
 SessionId = Annotated[str, Path(pattern=UUID_V4, description="the session id the app chose: a UUID v4, any case")]

@@ -1,4 +1,4 @@
-"""Tool-call deadlines: triggered by the deadline queue (``shared.deadline_alarms``).
+"""Tool-call deadlines: triggered by the deadline queue (``shared.adapters.deadline_alarms``).
 
 Per message: an alarm not yet due (deadlines past SQS's 15 minute delay) is sent again with the
 delay that remains; a due one expires the session's overdue calls (the model hears of the
@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from lambdas.runtime import PowertoolsMetrics, deadline_alarms, logger, metrics, service, tracer
-from shared.deadline_alarms import DeadlineAlarm, SqsDeadlineAlarms
+from shared.adapters.deadline_alarms import DeadlineAlarm, SqsDeadlineAlarms
 
 MALFORMED_METRIC = "DeadlineAlarmsMalformed"
 REARMED_METRIC = "DeadlineAlarmsRearmed"

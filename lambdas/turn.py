@@ -23,7 +23,7 @@ from lambdas.runtime import (
     tracer,
     turn_runner,
 )
-from shared.turn_launcher import TurnTask
+from shared.adapters.turn_launcher import TurnTask
 
 TURN_RUN_METRIC = "TurnRunMs"
 

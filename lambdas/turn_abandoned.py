@@ -15,9 +15,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from lambdas.runtime import PowertoolsMetrics, logger, metrics, speculation_watcher, tracer, turn_runner
+from shared.adapters.turn_launcher import TurnTask
 from shared.core.conductor import RUNNER_LOST_LINE
-from shared.protocol import ErrorCode
-from shared.turn_launcher import TurnTask
+from shared.wire.protocol import ErrorCode
 
 TURNS_ABANDONED_METRIC = "TurnsAbandoned"
 WATCHER_FAILURES_METRIC = "WatcherFailures"

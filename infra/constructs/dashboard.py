@@ -43,7 +43,7 @@ from infra.constructs.monitoring import (
     http_api_metric,
     own_metric,
 )
-from shared.protocol import SENT_ERROR_CODES
+from shared.wire.protocol import SENT_ERROR_CODES
 
 WIDTH = 8  # three graphs per row of the 24-column grid
 HEIGHT = 6

@@ -14,7 +14,7 @@ from constructs import Construct
 
 from infra import bundling
 from infra.config import LOG_RETENTION_DAYS, StageConfig
-from shared.store import HISTORY_BACKSTOP_SECONDS
+from shared.adapters.store import HISTORY_BACKSTOP_SECONDS
 
 RETENTION: dict[int, logs.RetentionDays] = dict(
     zip(LOG_RETENTION_DAYS, [member for member in logs.RetentionDays if member.name != "INFINITE"], strict=True)
@@ -57,14 +57,14 @@ TOOL_DEADLINE_TIMEOUT = Duration.seconds(30)
 # or erasing a long session touches every one of its items (one update, or one delete in 25, each),
 # so it gets the most an HTTP API waits for rather than the short routes' timeout.
 SESSIONS_API_TIMEOUT = Duration.seconds(29)
-# The WebSocket stage's management API, for the sessions API function (shared/session_service.py).
+# The WebSocket stage's management API, for the sessions API function (shared/flows/session_service.py).
 WEBSOCKET_CALLBACK_URL_ENV = "CONDUCTOR_WEBSOCKET_CALLBACK_URL"
 # How long an ended session is kept (sessions.ended_retention_days): the sessions API's end sets it on
 # every item, and every function's store keeps it on the ended session's later writes.
 ENDED_RETENTION_ENV = "CONDUCTOR_ENDED_RETENTION_SECONDS"
 # How long a history message is kept after its last write. The stack deploys the session reaper
 # (infra/constructs/reaper.py), which deletes a session's history when its state expires, so history
-# expires only after a far backstop (shared.store.HISTORY_BACKSTOP_SECONDS, 400 days): a session in
+# expires only after a far backstop (shared.adapters.store.HISTORY_BACKSTOP_SECONDS, 400 days): a session in
 # use keeps all of it. Every function that writes history gets it (those that commit, the sessions API).
 HISTORY_TTL_ENV = "CONDUCTOR_HISTORY_TTL_SECONDS"
 HISTORY_TTL_SECONDS = HISTORY_BACKSTOP_SECONDS

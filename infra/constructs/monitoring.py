@@ -30,8 +30,8 @@ from constructs import Construct
 
 from infra.config import StageConfig
 from infra.constructs.functions import removal_policy
-from shared.commit import error_metric_name
-from shared.protocol import ErrorCode
+from shared.flows.commit import error_metric_name
+from shared.wire.protocol import ErrorCode
 
 PERIOD = Duration.minutes(5)
 EVALUATION_PERIODS = 5
@@ -55,7 +55,7 @@ TOOL_ROUND_TRIP_METRIC = "ToolRoundTripMs"
 # Per runner invocation counts: DynamoDB calls and posts to the connection.
 DYNAMODB_REQUESTS_METRIC = "DynamoDBRequests"
 POSTS_METRIC = "Posts"
-# The rolling summary (shared/memory_keeper.py): folds written, and folds that failed (the conversation
+# The rolling summary (shared/flows/memory_keeper.py): folds written, and folds that failed (the conversation
 # goes on, but what left the window is forgotten until a later fold succeeds).
 SUMMARIES_WRITTEN_METRIC = "SummariesWritten"
 SUMMARY_FAILURES_METRIC = "SummaryFailures"
@@ -68,7 +68,7 @@ SPECULATIONS_METRIC = "Speculations"
 SPECULATIONS_DISCARDED_METRIC = "SpeculationsDiscarded"
 DISCARDED_INPUT_TOKENS_METRIC = "SpeculationDiscardedInputTokens"
 DISCARDED_OUTPUT_TOKENS_METRIC = "SpeculationDiscardedOutputTokens"
-# Fair sharing (shared/service.py): events refused over a session's budget a second.
+# Fair sharing (shared/flows/service.py): events refused over a session's budget a second.
 EVENTS_RATE_LIMITED_METRIC = "EventsRateLimited"
 # The session reaper (lambdas/session_reaper.py): expired sessions reaped, and the items it deleted.
 SESSIONS_REAPED_METRIC = "SessionsReaped"
@@ -98,7 +98,7 @@ NO_SUBSCRIBER_WARNING = "@voiceide/conductor:alarmsWithoutSubscriber"
 CONDUCTOR_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.CONDUCTOR_ERROR, ErrorCode.HANDLER_ERROR)
 BEDROCK_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.BEDROCK_ERROR,)
 # The table operations the store and the sessions API's records use (ThrottledRequests has an
-# Operation dimension; shared/session_records.py: ending rewrites each item's expiry, erasing deletes
+# Operation dimension; shared/adapters/session_records.py: ending rewrites each item's expiry, erasing deletes
 # in batches). With the read and write throttle events, 9 metrics: an alarm's metric math takes 10.
 TABLE_OPERATIONS: tuple[dynamodb.Operation, ...] = (
     dynamodb.Operation.GET_ITEM,

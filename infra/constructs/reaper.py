@@ -1,6 +1,6 @@
 """The session reaper: when DynamoDB's time to live deletes a session's ``STATE`` item, the table's
 stream invokes a function that deletes everything else under the session's key
-(``lambdas.session_reaper``, ``shared.session_reaper``).
+(``lambdas.session_reaper``, ``shared.flows.session_reaper``).
 
 The event source lets through only those deletions (an event filter: ``REMOVE`` records made by
 the service principal ``dynamodb.amazonaws.com`` of ``STATE`` items), so the function runs once per

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from shared.protocol import EXECUTING_STATE, SENTENCE_SPEECH, SPEAKING_STATE, SessionStart
+from shared.wire.protocol import EXECUTING_STATE, SENTENCE_SPEECH, SPEAKING_STATE, SessionStart
 
 DEFAULT_CAPABILITIES: tuple[str, ...] = (SENTENCE_SPEECH, SPEAKING_STATE, EXECUTING_STATE)
 """What the client announces by default: it plays ``tts.speak`` calls in order, so the conductor

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
-from shared.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, ErrorCode, ErrorPayload, Event
+from shared.wire.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, ErrorCode, ErrorPayload, Event
 
 from .cli_args import (
     EXIT_CODES,

@@ -16,7 +16,7 @@ from typing import NoReturn, TextIO
 
 from pydantic import ValidationError
 
-from shared.protocol import Handoff
+from shared.wire.protocol import Handoff
 
 from .recognizer import PACE_SPEC, RecognizerPace
 from .sessions_api import SESSIONS_URL_ENV

@@ -30,7 +30,7 @@ from typing import Any, Self
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from shared.protocol import (
+from shared.wire.protocol import (
     MAX_HEARD_TEXT,
     AssistantUIPatch,
     ErrorCode,
@@ -45,7 +45,7 @@ from shared.protocol import (
     make_event,
     parse_event,
 )
-from shared.protocol_tools import DeclaredTool
+from shared.wire.protocol_tools import DeclaredTool
 
 from .capabilities import DEFAULT_CAPABILITIES, checked_capabilities
 from .connection import (

@@ -26,8 +26,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
-from shared.protocol import ErrorCode, Event, Handoff, SessionStart, make_event
-from shared.protocol_tools import DeclaredTool
+from shared.wire.protocol import ErrorCode, Event, Handoff, SessionStart, make_event
+from shared.wire.protocol_tools import DeclaredTool
 
 from .connect_errors import explain, is_local
 from .local_stub import LocalConductorStub

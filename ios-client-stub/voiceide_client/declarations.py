@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shared.config import default_catalog
-from shared.protocol_tools import RESERVED_TOOL_NAMES, DeclaredTool
+from shared.flows.config import default_catalog
+from shared.wire.protocol_tools import RESERVED_TOOL_NAMES, DeclaredTool
 
 
 def declared_tools(names: Iterable[str]) -> list[DeclaredTool]:

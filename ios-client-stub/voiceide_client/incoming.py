@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shared.protocol import ErrorCode
+from shared.wire.protocol import ErrorCode
 
 TRANSCRIPT_REFUSED = frozenset({str(ErrorCode.EMPTY_TRANSCRIPT), str(ErrorCode.RATE_LIMITED)})
 """Error codes answering a transcript that started no turn (no thinking, no idle follow)."""

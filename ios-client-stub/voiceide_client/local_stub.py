@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
-from shared.protocol import (
+from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
     ErrorCode,

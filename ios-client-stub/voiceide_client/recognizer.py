@@ -15,7 +15,7 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from shared.protocol import Event, UserAudioTranscriptFinal, UserAudioTranscriptPartial, make_event
+from shared.wire.protocol import Event, UserAudioTranscriptFinal, UserAudioTranscriptPartial, make_event
 
 Send = Callable[[Event], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Protocol, TextIO
 
-from shared.protocol import (
+from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
     ErrorCode,

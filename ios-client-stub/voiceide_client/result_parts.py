@@ -7,8 +7,8 @@ goes as events of ``part`` 0 to ``parts`` - 1, each one frame, whose texts joine
 
 from __future__ import annotations
 
-from shared.protocol import ToolResult, make_event
-from shared.protocol_tools import MAX_RESULT_PARTS
+from shared.wire.protocol import ToolResult, make_event
+from shared.wire.protocol_tools import MAX_RESULT_PARTS
 
 NUMBERING_SLACK = 8  # bytes: a piece is measured as part 0 of 2; "part":63,"parts":64 takes 2 more
 

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from shared.protocol import Event, ToolCall, make_event
+from shared.wire.protocol import Event, ToolCall, make_event
 
 from .tools import SET_STATE, ToolRouter
 from .turn import ToolInvocation, TurnResult

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from shared.protocol import MAX_HEARD_TEXT, ToolCall, ToolResult
+from shared.wire.protocol import MAX_HEARD_TEXT, ToolCall, ToolResult
 
 from .heard import HeardSpeech
 from .speech import SilentSpeaker, Speaker, SpeakerError

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.protocol import (
+from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
     ErrorPayload,

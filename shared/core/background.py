@@ -18,7 +18,7 @@ import json
 from shared.core.decision import CoreSettings, Decision, Outcome
 from shared.core.messages import cap_tool_result, tool_result_block
 from shared.core.state import BackgroundJob, BackgroundReport, ModelCall, SessionState
-from shared.protocol import ToolResult
+from shared.wire.protocol import ToolResult
 
 
 def is_background(state: SessionState, settings: CoreSettings, name: str) -> bool:

@@ -57,7 +57,7 @@ from shared.core.stream import (
     stream_tool_started,
 )
 from shared.core.wrapper import ClientTool
-from shared.protocol import (
+from shared.wire.protocol import (
     AUTO_APPROVE_CHANGES,
     EXECUTING_STATE,
     MAX_HEARD_TEXT,

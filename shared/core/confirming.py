@@ -25,7 +25,7 @@ from shared.core.decision import CoreSettings, Decision, Outcome, close_round, d
 from shared.core.messages import tool_result_block
 from shared.core.speakable import card_patch
 from shared.core.state import ModelCall, OwnPurpose, SessionState, Turn
-from shared.protocol import AUTO_APPROVE_CHANGES, AssistantUIPatch, ToolCall
+from shared.wire.protocol import AUTO_APPROVE_CHANGES, AssistantUIPatch, ToolCall
 
 CONFIRM_WAIT_S = 120.0  # how long a held change waits for the person's answer
 DECLINED = "declined by the user: the change was not made"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from shared.core.conductor import Outcome
 from shared.core.state import SessionState
-from shared.protocol import SessionReady, SessionStart
+from shared.wire.protocol import SessionReady, SessionStart
 
 # A catcher-up that has not finished in this time (its invocation died) may be replaced.
 CATCH_UP_TAKEOVER_S = 10.0

@@ -13,7 +13,7 @@ from shared.core.messages import text_block
 from shared.core.speakable import card_patch
 from shared.core.state import CALL_IDS_KEPT, OWN_CALLS_KEPT, ActiveStream, OwnCall, OwnPurpose, SessionState, Turn
 from shared.core.wrapper import OWN_CALL_PREFIX
-from shared.protocol import (
+from shared.wire.protocol import (
     EXECUTING_STATE,
     SPEAKING_STATE,
     AssistantSpeechFinal,
@@ -23,7 +23,7 @@ from shared.protocol import (
     Payload,
     ToolCall,
 )
-from shared.protocol_tools import RESERVED_TOOL_NAMES
+from shared.wire.protocol_tools import RESERVED_TOOL_NAMES
 
 SET_STATE_TOOL = "convo.setState"
 SPEAK_TOOL = "tts.speak"

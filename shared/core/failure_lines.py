@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from shared.protocol import ErrorCode
+from shared.wire.protocol import ErrorCode
 
 
 class FailureCause(StrEnum):

@@ -17,8 +17,8 @@ from __future__ import annotations
 from shared.core.conductor import handle_tool_result
 from shared.core.decision import DEFAULT_SETTINGS, CoreSettings, Decision, Outcome, PartWrite, error_payload
 from shared.core.state import ModelCall, ResultParts, SessionState
-from shared.protocol import ErrorCode, ToolResult
-from shared.protocol_tools import MAX_RESULT_CHARS
+from shared.wire.protocol import ErrorCode, ToolResult
+from shared.wire.protocol_tools import MAX_RESULT_CHARS
 
 PARTS_WINDOW_S = 30.0
 """How long after its first part a result in parts may take to arrive whole (an app sends all its

@@ -168,7 +168,7 @@ class SessionState(_Model):
     # The app's events decided in the current second (``shared.core.admission``): from when, how many.
     events_window_at: float = 0.0
     events_in_window: int = 0
-    # What the app announced in its latest sessionStart (``shared.protocol`` capability names).
+    # What the app announced in its latest sessionStart (``shared.wire.protocol`` capability names).
     capabilities: list[str] = Field(default_factory=list)
     # The rolling summary of the conversation before history seq ``summary_until`` (or a handoff's).
     summary: str | None = None

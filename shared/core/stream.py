@@ -23,7 +23,7 @@ from shared.core.model_output import ModelMessage
 from shared.core.speakable import Answer, card_patch, split_answer
 from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, ToolRound, Turn
 from shared.core.wrapper import RejectedUse, unwrap_tool_use
-from shared.protocol import AssistantSpeechFinal, AssistantUIPatch, ErrorCode, ToolCall
+from shared.wire.protocol import AssistantSpeechFinal, AssistantUIPatch, ErrorCode, ToolCall
 
 STALL_FALLBACK_LINE = "Sorry, I lost my train of thought. Could you say that again?"
 CUT_OFF_LINE = "That answer ran too long and was cut off. Ask me for a shorter one, or one part at a time."

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.protocol_tools import DeclaredTool
+from shared.wire.protocol_tools import DeclaredTool
 
 OWN_CALL_PREFIX = "conductor-"
 """Every id of the conductor's own calls (convo.setState, tts.speak) begins so: the model's call

@@ -22,7 +22,7 @@ from benchmarks.turn_latency import (
     longest_chain,
     run_scenario,
 )
-from conductor_local.offline_brain import ModelPace
+from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from conductor_local.stack import LocalStack
-from shared.protocol import SessionStart
+from shared.wire.protocol import SessionStart
 from voiceide_client import ConductorClient
 
 

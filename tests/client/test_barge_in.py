@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from shared.protocol import ErrorCode, ErrorPayload, ToolResult
+from shared.wire.protocol import ErrorCode, ErrorPayload, ToolResult
 from voiceide_client import ConductorClient, HeldSpeaker, ToolRouter
 
 from .fake_conductor import FakeConductor, async_test, standard_turn

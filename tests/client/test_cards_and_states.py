@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from shared.protocol import (
+from shared.wire.protocol import (
     EXECUTING_STATE,
     SPEAKING_STATE,
     AssistantSpeechFinal,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.protocol import AssistantSpeechPartial, ErrorCode
+from shared.wire.protocol import AssistantSpeechPartial, ErrorCode
 from voiceide_client import cli
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak, standard_turn

@@ -16,7 +16,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from conductor_local.cli import client_command
-from shared.protocol import ErrorPayload
+from shared.wire.protocol import ErrorPayload
 from voiceide_client import ConductorClient, cli, scaled_backoff
 from voiceide_client.local_stub import OFFLINE_REPLY
 

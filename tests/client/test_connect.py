@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from shared.protocol import ErrorCode, Event, SessionStart
+from shared.wire.protocol import ErrorCode, Event, SessionStart
 from voiceide_client import ConductorClient, ConductorUnavailable, session_url
 
 from .fake_conductor import FakeConductor, async_test

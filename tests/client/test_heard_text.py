@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.protocol import MAX_HEARD_TEXT, Handoff, HandoffTurn, SessionStart
+from shared.wire.protocol import MAX_HEARD_TEXT, Handoff, HandoffTurn, SessionStart
 from voiceide_client import ConductorClient, PrintSpeaker, ToolRouter, cli, scaled_backoff
 from voiceide_client.speech import Playback
 

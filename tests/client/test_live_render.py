@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from shared.protocol import (
+from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
     ToolCall,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.protocol import Event, SessionStart, UserAudioTranscriptFinal, UserAudioTranscriptPartial
+from shared.wire.protocol import Event, SessionStart, UserAudioTranscriptFinal, UserAudioTranscriptPartial
 from voiceide_client import ConductorClient, RecognizerPace, cli, cli_args, scaled_backoff
 from voiceide_client.cli_args import DEFAULT_PACE, build_parser, recognizer_pace
 from voiceide_client.local_stub import OFFLINE_REPLY

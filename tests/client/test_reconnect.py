@@ -7,7 +7,7 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosedError
 
-from shared.protocol import ErrorCode, UserAudioTranscriptFinal
+from shared.wire.protocol import ErrorCode, UserAudioTranscriptFinal
 from voiceide_client import (
     DEFAULT_BACKOFF,
     OFFLINE_REPLY,

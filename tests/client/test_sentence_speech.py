@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from shared.protocol import (
+from shared.wire.protocol import (
     EXECUTING_STATE,
     SENTENCE_SPEECH,
     SPEAKING_STATE,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from conductor_local.stack import LocalStack
-from shared.protocol import SENTENCE_SPEECH, AssistantSpeechFinal, ErrorPayload, Event, ToolCall, ToolResult
+from shared.wire.protocol import SENTENCE_SPEECH, AssistantSpeechFinal, ErrorPayload, Event, ToolCall, ToolResult
 from voiceide_client import ConductorClient, PrintSpeaker, SilentSpeaker, ToolRouter, TranscriptRenderer, TurnResult
 from voiceide_client.cli import RendererLines
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from shared.protocol import ErrorCode, ErrorPayload
+from shared.wire.protocol import ErrorCode, ErrorPayload
 from voiceide_client import ConductorClient, Link, cli, scaled_backoff
 from voiceide_client.sessions_api import SessionsApi, SessionsApiError, normalize_sessions_url, sessions_url_for
 from voiceide_client.sessions_cli import entry_line

@@ -1,6 +1,6 @@
 """Signing in: Cognito ``InitiateAuth`` against a moto server, the ID token on every handshake.
 
-The user pool is the local stack's (``conductor_local.cognito``) on a moto server of its own; the
+The user pool is the local stack's (``conductor_local.cognito.user_pool``) on a moto server of its own; the
 conductor is the fake one, which keeps each handshake's request, so the headers sent are read
 as the server received them.
 """
@@ -19,9 +19,9 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.cognito import LocalUserPool, add_user, create_user_pool
-from conductor_local.dynamodb_server import LocalMotoServer
-from shared.protocol import ErrorCode
+from conductor_local.cognito.user_pool import LocalUserPool, add_user, create_user_pool
+from conductor_local.dynamodb.server import LocalMotoServer
+from shared.wire.protocol import ErrorCode
 from voiceide_client import ConductorClient, cli, scaled_backoff
 from voiceide_client.sign_in import CognitoSignIn, SignInError, token_expiry
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from shared.protocol import (
+from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
     ToolCall,

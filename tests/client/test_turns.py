@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from shared.protocol import (
+from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
     ErrorCode,

@@ -11,7 +11,7 @@ from shared.core.background_report import REPORT_MARKER
 from shared.core.decision import CoreSettings
 from shared.core.model_output import MessageEnd, ModelMessage, ToolUseRequest, ToolUseStarted
 from shared.core.state import ActiveStream, SessionState, Turn
-from shared.protocol import ToolResult
+from shared.wire.protocol import ToolResult
 
 SETTINGS = CoreSettings(
     catalog_names=frozenset({"build.run", "editor.openFile"}),

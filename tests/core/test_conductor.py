@@ -12,7 +12,7 @@ from shared.core.history_ops import AppendMessage, ExtendMessage
 from shared.core.messages import INTERRUPTED_MARKER, Message
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta, ToolUseRequest
 from shared.core.state import SessionState
-from shared.protocol import (
+from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
     ErrorPayload,

@@ -6,7 +6,7 @@ import pytest
 
 from shared.core import conductor
 from shared.core.failure_lines import FAILURE_LINES, FailureCause, bedrock_cause, failure_line
-from shared.protocol import AssistantSpeechFinal, ErrorCode, ErrorPayload, ToolCall
+from shared.wire.protocol import AssistantSpeechFinal, ErrorCode, ErrorPayload, ToolCall
 from tests.core.test_lost_runner import started_turn
 from tests.history_check import assert_valid_history
 

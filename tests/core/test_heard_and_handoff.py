@@ -8,7 +8,15 @@ from shared.core.history_ops import AppendMessage, ExtendMessage, ReplaceMessage
 from shared.core.messages import INTERRUPTED_MARKER, Message
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.state import SessionState
-from shared.protocol import AssistantSpeechFinal, Handoff, HandoffTurn, SessionStart, ToolCall, ToolResult, make_event
+from shared.wire.protocol import (
+    AssistantSpeechFinal,
+    Handoff,
+    HandoffTurn,
+    SessionStart,
+    ToolCall,
+    ToolResult,
+    make_event,
+)
 from tests.history_check import assert_valid_history
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"

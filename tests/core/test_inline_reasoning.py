@@ -17,7 +17,7 @@ from shared.core.model_output import MessageEnd, ModelMessage, TextDelta, ToolUs
 from shared.core.speakable import split_answer, unfinished_block_start
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
-from shared.protocol import AssistantSpeechFinal, SessionStart, ToolCall
+from shared.wire.protocol import AssistantSpeechFinal, SessionStart, ToolCall
 
 SESSION = "3d1f6a2b-7c4e-4f5a-9b8c-0a1b2c3d4e5f"
 SETTINGS = CoreSettings(catalog_names=frozenset({"build.run"}))

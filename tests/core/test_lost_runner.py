@@ -15,7 +15,7 @@ from shared.core.conductor import (
     cap_tool_result,
 )
 from shared.core.model_output import TextDelta
-from shared.protocol import ErrorPayload, SessionStart, ToolCall
+from shared.wire.protocol import ErrorPayload, SessionStart, ToolCall
 from tests.core.test_stop_reasons import SETTINGS, Session, heard, speak_call_id, wrapper_use
 from tests.history_check import assert_valid_history
 

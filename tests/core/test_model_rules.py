@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.core import inline_reasoning
-from shared.model_rules import (
+from shared.wire.model_rules import (
     EFFORTS,
     THINKING_HEADROOM,
     Inference,

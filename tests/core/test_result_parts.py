@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from shared.core.decision import CoreSettings
 from shared.core.result_parts import handle_assembled_result, handle_tool_result_part
 from shared.core.state import ModelCall, SessionState, ToolRound, Turn
-from shared.protocol import ToolResult
-from shared.protocol_tools import MAX_RESULT_CHARS
+from shared.wire.protocol import ToolResult
+from shared.wire.protocol_tools import MAX_RESULT_CHARS
 
 SETTINGS = CoreSettings(catalog_names=frozenset({"editor.readFile"}), max_tool_result_chars=100_000)
 

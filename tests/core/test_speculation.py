@@ -18,7 +18,7 @@ from shared.core.messages import Message
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.speculation import Leave, Speculate, SpeculationSettings, Wait, WatchStep
 from shared.core.state import BackgroundJob, Turn
-from shared.protocol import ErrorCode, SessionStart, ToolCall, ToolResult
+from shared.wire.protocol import ErrorCode, SessionStart, ToolCall, ToolResult
 from tests.core.test_stop_reasons import SETTINGS, Session, heard
 from tests.history_check import assert_valid_history
 

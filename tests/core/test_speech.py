@@ -15,7 +15,7 @@ from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.speakable import split_answer
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
-from shared.protocol import AssistantSpeechFinal, SessionStart, ToolCall, ToolResult
+from shared.wire.protocol import AssistantSpeechFinal, SessionStart, ToolCall, ToolResult
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
 SETTINGS = CoreSettings(catalog_names=frozenset({"editor.openFile"}))

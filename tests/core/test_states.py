@@ -8,7 +8,7 @@ from shared.core import conductor
 from shared.core.conductor import CoreSettings, Outcome
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta, ToolUseRequest
 from shared.core.state import SessionState
-from shared.protocol import SessionStart, ToolCall, ToolResult
+from shared.wire.protocol import SessionStart, ToolCall, ToolResult
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
 SETTINGS = CoreSettings(catalog_names=frozenset({"build.run"}))

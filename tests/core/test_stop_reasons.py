@@ -34,7 +34,7 @@ from shared.core.history_ops import AppendMessage, ExtendMessage
 from shared.core.messages import Message, tool_use_ids
 from shared.core.model_output import MessageEnd, ModelMessage, StreamItem, TextDelta, ToolUseRequest, ToolUseStarted
 from shared.core.state import SessionState
-from shared.protocol import (
+from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
     ErrorPayload,

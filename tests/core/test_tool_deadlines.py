@@ -8,7 +8,7 @@ from shared.core import conductor
 from shared.core.conductor import CoreSettings
 from shared.core.model_output import MessageEnd, ModelMessage, ToolUseRequest
 from shared.core.state import SessionState
-from shared.protocol import ErrorPayload, ToolResult
+from shared.wire.protocol import ErrorPayload, ToolResult
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
 SETTINGS = CoreSettings(

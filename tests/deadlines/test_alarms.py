@@ -12,10 +12,10 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from conductor_local.deadline_queue import DeadlineQueuePoller, failed_ids, sqs_event
-from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.lambda_runtime.context import LocalLambdaContext
+from conductor_local.lambda_runtime.deadline_queue import DeadlineQueuePoller, failed_ids, sqs_event
 from lambdas import tool_deadline
-from shared.deadline_alarms import MAX_DELAY_S, DeadlineAlarm, SqsDeadlineAlarms, delay_seconds
+from shared.adapters.deadline_alarms import MAX_DELAY_S, DeadlineAlarm, SqsDeadlineAlarms, delay_seconds
 
 REGION = "us-east-1"
 ENDPOINT = "https://abc.execute-api.us-east-1.amazonaws.com/prod"

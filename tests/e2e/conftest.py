@@ -26,9 +26,17 @@ import pytest
 from websockets.asyncio.client import ClientConnection
 
 from conductor_local.stack import LocalStack
+from shared.adapters.store import SessionStore
 from shared.core.messages import Message
-from shared.protocol import AssistantSpeechPartial, ErrorPayload, Event, ToolCall, ToolResult, make_event, parse_event
-from shared.store import SessionStore
+from shared.wire.protocol import (
+    AssistantSpeechPartial,
+    ErrorPayload,
+    Event,
+    ToolCall,
+    ToolResult,
+    make_event,
+    parse_event,
+)
 from voiceide_client import ConductorClient, scaled_backoff
 
 TEST_TIMEOUT_S = 30.0

@@ -13,8 +13,8 @@ from websockets.asyncio.client import connect
 
 from conductor_local.stack import LocalStack
 from shared.core.background_report import REPORT_MARKER
-from shared.protocol import ErrorPayload, Event, SessionStart, make_event, parse_event
-from shared.protocol_tools import RESERVED_TOOL_NAMES
+from shared.wire.protocol import ErrorPayload, Event, SessionStart, make_event, parse_event
+from shared.wire.protocol_tools import RESERVED_TOOL_NAMES
 from voiceide_client.declarations import declared_tools
 from voiceide_client.workspace_tools import Workspace
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conductor_local.offline_brain import parse_calls
+from conductor_local.bedrock.offline_brain import parse_calls
 from conductor_local.stack import LocalStack
 
 pytestmark = pytest.mark.e2e

@@ -13,7 +13,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from conductor_local.stack import LocalStack
-from shared.protocol import AssistantSpeechFinal, make_event
+from shared.wire.protocol import AssistantSpeechFinal, make_event
 from tests.e2e.conftest import WAIT_S, async_test, client_for, session_store
 
 pytestmark = pytest.mark.e2e

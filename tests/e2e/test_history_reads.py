@@ -9,10 +9,10 @@ import uuid
 import pytest
 
 from conductor_local.stack import LocalStack
+from shared.adapters.history_reads import FIRST_HISTORY_PAGE
+from shared.adapters.store import RecentHistory, SessionStore
 from shared.core.history_ops import AppendMessage
 from shared.core.state import SessionState
-from shared.history_reads import FIRST_HISTORY_PAGE
-from shared.store import RecentHistory, SessionStore
 from tests.e2e.conftest import session_store
 
 pytestmark = pytest.mark.e2e

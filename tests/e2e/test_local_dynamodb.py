@@ -6,7 +6,7 @@ transaction began, so a write another request committed in between would be eras
 conductor's handlers commit concurrently all the time (a lost version race IS a failed
 transaction): with requests served concurrently, the same transcript delivered twice started
 no turn at all in 4 of 40 tries and turns stalled at random. The stack serves each DynamoDB
-write alone (``conductor_local/dynamodb_server.py``); the first test holds a failing
+write alone (``conductor_local/dynamodb/server.py``); the first test holds a failing
 transaction inside moto and checks that another commit neither overtakes it nor is erased.
 Reads change nothing and are served together, as DynamoDB serves them (``$default`` reads the
 state and the recent history in parallel): a held read does not hold up another read, but does
@@ -38,8 +38,8 @@ from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoResult
 
 from conductor_local.stack import LocalStack
+from shared.adapters.store import SessionStore, VersionConflict
 from shared.core.state import SessionState
-from shared.store import SessionStore, VersionConflict
 from tests.e2e.conftest import WAIT_S, session_store
 
 pytestmark = pytest.mark.e2e

@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from conductor_local.apigw import INTEGRATION_TIMEOUT_S
-from conductor_local.offline_brain import SLOW_TEXT
+from conductor_local.bedrock.offline_brain import SLOW_TEXT
+from conductor_local.gateway.server import INTEGRATION_TIMEOUT_S
 from conductor_local.stack import LocalStack
-from shared.protocol import Event
+from shared.wire.protocol import Event
 from tests.e2e.conftest import assert_cumulative, client_for, collapse_partials, is_partial, label
 
 LONG_TURN_S = 60

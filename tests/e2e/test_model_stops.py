@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_server import RecordedRequest, estimate_input_tokens
-from conductor_local.offline_brain import CALL_PREAMBLE, STOP_TEXT
+from conductor_local.bedrock.offline_brain import CALL_PREAMBLE, STOP_TEXT
+from conductor_local.bedrock.server import RecordedRequest, estimate_input_tokens
 from conductor_local.stack import LocalStack
 from shared.core.conductor import (
     CUT_OFF_LINE,
@@ -28,7 +28,7 @@ from shared.core.conductor import (
 )
 from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import ERROR_MARKER, is_plain_user_message
-from shared.protocol import ErrorCode
+from shared.wire.protocol import ErrorCode
 from tests.e2e.conftest import (
     STACK_ENV,
     TURN_TIMEOUT_S,

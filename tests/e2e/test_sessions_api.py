@@ -28,10 +28,10 @@ from typing import Any, TypeVar
 import pytest
 from websockets.asyncio.client import connect
 
-from conductor_local.cognito import add_user
-from conductor_local.offline_brain import ModelPace
+from conductor_local.bedrock.offline_brain import ModelPace
+from conductor_local.cognito.user_pool import add_user
 from conductor_local.stack import LocalStack
-from shared.protocol import ErrorCode, SessionReady, SessionStart, UserAudioTranscriptFinal
+from shared.wire.protocol import ErrorCode, SessionReady, SessionStart, UserAudioTranscriptFinal
 from tests.client.word_speaker import WordSpeaker
 from tests.e2e.conftest import (
     STACK_ENV,

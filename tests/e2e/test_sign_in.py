@@ -20,7 +20,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from conductor_local.cognito import LocalUserPool, add_user
+from conductor_local.cognito.user_pool import LocalUserPool, add_user
 from conductor_local.stack import LocalStack
 from tests.e2e.conftest import STACK_ENV, TURN_TIMEOUT_S, WAIT_S, async_test, client_for, session_store
 from voiceide_client import ConductorUnavailable

@@ -20,7 +20,7 @@ from websockets.asyncio.client import connect
 
 from conductor_local.stack import LocalStack
 from shared.core.speculation import normalized
-from shared.protocol import (
+from shared.wire.protocol import (
     ErrorCode,
     ErrorPayload,
     Event,

@@ -10,7 +10,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from conductor_local.stack import LocalStack
-from shared.protocol import (
+from shared.wire.protocol import (
     AssistantSpeechFinal,
     ErrorCode,
     ErrorPayload,

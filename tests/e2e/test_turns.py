@@ -12,7 +12,7 @@ from websockets.asyncio.client import connect
 
 from conductor_local.stack import LocalStack
 from shared.core.failure_lines import FAILURE_LINES, FailureCause
-from shared.protocol import (
+from shared.wire.protocol import (
     ErrorCode,
     Event,
     SessionStart,

@@ -21,15 +21,15 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.bedrock_server import LocalBedrockServer, ScriptedResponder
-from conductor_local.dynamodb_server import LocalMotoServer
-from conductor_local.lambda_context import LocalLambdaContext
-from conductor_local.lambda_server import LocalLambdaServer
-from conductor_local.offline_recall import answering_summaries
-from conductor_local.tables import create_tables
-from conductor_local.turn_functions import TURN_FUNCTION, turn_functions
+from conductor_local.bedrock.offline_recall import answering_summaries
+from conductor_local.bedrock.server import LocalBedrockServer, ScriptedResponder
+from conductor_local.dynamodb.server import LocalMotoServer
+from conductor_local.dynamodb.tables import create_tables
+from conductor_local.lambda_runtime.context import LocalLambdaContext
+from conductor_local.lambda_runtime.server import LocalLambdaServer
+from conductor_local.lambda_runtime.turn_functions import TURN_FUNCTION, turn_functions
 from lambdas import connect, disconnect, message, runtime
-from shared.protocol import Event, now_timestamp
+from shared.wire.protocol import Event, now_timestamp
 from tests.handlers.recording_management_api import RecordingManagementApi
 from tests.history_check import assert_valid_history
 from tests.net import free_port

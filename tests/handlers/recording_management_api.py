@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-from shared.protocol import Event, parse_event
+from shared.wire.protocol import Event, parse_event
 
 
 class RecordingManagementApi:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conductor_local.bedrock_server import message, tool_call
+from conductor_local.bedrock.server import message, tool_call
 from lambdas import runtime
 from shared.core import conductor as core
 from tests.handlers.conftest import Connection, Harness

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conductor_local.bedrock_server import message, tool_call
+from conductor_local.bedrock.server import message, tool_call
 from lambdas import runtime
-from shared.protocol_tools import RESERVED_TOOL_NAMES
+from shared.wire.protocol_tools import RESERVED_TOOL_NAMES
 from tests.handlers.conftest import Harness
 
 GIT_STATUS = {

@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-from conductor_local.bedrock_server import Text, message, model_stream_error, tool_call
-from conductor_local.turn_functions import TURN_TIMEOUT_S
+from conductor_local.bedrock.server import Text, message, model_stream_error, tool_call
+from conductor_local.lambda_runtime.turn_functions import TURN_TIMEOUT_S
 from lambdas import runtime
-from shared.protocol import SERVER_ERROR_CODES, now_timestamp
+from shared.wire.protocol import SERVER_ERROR_CODES, now_timestamp
 from tests.handlers.conftest import Harness
 
 

@@ -7,8 +7,8 @@ from typing import Any
 import boto3
 import pytest
 
-from shared import gateway
-from shared.gateway import ConnectionGateway
+from shared.adapters import gateway
+from shared.adapters.gateway import ConnectionGateway
 from tests.handlers.conftest import Harness
 
 

@@ -16,13 +16,13 @@ from aws_xray_sdk import global_sdk_config
 from aws_xray_sdk.core.models.segment import Segment
 from aws_xray_sdk.core.recorder import AWSXRayRecorder
 
-from conductor_local.bedrock_server import LocalBedrockServer, message, model_stream_error, tool_call
+from conductor_local.bedrock.server import LocalBedrockServer, message, model_stream_error, tool_call
 from lambdas import runtime
-from shared.commit import ERROR_EVENTS_METRIC, error_metric_name
+from shared.adapters.gateway import callback_endpoint
+from shared.adapters.store import VersionConflict
 from shared.core.state import SessionState
-from shared.gateway import callback_endpoint
-from shared.protocol import now_timestamp
-from shared.store import VersionConflict
+from shared.flows.commit import ERROR_EVENTS_METRIC, error_metric_name
+from shared.wire.protocol import now_timestamp
 from tests.handlers.conftest import STAGE, Connection, Harness
 
 

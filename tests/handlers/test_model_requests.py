@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from conductor_local.bedrock_server import message
+from conductor_local.bedrock.server import message
 from infra.config import read_cdk_json_context, select_stage
 from lambdas import runtime
-from shared.model_rules import BETWEEN_TOOLS, THINKING_HEADROOM, rules_for
+from shared.wire.model_rules import BETWEEN_TOOLS, THINKING_HEADROOM, rules_for
 from tests.handlers.conftest import Harness
 
 STAGES = sorted(read_cdk_json_context()["stages"])

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conductor_local.bedrock_server import (
+from conductor_local.bedrock.server import (
     ToolUse,
     block_stop,
     message,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_server import (
+from conductor_local.bedrock.server import (
     Step,
     Text,
     block_stop,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from conductor_local.bedrock_server import message
+from conductor_local.bedrock.server import message
 from lambdas import runtime
-from shared.protocol import SessionReady
+from shared.wire.protocol import SessionReady
 from tests.handlers.conftest import Harness
 
 

@@ -9,11 +9,11 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.bedrock_server import message
-from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.bedrock.server import message
+from conductor_local.lambda_runtime.context import LocalLambdaContext
 from lambdas import runtime, session_reaper
-from shared.session_reaper import expired_session
-from shared.store import HISTORY_BACKSTOP_SECONDS, SessionStore
+from shared.adapters.store import HISTORY_BACKSTOP_SECONDS, SessionStore
+from shared.flows.session_reaper import expired_session
 from tests.handlers.conftest import Harness
 
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}

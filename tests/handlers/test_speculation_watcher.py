@@ -22,22 +22,22 @@ from typing import Any
 import boto3
 import pytest
 
-from shared import speculation_watcher
-from shared.brain import BrainError
-from shared.commit import Committer
-from shared.config import Settings
+from shared.adapters.brain import BrainError
+from shared.adapters.model_prefetch import Prefetch
+from shared.adapters.store import SessionStore
+from shared.adapters.turn_launcher import TurnTask
 from shared.core import session_index, speculation
 from shared.core.messages import Message
 from shared.core.model_output import MessageEnd, StreamItem, TextDelta, ToolUseRequest
 from shared.core.state import SessionState
-from shared.delivery import Delivery, Request
-from shared.model_prefetch import Prefetch
-from shared.protocol import Event, parse_event
-from shared.service import ConductorService
-from shared.speculation_watcher import SpeculationWatcher
-from shared.store import SessionStore
-from shared.turn_launcher import TurnTask
-from shared.turn_runner import TurnRunner
+from shared.flows import speculation_watcher
+from shared.flows.commit import Committer
+from shared.flows.config import Settings
+from shared.flows.delivery import Delivery, Request
+from shared.flows.service import ConductorService
+from shared.flows.speculation_watcher import SpeculationWatcher
+from shared.flows.turn_runner import TurnRunner
+from shared.wire.protocol import Event, parse_event
 from tests.handlers.conftest import TABLE, summarize
 from tests.reliability.support import THINKING, Background, frame
 

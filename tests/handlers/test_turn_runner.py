@@ -19,15 +19,15 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.bedrock_server import Text, message, tool_call
-from conductor_local.lambda_context import LocalLambdaContext
-from conductor_local.turn_functions import TURN_FUNCTION, TURN_TIMEOUT_S
+from conductor_local.bedrock.server import Text, message, tool_call
+from conductor_local.lambda_runtime.context import LocalLambdaContext
+from conductor_local.lambda_runtime.turn_functions import TURN_FUNCTION, TURN_TIMEOUT_S
 from lambdas import message as message_lambda
 from lambdas import runtime, turn, turn_abandoned
+from shared.adapters.turn_launcher import TurnTask
 from shared.core.conductor import RUNNER_LOST_LINE
 from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import ERROR_MARKER
-from shared.turn_launcher import TurnTask
 from tests.handlers.conftest import Connection, Harness
 from tests.reliability.support import (
     IDLE,
@@ -589,7 +589,7 @@ def _sized_task(state_chars: int, history_chars: int, char: str = "語", history
 
 
 def test_the_task_is_measured_in_utf8_bytes_not_characters() -> None:
-    from shared.turn_launcher import ASYNC_PAYLOAD_LIMIT
+    from shared.adapters.turn_launcher import ASYNC_PAYLOAD_LIMIT
 
     # 200,000 CJK characters of history and 250,000 of state: 1.35 MB of UTF-8, although each is
     # under the character counts a task used to be cut at (512 Ki and 256 Ki characters).

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_script import RejectRequest
-from conductor_local.bedrock_server import Text, message, model_stream_error, throttled, tool_call
+from conductor_local.bedrock.script import RejectRequest
+from conductor_local.bedrock.server import Text, message, model_stream_error, throttled, tool_call
 from lambdas import runtime
 from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import ERROR_MARKER, INTERRUPTED_MARKER
-from shared.protocol import Event, ToolCall
+from shared.wire.protocol import Event, ToolCall
 from tests.handlers.conftest import Harness, summarize
 from tests.history_check import assert_valid_history
 
@@ -121,7 +121,7 @@ def test_tool_result_with_error_reaches_the_model_as_an_error(conductor: Harness
 
 
 def test_malformed_wrapper_reports_invalid_tool_call_and_lets_the_model_recover(conductor: Harness) -> None:
-    from conductor_local.bedrock_server import ToolUse
+    from conductor_local.bedrock.server import ToolUse
 
     bad_name = tool_call("shell.exec", {"cmd": "ls"})
     not_wrapper = ToolUse("open_file", {"path": "x"})

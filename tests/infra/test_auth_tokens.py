@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from shared.auth_tokens import (
+from shared.adapters.auth_tokens import (
     ExpiredTokenError,
     InvalidSignatureError,
     MalformedTokenError,

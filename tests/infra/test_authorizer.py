@@ -13,10 +13,10 @@ import pytest
 from jwt import api_jws
 from moto.server import ThreadedMotoServer
 
-from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.lambda_runtime.context import LocalLambdaContext
 from lambdas import authorizer
-from shared.auth_tokens import issue_token
-from shared.jwt_auth import CognitoVerifier, TokenRejected
+from shared.adapters.auth_tokens import issue_token
+from shared.adapters.jwt_auth import CognitoVerifier, TokenRejected
 from tests.infra.test_cognito import POOL_KID, Pool, claims_of, make_pool, pool_private_key, resign
 
 SECRET = "s" * 64

@@ -268,7 +268,12 @@ def test_app_py_bundles_for_lambda_without_docker(app_bundle: AppBundle) -> None
     sources = {f for f in _relative_files(app_bundle.code) if "__pycache__" not in f.split("/")}
     assert {path.split("/", 1)[0] for path in sources} == {"lambdas", "shared"}
     assert not [f for f in sources if "tests" in f.split("/") or "infra" in f.split("/")]
-    assert {"shared/auth_tokens.py", "lambdas/authorizer.py", "lambdas/__init__.py", "shared/__init__.py"} <= sources
+    assert {
+        "shared/adapters/auth_tokens.py",
+        "lambdas/authorizer.py",
+        "lambdas/__init__.py",
+        "shared/__init__.py",
+    } <= sources
     assert sources == {p.relative_to(ROOT).as_posix() for p in bundling.iter_package_files()}
     for handler in app_bundle.handlers:
         module = handler.rsplit(".", 1)[0]

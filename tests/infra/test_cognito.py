@@ -28,9 +28,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from moto.server import ThreadedMotoServer
 from moto.utilities.utils import load_resource
 
-from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.lambda_runtime.context import LocalLambdaContext
 from lambdas import authorizer
-from shared.jwt_auth import CognitoSettings, CognitoVerifier, KeysUnavailable, TokenRejected
+from shared.adapters.jwt_auth import CognitoSettings, CognitoVerifier, KeysUnavailable, TokenRejected
 
 REGION = "us-east-1"
 METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:abc123/prod/$connect"

@@ -150,9 +150,9 @@ def test_every_stage_uses_a_model_known_active(stages: dict[str, Any]) -> None:
 
 
 def test_the_code_default_model_is_known_active() -> None:
-    from shared.config import Settings
+    from shared.flows.config import Settings
 
-    assert Settings().model_id in ACTIVE_MODEL_IDS, f"shared/config.py: {Settings().model_id} is not known Active"
+    assert Settings().model_id in ACTIVE_MODEL_IDS, f"shared/flows/config.py: {Settings().model_id} is not known Active"
 
 
 @pytest.mark.parametrize(

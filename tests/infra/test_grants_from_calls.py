@@ -187,8 +187,8 @@ def test_the_analysis_sees_every_client_and_every_handler_calls_something() -> N
 
 RUNTIME = """
 import boto3
-from shared.brain import Brain
-from shared.store import Store
+from shared.adapters.brain import Brain
+from shared.adapters.store import Store
 
 def brain():
     client = boto3.client("bedrock-runtime")
@@ -220,8 +220,8 @@ class Store:
         self.client.transact_write_items(TransactItems=[{"Put": state}, {"ConditionCheck": state}])
 """
 WORKER = """
-from shared.brain import Brain
-from shared.store import Store
+from shared.adapters.brain import Brain
+from shared.adapters.store import Store
 
 class Worker:
     def __init__(self, brain: Brain, store: Store) -> None:
@@ -284,8 +284,8 @@ def test_a_method_the_adapter_inherits_uses_its_client(tmp_path: Path) -> None:
         {
             "lambdas/runtime.py": RUNTIME,
             "lambdas/handlers.py": HISTORY_HANDLER,
-            "shared/brain.py": BRAIN,
-            "shared/store.py": STORE_WITH_READS,
+            "shared/adapters/brain.py": BRAIN,
+            "shared/adapters/store.py": STORE_WITH_READS,
             "shared/reads.py": READS,
         },
     )
@@ -298,8 +298,8 @@ def test_the_analysis_follows_typed_attributes_and_expands_transactions(tmp_path
         {
             "lambdas/runtime.py": RUNTIME,
             "lambdas/handlers.py": HANDLERS,
-            "shared/brain.py": BRAIN,
-            "shared/store.py": STORE,
+            "shared/adapters/brain.py": BRAIN,
+            "shared/adapters/store.py": STORE,
             "shared/worker.py": WORKER,
         },
     )
@@ -328,8 +328,8 @@ def test_the_analysis_refuses_what_it_cannot_attribute(tmp_path: Path) -> None:
 
 RESOLVER_RUNTIME = """
 import boto3
-from shared.store import Store
-from shared.gateway import Gateway
+from shared.adapters.store import Store
+from shared.adapters.gateway import Gateway
 
 def store():
     return Store(boto3.client("dynamodb"))
@@ -415,8 +415,8 @@ def test_the_analysis_follows_a_resolvers_routes_and_tells_library_calls_from_th
             "lambdas/runtime.py": RESOLVER_RUNTIME,
             "lambdas/handlers.py": RESOLVER_HANDLERS,
             "lambdas/other.py": UNTYPED_HANDLER,
-            "shared/store.py": RESOLVER_STORE,
-            "shared/gateway.py": RESOLVER_GATEWAY,
+            "shared/adapters/store.py": RESOLVER_STORE,
+            "shared/adapters/gateway.py": RESOLVER_GATEWAY,
         },
     )
     # The route and the exception handler are reached through app.resolve; the unregistered function
@@ -431,4 +431,9 @@ def test_the_analysis_follows_a_resolvers_routes_and_tells_library_calls_from_th
 
 
 def test_the_real_code_is_analysed() -> None:
-    assert code().modules.keys() >= {"lambdas.runtime", "shared.store", "shared.brain", "lambdas.tool_deadline"}
+    assert code().modules.keys() >= {
+        "lambdas.runtime",
+        "shared.adapters.store",
+        "shared.adapters.brain",
+        "lambdas.tool_deadline",
+    }

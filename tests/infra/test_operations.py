@@ -19,15 +19,15 @@ from infra.constructs.monitoring import (
     TABLE_OPERATIONS,
 )
 from infra.nag import flatten_cfn_reference
-from shared.commit import error_metric_name
-from shared.protocol import SENT_ERROR_CODES, SERVER_ERROR_CODES, ErrorCode
-from shared.service import PROMOTED_METRIC, SPECULATED_METRIC
-from shared.speculation_watcher import (
+from shared.flows.commit import error_metric_name
+from shared.flows.service import PROMOTED_METRIC, SPECULATED_METRIC
+from shared.flows.speculation_watcher import (
     DISCARDED_INPUT_METRIC,
     DISCARDED_METRIC,
     DISCARDED_OUTPUT_METRIC,
     SPECULATIONS_METRIC,
 )
+from shared.wire.protocol import SENT_ERROR_CODES, SERVER_ERROR_CODES, ErrorCode
 from tests.infra.conftest import Synth
 
 pytestmark = pytest.mark.infra
@@ -126,8 +126,8 @@ def test_failed_summary_folds_alarm_as_a_share_of_the_folds(any_stage: Synth) ->
     )
     assert (props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (5, 3)
     assert props["Threshold"] == config.alarms.error_rate_percent
-    # The conductor emits both counts under these names (shared/memory_keeper.py).
-    keeper = (ROOT / "shared" / "memory_keeper.py").read_text(encoding="utf-8")
+    # The conductor emits both counts under these names (shared/flows/memory_keeper.py).
+    keeper = (ROOT / "shared" / "flows" / "memory_keeper.py").read_text(encoding="utf-8")
     assert f'"{SUMMARY_FAILURES_METRIC}"' in keeper and f'"{SUMMARIES_WRITTEN_METRIC}"' in keeper
 
 
@@ -174,7 +174,7 @@ def test_table_throttles_cover_every_operation_of_the_store_and_the_sessions_rec
     called = {
         "".join(part.title() for part in name.split("_"))
         for module in ("store.py", "session_records.py")
-        for name in re.findall(r"_client\.(\w+)\(", (ROOT / "shared" / module).read_text(encoding="utf-8"))
+        for name in re.findall(r"_client\.(\w+)\(", (ROOT / "shared" / "adapters" / module).read_text(encoding="utf-8"))
     }
     assert called == throttled
     # An alarm's metric math takes at most 10 metrics.

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conductor_local.tables import TTL_ATTRIBUTE, create_tables
+from conductor_local.dynamodb.tables import TTL_ATTRIBUTE, create_tables
 from infra.config import StageConfig
 from infra.constructs.functions import INDEX_ACTIONS, TABLE_ACTIONS
 from infra.constructs.sessions_api import (
@@ -21,7 +21,7 @@ from infra.constructs.sessions_api import (
     SESSIONS_ROUTES,
 )
 from infra.nag import flatten_cfn_reference
-from shared.session_records import SESSIONS_INDEX, SESSIONS_INDEX_PROJECTED
+from shared.adapters.session_records import SESSIONS_INDEX, SESSIONS_INDEX_PROJECTED
 from tests.infra.code_calls import handler_operations
 from tests.infra.conftest import EXISTING_POOL, Synth
 from tests.infra.test_checks import acknowledgments
@@ -72,7 +72,7 @@ def http_routes(synth: Synth) -> dict[str, dict[str, Any]]:
 
 
 class RecordingDynamoDB:
-    """What ``conductor_local.tables.create_tables`` asks a DynamoDB endpoint for."""
+    """What ``conductor_local.dynamodb.tables.create_tables`` asks a DynamoDB endpoint for."""
 
     class exceptions:
         class ResourceInUseException(Exception):
@@ -98,7 +98,7 @@ def local_table() -> dict[str, Any]:
 
 
 def test_the_sessions_index_is_the_local_tables(every_stage: Synth) -> None:
-    """Every stage's table has exactly the index the local stack creates (conductor_local/tables.py):
+    """Every stage's table has exactly the index the local stack creates (conductor_local/dynamodb/tables.py):
     by-owner, owner (S) / last_active (N), projecting the listed fields; the same keys and TTL too."""
     local = local_table()
     _, table = every_stage.one("AWS::DynamoDB::Table")
@@ -327,7 +327,7 @@ def test_the_function_is_declared_like_the_others_with_its_environment(any_stage
 
 def test_the_ended_retention_is_the_stages_and_every_store_agrees(dev: Synth, prod: Synth, signed_token: Synth) -> None:
     """The sessions API's end sets it on every item; every function's store keeps it on an ended
-    session's later writes (shared/config.py: ended_retention_seconds), so all of them get it."""
+    session's later writes (shared/flows/config.py: ended_retention_seconds), so all of them get it."""
     for synth, days in ((dev, 2), (prod, 30), (signed_token, 30)):
         seconds = {
             fn["Properties"]["Handler"]: fn["Properties"]["Environment"]["Variables"].get(
@@ -341,9 +341,9 @@ def test_the_ended_retention_is_the_stages_and_every_store_agrees(dev: Synth, pr
 
 
 def test_the_code_reads_the_environment_the_stack_sets() -> None:
-    """The names the stack sets are the ones the function's code reads (lambdas/runtime.py, shared/config.py)."""
+    """The names the stack sets are the ones the function's code reads (lambdas/runtime.py, shared/flows/config.py)."""
     runtime = (ROOT / "lambdas" / "runtime.py").read_text(encoding="utf-8")
-    config = (ROOT / "shared" / "config.py").read_text(encoding="utf-8")
+    config = (ROOT / "shared" / "flows" / "config.py").read_text(encoding="utf-8")
     assert '"CONDUCTOR_WEBSOCKET_CALLBACK_URL"' in runtime
     for name in ("CONDUCTOR_TABLE", "CONDUCTOR_REQUIRE_PRINCIPAL", "CONDUCTOR_ENDED_RETENTION_SECONDS"):
         assert f'"{name}"' in config, name
@@ -380,8 +380,8 @@ def test_the_function_may_use_the_table_and_query_the_index_and_nothing_else(any
         ("dynamodb:Query", f"{table_arn}/index/{SESSIONS_INDEX}")
     }
     assert INDEX_ACTIONS == {"sessionsApi": ("dynamodb:Query",)}
-    # The index is read by name by the code that pages the sessions (shared/session_records.py).
-    records = (ROOT / "shared" / "session_records.py").read_text(encoding="utf-8")
+    # The index is read by name by the code that pages the sessions (shared/adapters/session_records.py).
+    records = (ROOT / "shared" / "adapters" / "session_records.py").read_text(encoding="utf-8")
     assert re.search(r'"IndexName":\s*SESSIONS_INDEX', records)
     # Services beside DynamoDB, the management API, the cursor key, its logs and traces: none.
     services = {action.split(":", 1)[0] for action, _ in grants(any_stage, function_role(any_stage, HANDLER))}

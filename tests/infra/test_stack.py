@@ -14,7 +14,7 @@ from infra.config import StageConfigError, select_stage
 from infra.constructs.functions import INDEX_ACTIONS, TABLE_ACTIONS
 from infra.constructs.monitoring import NO_SUBSCRIBER_WARNING
 from infra.nag import flatten_cfn_reference
-from shared.session_records import SESSIONS_INDEX
+from shared.adapters.session_records import SESSIONS_INDEX
 from tests.infra.conftest import Synth, stage_like_prod, synthesize
 from tests.infra.test_checks import findings
 from tests.infra.test_operations import alarm_metrics
@@ -45,7 +45,7 @@ TABLE_USERS = {
 }
 # The modules that call DynamoDB: the store, and the sessions API's records (the index, erasing, expiry).
 TABLE_MODULES = tuple(
-    Path(__file__).resolve().parents[2] / "shared" / name for name in ("store.py", "session_records.py")
+    Path(__file__).resolve().parents[2] / "shared" / "adapters" / name for name in ("store.py", "session_records.py")
 )
 # boto3 client method -> IAM action; transaction items -> the action DynamoDB authorizes each with.
 CLIENT_CALL_ACTIONS = {
@@ -578,7 +578,7 @@ def test_table_access_is_item_level_on_this_table_only(any_stage: Synth) -> None
 
 
 def store_table_actions() -> set[str]:
-    """The DynamoDB actions shared/store.py and shared/session_records.py need: their client calls,
+    """The DynamoDB actions shared/adapters/store.py and shared/adapters/session_records.py need: their client calls,
     and for transactions the kinds of item they write (dict keys such as ``"Put"``)."""
     return set().union(*(module_table_actions(path) for path in TABLE_MODULES))
 

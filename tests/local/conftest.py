@@ -13,7 +13,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import EventStreamError
 
-from conductor_local.bedrock_server import LocalBedrockServer, Responder, ScriptedResponder
+from conductor_local.bedrock.server import LocalBedrockServer, Responder, ScriptedResponder
 
 MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 WRAPPER_TOOL_CONFIG = {

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from conductor_local.bedrock_models import THINK_TOKENS
-from conductor_local.bedrock_server import ScriptedResponder, message, tool_call
+from conductor_local.bedrock.models import THINK_TOKENS
+from conductor_local.bedrock.server import ScriptedResponder, message, tool_call
 
 from .conftest import WRAPPER_TOOL_CONFIG, read_stream
 

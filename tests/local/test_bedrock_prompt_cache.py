@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from conductor_local.bedrock_cache import LOOKBACK_BLOCKS, PromptCache, has_cache_points
-from conductor_local.bedrock_server import (
+from conductor_local.bedrock.cache import LOOKBACK_BLOCKS, PromptCache, has_cache_points
+from conductor_local.bedrock.server import (
     LocalBedrockServer,
     ScriptedResponder,
     cache_point_problem,

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from botocore.retries.standard import ExponentialBackoff
 from urllib3.exceptions import ProtocolError
 
-from conductor_local.bedrock_server import (
+from conductor_local.bedrock.server import (
     LocalBedrockServer,
     Pause,
     RaiseInStream,
@@ -39,7 +39,7 @@ from conductor_local.bedrock_server import (
     throttled,
     tool_call,
 )
-from conductor_local.bedrock_validation import DEFAULT_CONTEXT_WINDOW
+from conductor_local.bedrock.validation import DEFAULT_CONTEXT_WINDOW
 
 from .conftest import MODEL_ID, WRAPPER_TOOL_CONFIG, Converse, make_client, read_stream
 

@@ -9,24 +9,24 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.bedrock_server import (
+from conductor_local.bedrock.server import (
     LocalBedrockServer,
     ScriptedResponder,
     cache_point_problem,
     message,
     tool_call,
 )
-from shared.brain import (
+from shared.adapters.brain import (
     CACHE_POINT,
     MAX_CACHE_POINTS,
     BedrockBrain,
     prompt_cache_enabled,
     supports_prompt_cache,
 )
-from shared.config import DEFAULT_SYSTEM_PROMPT, default_catalog
 from shared.core.model_output import ModelMessage
 from shared.core.wrapper import wrapper_tool_spec
-from shared.model_rules import Inference, rules_for
+from shared.flows.config import DEFAULT_SYSTEM_PROMPT, default_catalog
+from shared.wire.model_rules import Inference, rules_for
 
 CLAUDE = "us.anthropic.claude-haiku-5-5"
 NOVA = "us.amazon.nova-pro-v1:0"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_server import (
+from conductor_local.bedrock.server import (
     INPUT_TOO_LONG,
     RaiseInStream,
     ScriptedResponder,
@@ -28,8 +28,7 @@ from conductor_local.bedrock_server import (
     tool_use_start,
     validation_error,
 )
-from shared.brain import INCOMPLETE_STREAM, BedrockBrain, BrainError
-from shared.config import default_catalog
+from shared.adapters.brain import INCOMPLETE_STREAM, BedrockBrain, BrainError
 from shared.core.model_output import (
     MessageEnd,
     ModelMessage,
@@ -40,7 +39,8 @@ from shared.core.model_output import (
     ToolUseStarted,
 )
 from shared.core.wrapper import wrapper_tool_spec
-from shared.model_rules import Inference
+from shared.flows.config import default_catalog
+from shared.wire.model_rules import Inference
 
 from .conftest import MODEL_ID
 
@@ -281,7 +281,7 @@ def test_input_too_long_mid_stream_is_not_a_window_to_shrink(responder: Scripted
 def test_the_same_message_from_another_error_type_is_not_input_too_long(
     responder: ScriptedResponder, brain: BedrockBrain
 ) -> None:
-    from conductor_local.bedrock_server import RejectRequest
+    from conductor_local.bedrock.server import RejectRequest
 
     responder.push(RejectRequest(403, "AccessDeniedException", INPUT_TOO_LONG))
     with pytest.raises(BrainError) as raised:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_server import (
+from conductor_local.bedrock.server import (
     INPUT_TOO_LONG,
     LocalBedrockServer,
     ScriptedResponder,
@@ -16,11 +16,11 @@ from conductor_local.bedrock_server import (
     throttled,
     validation_error,
 )
-from shared.brain import BedrockBrain, BrainError
-from shared.config import default_catalog
+from shared.adapters.brain import BedrockBrain, BrainError
 from shared.core.memory import SUMMARY_MARKER, summary_request
 from shared.core.wrapper import wrapper_tool_spec
-from shared.model_rules import Inference
+from shared.flows.config import default_catalog
+from shared.wire.model_rules import Inference
 
 from .conftest import MODEL_ID, make_client
 
@@ -91,7 +91,7 @@ def test_a_throttled_summary_is_a_brain_error_after_retries(responder: ScriptedR
 
 
 def test_a_model_error_while_summarizing_is_a_brain_error(responder: ScriptedResponder, client: Any) -> None:
-    from conductor_local.bedrock_server import model_stream_error
+    from conductor_local.bedrock.server import model_stream_error
 
     responder.push(message("half a", interrupted_by=model_stream_error("the model failed")))
     with pytest.raises(BrainError) as caught:

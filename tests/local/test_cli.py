@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conductor_local import cli, doctor
-from conductor_local.offline_brain import ModelPace
+from conductor_local import cli
+from conductor_local.bedrock.offline_brain import ModelPace
+from conductor_local.doctor import command as doctor
 from tests.local.test_doctor import no_credentials_env, run_cli
 
 

@@ -33,8 +33,8 @@ import pytest
 from botocore.validate import ParamValidator
 from moto.server import ThreadedMotoServer
 
-from conductor_local import doctor
-from shared.model_rules import Inference, request_fields, rules_for
+from conductor_local.doctor import command as doctor
+from shared.wire.model_rules import Inference, request_fields, rules_for
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"

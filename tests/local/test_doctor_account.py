@@ -10,8 +10,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from conductor_local.doctor import check_stack_and_table
-from conductor_local.doctor_account import (
+from conductor_local.doctor.account import (
     ROLE_ERROR,
     check_bedrock_quotas,
     check_cloudwatch_role,
@@ -19,7 +18,8 @@ from conductor_local.doctor_account import (
     parse_quota_name,
     quota_names_model,
 )
-from conductor_local.doctor_common import Target
+from conductor_local.doctor.command import check_stack_and_table
+from conductor_local.doctor.common import Target
 
 REGION = "us-east-1"
 PROFILE_ID = "us.anthropic.claude-haiku-5-5"

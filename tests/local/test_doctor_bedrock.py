@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from conductor_local.doctor_bedrock import (
+from conductor_local.doctor.bedrock import (
     check_converse,
     check_inference_profile,
     check_model_availability,
@@ -18,8 +18,8 @@ from conductor_local.doctor_bedrock import (
     model_checks,
     probe_request,
 )
-from conductor_local.doctor_common import CheckResult, Target
-from shared.model_rules import Inference, request_fields, rules_for
+from conductor_local.doctor.common import CheckResult, Target
+from shared.wire.model_rules import Inference, request_fields, rules_for
 
 REGION = "us-east-1"
 PROFILE_ID = "us.anthropic.claude-haiku-5-5"
@@ -282,4 +282,4 @@ def test_converse_sends_exactly_the_probe() -> None:
         assert check_converse(runtime, checked).ok
         refused = check_converse(runtime, checked)
     assert not refused.ok
-    assert "shared/model_rules.py" in refused.fix
+    assert "shared/wire/model_rules.py" in refused.fix

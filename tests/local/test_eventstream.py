@@ -9,7 +9,7 @@ from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, EventStrea
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conductor_local.eventstream import (
+from conductor_local.bedrock.eventstream import (
     MAX_HEADER_VALUE_BYTES,
     encode_message,
     event_message,

@@ -17,7 +17,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from conductor_local.lambda_server import (
+from conductor_local.lambda_runtime.server import (
     ACCOUNT,
     ASYNC_PAYLOAD_LIMIT,
     REGION,

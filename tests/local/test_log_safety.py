@@ -1,4 +1,4 @@
-"""``shared.log_safety``: any client input becomes a bounded, escaped log line without its secrets,
+"""``shared.wire.log_safety``: any client input becomes a bounded, escaped log line without its secrets,
 and rendering it never raises."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from shared.log_safety import SafeRecords, redact, safe_text, safe_value
+from shared.wire.log_safety import SafeRecords, redact, safe_text, safe_value
 
 SECRET_ALPHABET = string.ascii_letters + string.digits + "-_."
 secrets_ = st.text(SECRET_ALPHABET, min_size=12, max_size=400).filter(lambda s: s.strip("-_.") == s)

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_server import LocalBedrockServer, Pause, Responder, estimate_input_tokens
-from conductor_local.offline_brain import (
+from conductor_local.bedrock.offline_brain import (
     CALL_PREAMBLE,
     CHARS_PER_TOKEN,
     CUT_SHORT_TEXT,
@@ -26,6 +25,7 @@ from conductor_local.offline_brain import (
     paced,
     parse_calls,
 )
+from conductor_local.bedrock.server import LocalBedrockServer, Pause, Responder, estimate_input_tokens
 
 from .conftest import Converse, Reply, make_client, read_stream
 

@@ -7,20 +7,20 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_server import LocalBedrockServer, ScriptedResponder, Step, message
-from conductor_local.offline_recall import (
+from conductor_local.bedrock.offline_recall import (
     MAX_SUMMARY_ITEMS,
     answering_summaries,
     is_recall,
     recall_answer,
     summary_answer,
 )
-from shared.brain import BedrockBrain
-from shared.config import default_catalog
+from conductor_local.bedrock.server import LocalBedrockServer, ScriptedResponder, Step, message
+from shared.adapters.brain import BedrockBrain
 from shared.core.memory import summary_request, with_summary
 from shared.core.messages import reasoning_block, text_block, tool_result_block, tool_use_block
 from shared.core.wrapper import wrapper_tool_spec
-from shared.model_rules import Inference
+from shared.flows.config import default_catalog
+from shared.wire.model_rules import Inference
 
 from .conftest import MODEL_ID, make_client
 

@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.apigw import LocalApiGateway, RouteHandlers
+from conductor_local.gateway.server import LocalApiGateway, RouteHandlers
 
 WAIT_S = 5.0
 

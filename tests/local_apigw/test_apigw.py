@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.parser.models import (
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidStatus
 from websockets.sync.client import connect
 
-from conductor_local.apigw import LocalApiGateway, summarize
+from conductor_local.gateway.server import LocalApiGateway, summarize
 from tests.local_apigw.conftest import WAIT_S, StandInRoutes, next_event
 
 

@@ -17,9 +17,9 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from conductor_local.apigw import AuthorizerError, LocalApiGateway, RouteHandlers, policy_allows
+from conductor_local.gateway.server import AuthorizerError, LocalApiGateway, RouteHandlers, policy_allows
 from lambdas.authorizer import DEV_SIGNED_TOKEN, authorize
-from shared.auth_tokens import issue_token
+from shared.adapters.auth_tokens import issue_token
 from tests.local_apigw.conftest import WAIT_S, Event, StandInRoutes, next_event
 
 ARN = "arn:aws:execute-api:us-east-1:123456789012:abcdef1234/local/$connect"

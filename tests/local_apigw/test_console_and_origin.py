@@ -18,9 +18,9 @@ from websockets.sync.client import ClientConnection, connect
 
 from conductor_local import cli
 from conductor_local import stack as stack_module
-from conductor_local.apigw import LocalApiGateway
-from conductor_local.apigw_console import CONSOLE_DIR, normalize_origin
-from conductor_local.apigw_frames import summarize
+from conductor_local.gateway.console import CONSOLE_DIR, normalize_origin
+from conductor_local.gateway.frames import summarize
+from conductor_local.gateway.server import LocalApiGateway
 from conductor_local.stack import LocalStack
 from tests.local_apigw.conftest import WAIT_S, StandInRoutes, next_event
 

@@ -25,8 +25,8 @@ from botocore import UNSIGNED
 from botocore.config import Config
 from websockets.sync.client import connect
 
-from conductor_local.apigw import LocalApiGateway
-from conductor_local.apigw_http import HttpApi, claim_strings, match_route
+from conductor_local.gateway.http_api import HttpApi, claim_strings, match_route
+from conductor_local.gateway.server import LocalApiGateway
 from conductor_local.stack import LocalStack
 from tests.local_apigw.conftest import WAIT_S, StandInRoutes
 

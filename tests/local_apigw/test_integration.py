@@ -12,7 +12,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from conductor_local.apigw import INTEGRATION_TIMEOUT_S, LocalApiGateway
+from conductor_local.gateway.server import INTEGRATION_TIMEOUT_S, LocalApiGateway
 from tests.local_apigw.conftest import WAIT_S, StandInRoutes, next_event
 
 SHORT_TIMEOUT_S = 0.3

@@ -8,7 +8,7 @@ import pytest
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import ClientConnection, connect
 
-from conductor_local.apigw import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES, LocalApiGateway, split_frames
+from conductor_local.gateway.server import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES, LocalApiGateway, split_frames
 from tests.local_apigw.conftest import WAIT_S, StandInRoutes, next_event
 
 KB = 1024

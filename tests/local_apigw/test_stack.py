@@ -14,8 +14,8 @@ from botocore.config import Config
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from conductor_local.apigw import AUTHORIZER_ROUTE, RouteHandlers
-from conductor_local.bedrock_server import message
+from conductor_local.bedrock.server import message
+from conductor_local.gateway.server import AUTHORIZER_ROUTE, RouteHandlers
 from conductor_local.stack import LocalStack, lambda_context
 from tests.local_apigw.conftest import WAIT_S, StandInRoutes, next_event
 

@@ -9,8 +9,8 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from conductor_local.tables import create_tables
-from shared.session_records import SESSIONS_INDEX, SESSIONS_INDEX_PROJECTED
+from conductor_local.dynamodb.tables import create_tables
+from shared.adapters.session_records import SESSIONS_INDEX, SESSIONS_INDEX_PROJECTED
 
 
 @pytest.fixture

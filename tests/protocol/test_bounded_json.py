@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.bounded_json import MAX_NUMBER_CHARS, JsonRefused, loads, nesting_depth
+from shared.wire.bounded_json import MAX_NUMBER_CHARS, JsonRefused, loads, nesting_depth
 
 DEPTH = 8
 

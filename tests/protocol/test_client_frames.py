@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conductor_local.bedrock_server import message
-from shared.protocol import (
+from conductor_local.bedrock.server import message
+from shared.wire.protocol import (
     ErrorPayload,
     Event,
     SessionStart,

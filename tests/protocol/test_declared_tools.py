@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from shared.protocol import ErrorCode, ProtocolError, SessionStart, parse_event
-from shared.protocol_tools import MAX_DECLARED_TOOLS, MAX_TOOL_SCHEMA_BYTES, MAX_TOOLS_BYTES, compact_size
+from shared.wire.protocol import ErrorCode, ProtocolError, SessionStart, parse_event
+from shared.wire.protocol_tools import MAX_DECLARED_TOOLS, MAX_TOOL_SCHEMA_BYTES, MAX_TOOLS_BYTES, compact_size
 
 API_GATEWAY_FRAME_BYTES = 32 * 1024
 

@@ -16,8 +16,8 @@ import pytest
 
 from shared.core.conductor import KNOWN_CAPABILITIES
 from shared.core.speakable import Card
-from shared.protocol import KINDS, SENTENCE_SPEECH, ErrorCode, Event, json_schema, parse_event
-from shared.schema_export import DEFAULT_PATH
+from shared.wire.protocol import KINDS, SENTENCE_SPEECH, ErrorCode, Event, json_schema, parse_event
+from shared.wire.schema_export import DEFAULT_PATH
 from voiceide_client.client import gateway_frame
 
 ROOT = Path(__file__).resolve().parents[2]

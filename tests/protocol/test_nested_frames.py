@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from shared.protocol import MAX_FRAME_DEPTH, ErrorCode, Event, ProtocolError, parse_event
+from shared.wire.protocol import MAX_FRAME_DEPTH, ErrorCode, Event, ProtocolError, parse_event
 from tests.handlers.conftest import Harness
 
 

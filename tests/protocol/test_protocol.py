@@ -8,7 +8,7 @@ import uuid
 import jsonschema
 import pytest
 
-from shared.protocol import (
+from shared.wire.protocol import (
     KINDS,
     ErrorCode,
     Event,
@@ -20,8 +20,8 @@ from shared.protocol import (
     make_event,
     parse_event,
 )
-from shared.schema_export import DEFAULT_PATH, render
-from shared.wire_formats import is_uuid_v4
+from shared.wire.schema_export import DEFAULT_PATH, render
+from shared.wire.wire_formats import is_uuid_v4
 
 SPEC_EXAMPLES = {
     "sessionStart": {"sessionId": "abc123"},

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.protocol import ErrorCode, Event, ProtocolError, now_timestamp, parse_event
-from shared.schema_export import DEFAULT_PATH
-from shared.wire_formats import is_rfc3339_timestamp, timestamp_seconds
+from shared.wire.protocol import ErrorCode, Event, ProtocolError, now_timestamp, parse_event
+from shared.wire.schema_export import DEFAULT_PATH
+from shared.wire.wire_formats import is_rfc3339_timestamp, timestamp_seconds
 
 SCHEMA = json.loads(DEFAULT_PATH.read_text(encoding="utf-8"))
 SCHEMA_PATTERN = re.compile(SCHEMA["properties"]["timestamp"]["pattern"])

@@ -20,10 +20,10 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.bedrock_server import LocalBedrockServer, RejectRequest, Script
-from conductor_local.tables import create_tables
+from conductor_local.bedrock.server import LocalBedrockServer, RejectRequest, Script
+from conductor_local.dynamodb.tables import create_tables
 from lambdas import runtime
-from shared.store import VersionConflict
+from shared.adapters.store import VersionConflict
 from tests.handlers.conftest import (  # noqa: F401  (fixtures, re-exported for this directory)
     Harness,
     bedrock_server,

@@ -11,11 +11,11 @@ from typing import Any
 
 from moto.core.model_instances import reset_model_data
 
-from conductor_local.bedrock_server import RecordedRequest, RejectRequest, Script, Step
-from conductor_local.lambda_context import LocalLambdaContext
-from conductor_local.turn_functions import TURN_FUNCTION
+from conductor_local.bedrock.server import RecordedRequest, RejectRequest, Script, Step
+from conductor_local.lambda_runtime.context import LocalLambdaContext
+from conductor_local.lambda_runtime.turn_functions import TURN_FUNCTION
 from lambdas import message, runtime
-from shared.protocol import Event, now_timestamp, parse_event
+from shared.wire.protocol import Event, now_timestamp, parse_event
 from tests.handlers.conftest import Connection, Harness
 
 OK = {"statusCode": 200}

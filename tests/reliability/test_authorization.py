@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_server import message, tool_call
-from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.bedrock.server import message, tool_call
+from conductor_local.lambda_runtime.context import LocalLambdaContext
 from lambdas import authorizer, connect, runtime
 from tests.handlers.conftest import Connection, Harness
 from tests.infra.test_cognito import connect_event, make_pool

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from conductor_local.bedrock_server import message, tool_call
+from conductor_local.bedrock.server import message, tool_call
 from lambdas import runtime
 from tests.handlers.conftest import Harness, summarize
 from tests.reliability.support import IDLE, OK, THINKING, errors, frame, model_calls, non_partial

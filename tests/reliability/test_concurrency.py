@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conductor_local.bedrock_server import Script, Text, message, tool_call
+from conductor_local.bedrock.server import Script, Text, message, tool_call
 from lambdas import runtime
 from tests.handlers.conftest import Connection, Harness, summarize
 from tests.history_check import assert_valid_history

@@ -15,7 +15,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from conductor_local.bedrock_server import (
+from conductor_local.bedrock.server import (
     Pause,
     RaiseInStream,
     RejectRequest,
@@ -25,9 +25,9 @@ from conductor_local.bedrock_server import (
     validation_error,
 )
 from lambdas import runtime
+from shared.adapters.store import SessionStore
 from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import ERROR_MARKER
-from shared.store import SessionStore
 from tests.handlers.conftest import Connection, Harness, summarize
 from tests.history_check import assert_valid_history
 from tests.net import free_port

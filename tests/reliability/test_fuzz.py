@@ -37,9 +37,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conductor_local.bedrock_server import message, tool_call
+from conductor_local.bedrock.server import message, tool_call
 from lambdas import runtime
-from shared.protocol import MAX_FRAME_DEPTH, Event
+from shared.wire.protocol import MAX_FRAME_DEPTH, Event
 from tests.handlers.conftest import Connection, Harness, summarize
 from tests.history_check import assert_valid_history
 from tests.reliability.figures import count

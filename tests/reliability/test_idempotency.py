@@ -6,7 +6,7 @@ Gateway (or the app, after a reconnect) delivers twice changes the session once.
 
 from __future__ import annotations
 
-from conductor_local.bedrock_server import message, tool_call
+from conductor_local.bedrock.server import message, tool_call
 from tests.handlers.conftest import Harness
 from tests.reliability.support import OK, THINKING, errors, frame, model_calls, tool_calls
 

@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 
-from conductor_local.bedrock_server import message, tool_call
+from conductor_local.bedrock.server import message, tool_call
 from lambdas import runtime
 from tests.handlers.conftest import Connection, Harness, summarize
 from tests.reliability.support import (

@@ -22,13 +22,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from conductor_local.lambda_context import LocalLambdaContext
-from conductor_local.tables import create_tables
+from conductor_local.dynamodb.tables import create_tables
+from conductor_local.lambda_runtime.context import LocalLambdaContext
 from lambdas import runtime, sessions_api
+from shared.adapters.store import SessionStore
 from shared.core.history_ops import AppendMessage
 from shared.core.messages import INTERRUPTED_MARKER, Block, text_block, tool_result_block, tool_use_block
 from shared.core.state import SessionState
-from shared.store import SessionStore
 
 TABLE = "voiceide-sessions-test"
 CALLBACK_URL = "https://ws123.execute-api.us-east-1.amazonaws.com/dev"

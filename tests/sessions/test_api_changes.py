@@ -13,7 +13,7 @@ from shared.core import conductor
 from shared.core.decision import DEFAULT_SETTINGS
 from shared.core.messages import text_block
 from shared.core.state import ActiveStream, Turn
-from shared.protocol import ErrorCode
+from shared.wire.protocol import ErrorCode
 from tests.sessions.conftest import (
     CALLBACK_URL,
     OTHER,

@@ -6,7 +6,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from shared.gateway import ConnectionGateway
+from shared.adapters.gateway import ConnectionGateway
 
 
 class StubClient:

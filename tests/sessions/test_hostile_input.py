@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from conductor_local.lambda_context import LocalLambdaContext
+from conductor_local.lambda_runtime.context import LocalLambdaContext
 from lambdas import sessions_api
-from shared.session_cursors import CURSOR_MAX_CHARS, CursorSeal
+from shared.wire.session_cursors import CURSOR_MAX_CHARS, CursorSeal
 from tests.sessions.conftest import CURSOR_KEY, OTHER, PERSON, Api, conversation, error_code, http_event
 
 REFUSED_CURSOR = "the cursor is not one this API handed out"

@@ -6,8 +6,8 @@ import json
 
 from openapi_spec_validator import validate
 
+from lambdas.openapi_export import DEFAULT_PATH, render
 from lambdas.sessions_api import app
-from shared.openapi_export import DEFAULT_PATH, render
 
 DOCUMENTED_ROUTES = {
     ("GET", "/sessions"),

@@ -1,0 +1,1 @@
+"""``voiceide-conductor doctor``: checks a stage's account, model access and settings."""

@@ -1,0 +1,1 @@
+"""The local DynamoDB: moto's server on loopback and the conductor's tables."""

@@ -1,0 +1,442 @@
+"""DynamoDB store: connections, session state, history, outbox — one table, generic keys.
+
+Items (``pk`` / ``sk``):
+
+* ``CONN#<connectionId>`` / ``CONN`` — the session a connection belongs to (and its principal).
+* ``SESSION#<id>`` / ``STATE`` — the core's ``SessionState`` as JSON plus ``version``; every
+  change is a conditional write on that version (and on ``incarnation``, made when the state is
+  first written: a session erased and started again never takes a write meant for the old one).
+  It also carries what the sessions index lists (``shared.adapters.session_records``).
+* ``SESSION#<id>`` / ``MSG#<seq>`` — one item per history message (content blocks as JSON, and
+  ``at``: when it was first written), so no session meets the 400 KB item limit and the recent
+  window is one Query.
+* ``SESSION#<id>`` / ``OUTBOX#<seq>`` — server events kept for replay to a reconnecting app.
+* ``SESSION#<id>`` / ``EVENT#<id>`` — client event ids already processed.
+* ``SESSION#<id>`` / ``PART#<digest of the call id>#<index>`` — a part of a tool result sent in
+  parts, until all are in (``shared.core.result_parts``).
+
+State and history writes of one decision go in one transaction, so a tool-use message is never
+stored without its results. Every item carries ``expires_at`` (DynamoDB TTL). With the session
+reaper deployed (``shared.flows.session_reaper``), a session lives as long as its state: the ``STATE``
+item expires a while after the session's last change, history messages only after a far backstop
+(``history_ttl_seconds``), so a session in use keeps all of its history however long it lasts; when
+the state expires, the reaper deletes what remains. Without it, history expires after the session
+TTL from its last write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from shared.adapters.history_reads import MAX_SEQ, HistoryReads, RecentHistory, _msg_sk, session_pk
+from shared.adapters.session_records import index_attributes
+from shared.core.decision import PartWrite
+from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp, ReplaceMessage
+from shared.core.state import SessionState
+
+__all__ = ["ConnectionInfo", "DuplicateEvent", "RecentHistory", "SessionStore", "VersionConflict", "session_pk"]
+
+STATE_SK = "STATE"
+CONN_SK = "CONN"
+CONNECTION_TTL_SECONDS = 3 * 3600  # API Gateway closes a connection after 2 h at most
+# With the session reaper, a history message outlives its session only if the reaper failed: it is
+# then deleted this long after it was last written, whatever happens.
+HISTORY_BACKSTOP_SECONDS = 400 * 24 * 3600
+BATCH_WRITE_MAX = 25  # DynamoDB's BatchWriteItem limit
+DELETE_ATTEMPTS = 8
+
+
+class VersionConflict(Exception):
+    """Someone else changed the session first: reload and decide again."""
+
+
+class DuplicateEvent(Exception):
+    """The client event id was already processed for this session."""
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    connection_id: str
+    session_id: str
+    principal: str | None
+
+
+def _outbox_sk(seq: int) -> str:
+    return f"OUTBOX#{seq:010d}"
+
+
+def _part_sk(call_id: str, index: int | None) -> str:
+    """A part of a call's result; the call by a digest of its id (any string the app chose)."""
+    prefix = f"PART#{hashlib.sha256(call_id.encode()).hexdigest()[:32]}#"
+    return prefix if index is None else f"{prefix}{index:03d}"
+
+
+def _conflict_reasons(error: ClientError) -> list[str]:
+    return [reason.get("Code", "") for reason in error.response.get("CancellationReasons", [])]
+
+
+class SessionStore(HistoryReads):
+    """All DynamoDB access of the conductor, through the low-level boto3 client."""
+
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        *,
+        ttl_seconds: int,
+        ended_ttl_seconds: int | None = None,
+        history_ttl_seconds: int | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._client = client
+        self._table = table_name
+        self._ttl = ttl_seconds
+        self._history_ttl = max(history_ttl_seconds or ttl_seconds, ttl_seconds)
+        self._sleep = sleep
+        self._ended_ttl = ttl_seconds if ended_ttl_seconds is None else ended_ttl_seconds
+        self._clock = clock
+
+    def _expires_at(self, seconds: int | None = None) -> dict[str, str]:
+        return {"N": str(int(self._clock()) + (seconds or self._ttl))}
+
+    def _history_expires_at(self) -> dict[str, str]:
+        return self._expires_at(self._history_ttl)
+
+    def _state_expires_at(self, state: SessionState) -> dict[str, str]:
+        """An ended session is kept for the ended retention after it ended, whatever writes it
+        still gets; any other session for the session TTL after its last change."""
+        if state.ended_at is not None:
+            return {"N": str(int(state.ended_at) + self._ended_ttl)}
+        return self._expires_at()
+
+    # ---- connections ---------------------------------------------------------------------
+
+    def put_connection(self, connection_id: str, session_id: str, principal: str | None) -> None:
+        item = {
+            "pk": {"S": f"CONN#{connection_id}"},
+            "sk": {"S": CONN_SK},
+            "session_id": {"S": session_id},
+            "connected_at": {"N": str(int(self._clock()))},
+            "expires_at": self._expires_at(CONNECTION_TTL_SECONDS),
+        }
+        if principal:
+            item["principal"] = {"S": principal}
+        self._client.put_item(TableName=self._table, Item=item)
+
+    def get_connection(self, connection_id: str) -> ConnectionInfo | None:
+        response = self._client.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": f"CONN#{connection_id}"}, "sk": {"S": CONN_SK}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        if item is None:
+            return None
+        return ConnectionInfo(
+            connection_id=connection_id,
+            session_id=item["session_id"]["S"],
+            principal=item.get("principal", {}).get("S"),
+        )
+
+    def delete_connection(self, connection_id: str) -> None:
+        self._client.delete_item(
+            TableName=self._table, Key={"pk": {"S": f"CONN#{connection_id}"}, "sk": {"S": CONN_SK}}
+        )
+
+    # ---- session state -------------------------------------------------------------------
+
+    def load(self, session_id: str) -> SessionState | None:
+        response = self._client.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": session_pk(session_id)}, "sk": {"S": STATE_SK}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        if item is None:
+            return None
+        state = SessionState.model_validate_json(item["data"]["S"])
+        state.version = int(item["version"]["N"])
+        return state
+
+    def commit(
+        self,
+        state: SessionState,
+        history: Iterable[HistoryOp] = (),
+        *,
+        claim_event_id: str | None = None,
+        claim_ttl_seconds: int = 24 * 3600,
+        outbox: Iterable[tuple[int, str]] = (),
+        outbox_ttl_seconds: int = 24 * 3600,
+        part_writes: Iterable[PartWrite] = (),
+        parts_dropped: Iterable[tuple[str, int]] = (),
+    ) -> SessionState:
+        """Write ``state`` if the stored version is still ``state.version``; returns the new state.
+
+        History ops go in the same transaction, and so does the record of the client event that
+        caused the change (``claim_event_id``): an event is processed exactly when its effects
+        are stored. The decision's events go to the outbox in the same transaction, so they can
+        be replayed to a reconnecting app. Raises ``VersionConflict`` (decide again on fresh
+        state) or ``DuplicateEvent``.
+        """
+        history = list(history)
+        committed = state.model_copy(update={"version": state.version + 1})
+        if not committed.incarnation:
+            committed.incarnation = uuid.uuid4().hex
+        if history:
+            committed.history_version = committed.version
+        state_put = {
+            "TableName": self._table,
+            "Item": {
+                "pk": {"S": session_pk(state.session_id)},
+                "sk": {"S": STATE_SK},
+                "version": {"N": str(committed.version)},
+                "data": {"S": committed.model_dump_json(exclude={"version"})},
+                "incarnation": {"S": committed.incarnation},
+                "expires_at": self._state_expires_at(committed),
+                **index_attributes(committed),
+            },
+        }
+        if state.version == 0:
+            state_put["ConditionExpression"] = "attribute_not_exists(pk)"
+        elif state.incarnation:
+            state_put["ConditionExpression"] = "version = :expected AND incarnation = :incarnation"
+            state_put["ExpressionAttributeValues"] = {
+                ":expected": {"N": str(state.version)},
+                ":incarnation": {"S": state.incarnation},
+            }
+        else:  # written before incarnations: this write gives it one
+            state_put["ConditionExpression"] = "version = :expected"
+            state_put["ExpressionAttributeValues"] = {":expected": {"N": str(state.version)}}
+        extra = self._history_writes(state.session_id, history, committed.version)
+        extra.extend(self._outbox_writes(state.session_id, outbox, outbox_ttl_seconds))
+        extra.extend(self._part_writes(state.session_id, part_writes, parts_dropped))
+        if claim_event_id is not None:
+            extra.insert(0, {"Put": self._claim_put(state.session_id, claim_event_id, claim_ttl_seconds)})
+        try:
+            if not extra:
+                self._client.put_item(**state_put)
+            else:
+                self._client.transact_write_items(TransactItems=[{"Put": state_put}, *extra])
+        except ClientError as error:
+            code = error.response["Error"]["Code"]
+            if code == "ConditionalCheckFailedException":
+                raise VersionConflict(state.session_id) from error
+            if code == "TransactionCanceledException":
+                reasons = _conflict_reasons(error)
+                if claim_event_id is not None and len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
+                    raise DuplicateEvent(claim_event_id) from error
+                if any(reason in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons):
+                    raise VersionConflict(state.session_id) from error
+            raise
+        return committed
+
+    def _history_writes(self, session_id: str, ops: Iterable[HistoryOp], version: int) -> list[dict[str, Any]]:
+        """Each written message records the state version that wrote it (``v``), so a history read
+        beside a state read can tell whether it saw the same writes."""
+        writes: list[dict[str, Any]] = []
+        written, expires = {"N": str(version)}, self._history_expires_at()
+        for op in ops:
+            key = {"pk": {"S": session_pk(session_id)}, "sk": {"S": _msg_sk(op.seq)}}
+            blocks = {"L": [{"S": json.dumps(block, ensure_ascii=False)} for block in op.content]}
+            if isinstance(op, AppendMessage):
+                writes.append(
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": {
+                                **key,
+                                "role": {"S": op.role},
+                                "content": blocks,
+                                "v": written,
+                                "at": {"N": f"{self._clock():.3f}"},
+                                "expires_at": expires,
+                            },
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    }
+                )
+            elif isinstance(op, ReplaceMessage):
+                writes.append(
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": key,
+                            "UpdateExpression": "SET content = :blocks, v = :v, expires_at = :exp",
+                            "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeValues": {
+                                ":blocks": blocks,
+                                ":v": written,
+                                ":exp": expires,
+                            },
+                        }
+                    }
+                )
+            elif isinstance(op, ExtendMessage):
+                writes.append(
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": key,
+                            "UpdateExpression": (
+                                "SET content = list_append(content, :blocks), v = :v, expires_at = :exp"
+                            ),
+                            "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeValues": {
+                                ":blocks": blocks,
+                                ":v": written,
+                                ":exp": expires,
+                            },
+                        }
+                    }
+                )
+        return writes
+
+    # ---- tool results in parts ----------------------------------------------------------------
+
+    def _part_writes(
+        self, session_id: str, writes: Iterable[PartWrite], dropped: Iterable[tuple[str, int]]
+    ) -> list[dict[str, Any]]:
+        ops: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": {
+                        "pk": {"S": session_pk(session_id)},
+                        "sk": {"S": _part_sk(write.call_id, write.index)},
+                        "text": {"S": write.text},
+                        "expires_at": self._expires_at(),
+                    },
+                }
+            }
+            for write in writes
+        ]
+        for call_id, count in dropped:
+            ops.extend(
+                {
+                    "Delete": {
+                        "TableName": self._table,
+                        "Key": {"pk": {"S": session_pk(session_id)}, "sk": {"S": _part_sk(call_id, index)}},
+                    }
+                }
+                for index in range(count)
+            )
+        return ops
+
+    def result_parts(self, session_id: str, call_id: str) -> list[tuple[int, str]]:
+        """The stored parts of a call's result: (index, text), in index order."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": session_pk(session_id)},
+                ":prefix": {"S": _part_sk(call_id, None)},
+            },
+            "ConsistentRead": True,
+        }
+        items = self._query_all(kwargs)
+        return [(int(item["sk"]["S"].rsplit("#", 1)[1]), item["text"]["S"]) for item in items]
+
+    # ---- outbox (server events kept for replay) ----------------------------------------------
+
+    def _outbox_writes(
+        self, session_id: str, entries: Iterable[tuple[int, str]], ttl_seconds: int
+    ) -> list[dict[str, Any]]:
+        return [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": {
+                        "pk": {"S": session_pk(session_id)},
+                        "sk": {"S": _outbox_sk(seq)},
+                        "frame": {"S": frame},
+                        "expires_at": self._expires_at(ttl_seconds),
+                    },
+                }
+            }
+            for seq, frame in entries
+        ]
+
+    def outbox(self, session_id: str, after_seq: int = 0, before_seq: int = MAX_SEQ + 1) -> list[tuple[int, str]]:
+        """The kept frames with ``after_seq < seq < before_seq``, in seq order."""
+        before_seq = min(before_seq, MAX_SEQ + 1)
+        if after_seq + 1 > before_seq - 1:
+            return []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": session_pk(session_id)},
+                ":low": {"S": _outbox_sk(after_seq + 1)},
+                ":high": {"S": _outbox_sk(before_seq - 1)},
+            },
+            "ConsistentRead": True,
+        }
+        return [(int(item["sk"]["S"].split("#", 1)[1]), item["frame"]["S"]) for item in self._query_all(kwargs)]
+
+    # ---- processed client events (idempotency) --------------------------------------------
+
+    def _claim_put(self, session_id: str, event_id: str, ttl_seconds: int) -> dict[str, Any]:
+        return {
+            "TableName": self._table,
+            "Item": {
+                "pk": {"S": session_pk(session_id)},
+                "sk": {"S": f"EVENT#{event_id}"},
+                "expires_at": self._expires_at(ttl_seconds),
+            },
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+
+    # ---- what an expired session leaves behind ---------------------------------------------------
+
+    def expired_session_keys(self, session_id: str) -> list[dict[str, Any]]:
+        """The keys of what remains of a session whose state expired. When the state is gone, that
+        is everything under its key. When a new session with the same id was started meanwhile (a
+        new incarnation), only the old history messages: those written before it was created."""
+        state = self._client.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": session_pk(session_id)}, "sk": {"S": STATE_SK}},
+            ProjectionExpression="created_at",
+            ConsistentRead=True,
+        ).get("Item")
+        items = self._query_all(
+            {
+                "TableName": self._table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": session_pk(session_id)}},
+                "ProjectionExpression": "pk, sk, #at",
+                "ExpressionAttributeNames": {"#at": "at"},
+                "ConsistentRead": True,
+            }
+        )
+        if state is not None:
+            started = float(state.get("created_at", {}).get("N", "0"))
+            items = [
+                item
+                for item in items
+                if item["sk"]["S"].startswith("MSG#") and float(item.get("at", {}).get("N", "0")) < started
+            ]
+        return [{"pk": item["pk"], "sk": item["sk"]} for item in items]
+
+    def delete_items(self, keys: list[dict[str, Any]]) -> int:
+        """Delete ``keys`` in batches of 25, sending again what DynamoDB left unprocessed (with
+        backoff). Returns how many were deleted; raises when some could not be."""
+        for start in range(0, len(keys), BATCH_WRITE_MAX):
+            requests = [{"DeleteRequest": {"Key": key}} for key in keys[start : start + BATCH_WRITE_MAX]]
+            for attempt in range(DELETE_ATTEMPTS):
+                response = self._client.batch_write_item(RequestItems={self._table: requests})
+                requests = response.get("UnprocessedItems", {}).get(self._table, [])
+                if not requests:
+                    break
+                self._sleep(min(2.0, 0.05 * 2**attempt))
+            if requests:
+                raise RuntimeError(f"{len(requests)} items of the session could not be deleted")
+        return len(keys)

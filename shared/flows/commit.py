@@ -1,0 +1,129 @@
+"""Decide and commit: every state change of a session goes through ``Committer.apply``.
+
+A decision is made on the stored state and committed with a conditional write on its version;
+on a lost race it is made again on fresh state. The decision's events are numbered and kept in
+the outbox in the same transaction (all but partials), so they can be replayed.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from shared.adapters.store import SessionStore, VersionConflict
+from shared.core.conductor import Outcome
+from shared.core.state import SessionState
+from shared.flows.config import Settings
+from shared.wire.protocol import AssistantSpeechPartial, ErrorPayload, make_event
+
+COMMIT_ATTEMPTS = 12
+ERROR_EVENTS_METRIC = "ErrorEvents"
+
+
+class Metrics(Protocol):
+    def count(self, name: str, value: int = 1) -> None: ...
+
+    def timing(self, name: str, milliseconds: float) -> None: ...
+
+
+class NullMetrics:
+    def count(self, name: str, value: int = 1) -> None:
+        return None
+
+    def timing(self, name: str, milliseconds: float) -> None:
+        return None
+
+
+def error_metric_name(code: str) -> str:
+    """The count of ``error`` events with ``code`` the conductor sent (``ErrorEvents.bedrock_error``)."""
+    return f"{ERROR_EVENTS_METRIC}.{code}"
+
+
+class ConductorBusy(Exception):
+    """A session's state kept changing under us; the request is answered with conductor_error."""
+
+
+@dataclass
+class Committed:
+    """A stored decision and its events, numbered and serialized, ready to post."""
+
+    outcome: Outcome
+    frames: list[tuple[int, str]]
+
+    @property
+    def state(self) -> SessionState:
+        return self.outcome.state
+
+    @property
+    def run_model(self) -> str | None:
+        return self.outcome.run_model
+
+
+def backoff(attempt: int) -> None:
+    """A short random pause before deciding again after a lost race."""
+    time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+
+
+class Committer:
+    def __init__(self, store: SessionStore, settings: Settings, metrics: Metrics) -> None:
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+
+    def apply(
+        self,
+        session_id: str,
+        decide: Callable[[SessionState], Outcome],
+        *,
+        hint: SessionState | None = None,
+        create: bool = False,
+        claim_event_id: str | None = None,
+    ) -> Committed | None:
+        """Decide and commit with optimistic locking; None when the session does not exist.
+
+        The decision's events are kept in the outbox in the same transaction, except partials:
+        each partial carries the whole text so far, so the next one (or the final) supersedes it.
+        """
+        state = hint if hint is not None else self.store.load(session_id)
+        for attempt in range(COMMIT_ATTEMPTS):
+            if state is None:
+                if not create:
+                    return None
+                state = SessionState(session_id=session_id)
+            outcome = decide(state)
+            frames = [(seq, make_event(payload, seq=seq).to_json()) for seq, payload in outcome.numbered_events()]
+            unchanged = not frames and not outcome.history and outcome.state == state
+            if unchanged and claim_event_id is None and not outcome.part_writes and not outcome.parts_dropped:
+                return Committed(outcome, frames)
+            kept = [
+                frame
+                for frame, payload in zip(frames, outcome.events, strict=True)
+                if not isinstance(payload, AssistantSpeechPartial)
+            ]
+            try:
+                outcome.state = self.store.commit(
+                    outcome.state,
+                    outcome.history,
+                    claim_event_id=claim_event_id,
+                    claim_ttl_seconds=self.settings.session_ttl_seconds,
+                    outbox=kept,
+                    outbox_ttl_seconds=self.settings.outbox_ttl_seconds,
+                    part_writes=outcome.part_writes,
+                    parts_dropped=outcome.parts_dropped,
+                )
+                self._count_errors(outcome)
+                return Committed(outcome, frames)
+            except VersionConflict:
+                self.metrics.count("StateConflicts")
+                backoff(attempt)
+                state = self.store.load(session_id)
+        raise ConductorBusy(session_id)
+
+    def _count_errors(self, outcome: Outcome) -> None:
+        """Count the stored decision's ``error`` events by code (a lost race counts nothing)."""
+        for payload in outcome.events:
+            if isinstance(payload, ErrorPayload):
+                self.metrics.count(error_metric_name(payload.code))

@@ -1,0 +1,135 @@
+"""Getting a session's events to the app: live posts, catch-up of a new connection, replay.
+
+Events are posted only after their decision is stored; what cannot be delivered stays in the
+outbox for a reconnecting app.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shared.adapters.store import SessionStore, VersionConflict
+from shared.core import connection
+from shared.core.state import SessionState
+from shared.flows.commit import (
+    COMMIT_ATTEMPTS,
+    Committed,
+    Committer,
+    ConductorBusy,
+    Metrics,
+    backoff,
+    error_metric_name,
+)
+from shared.wire.protocol import ErrorCode, error_event
+
+
+class Gateway(Protocol):
+    def post(self, endpoint: str, connection_id: str, frame: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Request:
+    """Where a frame came from and how long this invocation may run."""
+
+    connection_id: str
+    endpoint: str
+    remaining_ms: Callable[[], int]
+    principal: str | None = None
+
+
+class Delivery:
+    def __init__(
+        self, *, store: SessionStore, gateway: Gateway, committer: Committer, logger: Any, metrics: Metrics
+    ) -> None:
+        self.store = store
+        self.gateway = gateway
+        self.committer = committer
+        self.log = logger
+        self.metrics = metrics
+
+    def deliver(self, endpoint: str, committed: Committed) -> None:
+        """Post the events to the session's current connection (the outbox already has them)."""
+        connection_id = committed.state.connection_id
+        if connection_id is None or not committed.state.connection_live:
+            if committed.frames:
+                self.log.debug(
+                    "no live connection: nothing posted (the outbox keeps all but partials)",
+                    extra={"session_id": committed.state.session_id},
+                )
+            return
+        for _seq, frame in committed.frames:
+            if not self.gateway.post(endpoint, connection_id, frame):
+                self.log.info(
+                    "connection gone: events kept for replay",
+                    extra={"session_id": committed.state.session_id, "connection_id": connection_id},
+                )
+                return
+
+    def reply(self, request: Request, code: ErrorCode, message: str) -> None:
+        """An error about the frame itself, to the connection that sent it."""
+        self.metrics.count(error_metric_name(code))
+        self.gateway.post(request.endpoint, request.connection_id, error_event(code, message).to_json())
+
+    def catch_up(self, request: Request, state: SessionState, *, last_seq: int | None) -> SessionState | None:
+        """Post a newly bound connection the kept events it missed, then make it live.
+
+        One invocation claims the catch-up, so concurrent first events don't post everything twice.
+        The live mark is committed on the version whose outbox was just posted; if the session moved
+        on meanwhile, only the newer kept events are posted and it is tried again. So the app hears
+        every event in seq order: nothing goes live to it before the replay is through. Returns the
+        live state, or None if another invocation is catching up, the connection is gone, or the
+        session moved on to a newer connection.
+        """
+        owner = uuid.uuid4().hex
+        now = time.time()
+        try:
+            claimed = self.committer.apply(
+                state.session_id,
+                lambda fresh: connection.claim_catch_up(fresh, request.connection_id, owner, now=now),
+                hint=state,
+            )
+        except ConductorBusy:
+            return self._busy_catching_up(request, state)
+        if claimed is None or not connection.catching_up(claimed.state, request.connection_id, owner):
+            return None
+        state = claimed.state
+        posted_until = connection.catch_up_after(state, last_seq)
+        for attempt in range(COMMIT_ATTEMPTS):
+            if not self._post_kept(request, state.session_id, posted_until, state.next_seq):
+                return None
+            posted_until = state.next_seq - 1
+            try:
+                return self.store.commit(connection.mark_live(state))
+            except VersionConflict:
+                self.metrics.count("StateConflicts")
+                backoff(attempt)
+                fresh = self.store.load(state.session_id)
+                if fresh is None or not connection.catching_up(fresh, request.connection_id, owner):
+                    return None
+                state = fresh
+        with contextlib.suppress(ConductorBusy):  # else the claim lapses after CATCH_UP_TAKEOVER_S
+            self.committer.apply(
+                state.session_id, lambda fresh: connection.release_catch_up(fresh, request.connection_id, owner)
+            )
+        return self._busy_catching_up(request, state)
+
+    def _busy_catching_up(self, request: Request, state: SessionState) -> None:
+        self.log.warning("session kept changing; connection not caught up", extra={"session_id": state.session_id})
+        self.reply(request, ErrorCode.CONDUCTOR_ERROR, "the session is busy; send sessionStart again to catch up")
+
+    def replay(self, request: Request, state: SessionState, last_seq: int) -> None:
+        """Re-send, in order, the kept events after ``last_seq`` that came before this (live)
+        connection's first live event."""
+        self._post_kept(request, state.session_id, last_seq, state.connection_start_seq)
+
+    def _post_kept(self, request: Request, session_id: str, after_seq: int, before_seq: int) -> bool:
+        """Post the kept events with ``after_seq < seq < before_seq`` to the requesting connection."""
+        for _seq, frame in self.store.outbox(session_id, after_seq=after_seq, before_seq=before_seq):
+            if not self.gateway.post(request.endpoint, request.connection_id, frame):
+                return False
+        return True

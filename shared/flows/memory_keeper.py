@@ -1,0 +1,135 @@
+"""The conversation's memory around the model: what one request holds, and the rolling summary.
+
+A request fits a token budget (``shared.core.memory.fit_budget``): the newest turns verbatim,
+older big tool results elided, the turns before them folded into a rolling summary carried in
+the system prompt. The budget is counted in characters per token as Bedrock measured this
+conversation's earlier requests: the ratio a request measured is kept by the commit that ends
+its message (``calibration``), so it costs no write of its own. Folding costs a model call, so it
+happens after the turn, off the hot path: never before the first partial.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shared.adapters.store import SessionStore
+from shared.core import conductor
+from shared.core.memory import Budget, calibrated, fit_budget, message_chars, summary_request, with_summary
+from shared.core.messages import Message
+from shared.core.session_index import clean_title, keep_title, needs_title
+from shared.core.state import SessionState
+from shared.core.title import TITLE_MAX_TOKENS, title_request
+from shared.core.wrapper import wrapper_tool_spec
+from shared.flows.commit import Committer, Metrics
+from shared.flows.config import Settings
+
+# Recalibrate only when the measured ratio moved this much (a steady ratio keeps the state as it is).
+CALIBRATION_STEP = 0.1
+
+
+class Summarizer(Protocol):
+    def summarize(
+        self, system: str, messages: list[Message], *, model_id: str | None = None, max_tokens: int = 400
+    ) -> str: ...
+
+
+@dataclass
+class Fitted:
+    messages: list[Message]  # what the request carries
+    fold_until: int  # history seq where it starts: everything before belongs in the summary
+    chars: int  # the request's size as the budget counts it
+
+
+class MemoryKeeper:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        summarizer: Summarizer,
+        committer: Committer,
+        settings: Settings,
+        logger: Any,
+        metrics: Metrics,
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.committer = committer
+        self.settings = settings
+        self.log = logger
+        self.metrics = metrics
+        self._tool_chars = len(json.dumps(wrapper_tool_spec(settings.catalog), separators=(",", ":")))
+
+    def fit(self, state: SessionState, stored: list[Message]) -> Fitted:
+        """The part of the stored window (its newest messages) that fits the token budget."""
+        tool_chars = self._tool_chars
+        if state.tools is not None:
+            tool_chars = len(json.dumps(wrapper_tool_spec(state.tools), separators=(",", ":")))
+        fixed = len(with_summary(self.settings.system_prompt, state.summary)) + tool_chars
+        budget = Budget(
+            input_tokens=self.settings.input_budget_tokens,
+            chars_per_token=state.chars_per_token,
+            elide_over_chars=self.settings.elide_tool_results_over_chars,
+        )
+        window = fit_budget(stored, fixed_chars=fixed, budget=budget)
+        if not window.messages:  # no plain user message in it: send what was stored
+            return Fitted(stored, state.summary_until, fixed + sum(map(message_chars, stored)))
+        first_seq = max(0, state.history_len - len(stored))
+        chars = fixed + sum(map(message_chars, window.messages))
+        return Fitted(window.messages, first_seq + window.start, chars)
+
+    def calibration(self, state: SessionState, fitted: Fitted | None, usage: dict[str, int]) -> float | None:
+        """The characters per token the request of ``fitted`` measured (Bedrock's input tokens,
+        cached ones included), or None when it did not move enough to keep."""
+        if fitted is None:
+            return None
+        tokens = sum(usage.get(key, 0) for key in ("inputTokens", "cacheReadInputTokens", "cacheWriteInputTokens"))
+        ratio = calibrated(fitted.chars, tokens, state.chars_per_token)
+        if abs(ratio - state.chars_per_token) < CALIBRATION_STEP * state.chars_per_token:
+            return None
+        return ratio
+
+    def after_turn(self, session_id: str, state: SessionState | None, fitted: Fitted | None) -> None:
+        """Fold what left the window into the summary, starting from the state the run last
+        committed; whatever fails here, the conversation goes on (the next turn tries again)."""
+        if state is None:
+            return
+        if fitted is not None:
+            try:
+                self._summarize(session_id, state, fitted)
+            except Exception:
+                self.log.exception("memory not updated", extra={"session_id": session_id})
+                self.metrics.count("SummaryFailures")
+        if needs_title(state):
+            try:
+                self._name(session_id, state)
+            except Exception:
+                self.log.exception("session not named", extra={"session_id": session_id})
+                self.metrics.count("TitleFailures")
+
+    def _name(self, session_id: str, state: SessionState) -> None:
+        """The session's title, from its first turns, by the summary model."""
+        system, messages = title_request(self.store.messages_between(session_id, 0, min(state.history_len, 8)))
+        made = self.summarizer.summarize(
+            system, messages, model_id=self.settings.summary_model_id, max_tokens=TITLE_MAX_TOKENS
+        )
+        if clean_title(made) is None:
+            return
+        self.metrics.count("TitlesMade")
+        self.committer.apply(session_id, lambda fresh: keep_title(fresh, made), hint=state)
+
+    def _summarize(self, session_id: str, state: SessionState, fitted: Fitted) -> None:
+        until = fitted.fold_until
+        if until <= state.summary_until:
+            return
+        dropped = self.store.messages_between(session_id, state.summary_until, until)
+        system, messages = summary_request(state.summary, dropped)
+        summary = self.summarizer.summarize(system, messages, model_id=self.settings.summary_model_id)
+        self.metrics.count("SummariesWritten")
+        self.log.info("conversation summarized", extra={"session_id": session_id, "until": until})
+        self.committer.apply(
+            session_id,
+            lambda fresh: conductor.remember_memory(fresh, summary=summary, until=until),
+            hint=state,
+        )

@@ -1,0 +1,408 @@
+"""The conductor service: the three routes' work against the pure core and the adapters.
+
+``$connect`` binds, ``$disconnect`` unbinds, and ``$default`` parses each frame, decides and
+commits (``shared.flows.commit``), posts the decision's events (``shared.flows.delivery``) and, when the core
+asks for the model, launches the turn runner in its own invocation (``shared.adapters.turn_launcher``):
+nothing here waits on the model, so a frame is handled well within API Gateway's 29 s.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shared.adapters.store import ConnectionInfo, DuplicateEvent, RecentHistory, SessionStore
+from shared.adapters.turn_launcher import TurnTask
+from shared.core import admission, conductor, connection, result_parts, speculation
+from shared.core.conductor import Outcome
+from shared.core.decision import is_unrecorded_own_call, may_resume_the_model
+from shared.core.history_ops import history_after
+from shared.core.messages import Message, fit_window
+from shared.core.state import SessionState
+from shared.flows.commit import Committed, ConductorBusy, Metrics, NullMetrics
+from shared.flows.config import Settings
+from shared.flows.delivery import Gateway, Request
+from shared.flows.turn_runner import TurnRunner
+from shared.wire.protocol import (
+    ErrorCode,
+    ErrorPayload,
+    Event,
+    IgnoredEvent,
+    ProtocolError,
+    SessionStart,
+    ToolResult,
+    UserAudioTranscriptFinal,
+    UserAudioTranscriptPartial,
+    make_event,
+    parse_event,
+)
+from shared.wire.wire_formats import timestamp_seconds
+
+__all__ = ["ConductorBusy", "ConductorService", "ConnectResult", "Request"]
+
+CONNECTIONS_CACHED = 10_000
+TOOL_ROUND_TRIP_METRIC = "ToolRoundTripMs"
+SPECULATED_METRIC = "TurnsSpeculated"  # per final: 1 when a speculation was running, else 0
+PROMOTED_METRIC = "TurnsPromoted"  # per final: 1 when it promoted the speculation, else 0
+RATE_LIMITED_METRIC = "EventsRateLimited"  # events refused over the session's budget a second
+
+
+class Launcher(Protocol):
+    def launch(self, task: TurnTask) -> None: ...
+
+
+@dataclass(frozen=True)
+class ConnectResult:
+    status: int
+    reason: str = ""
+
+
+class ConductorService:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        gateway: Gateway,
+        launcher: Launcher,
+        runner: TurnRunner,
+        settings: Settings,
+        logger: Any,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.store = store
+        self.gateway = gateway
+        self.launcher = launcher
+        self.runner = runner
+        self.settings = settings
+        self.log = logger
+        self.metrics = metrics or NullMetrics()
+        self.committer = runner.committer
+        self.delivery = runner.delivery
+        self._connections: dict[str, ConnectionInfo] = {}
+        self._reads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="read")
+
+    # ---- $connect / $disconnect ---------------------------------------------------------
+
+    def connect(self, connection_id: str, session_id: str, principal: str | None) -> ConnectResult:
+        """Bind the connection to the session (creating it); a reconnect re-binds it."""
+        if self.settings.require_principal and not principal:
+            return ConnectResult(401, "an authenticated principal is required")
+
+        try:
+            self.committer.apply(
+                session_id,
+                lambda state: connection.bind(state, connection_id, principal, now=time.time()),
+                create=True,
+            )
+        except connection.SessionOwnedElsewhere:
+            return ConnectResult(403, "this session belongs to another user")
+        self.store.put_connection(connection_id, session_id, principal)
+        return ConnectResult(200)
+
+    def disconnect(self, connection_id: str) -> None:
+        info = self.store.get_connection(connection_id)
+        self.store.delete_connection(connection_id)
+        if info is None:
+            return
+
+        self.committer.apply(info.session_id, lambda state: connection.unbind(state, connection_id))
+
+    # ---- tool deadlines ----------------------------------------------------------------------
+
+    def expire_tool_calls(self, session_id: str, endpoint: str) -> float | None:
+        """A deadline alarm went off: the calls the app has not answered in time get a timeout
+        error and, once the round is complete, the model goes on. Returns the next deadline still
+        pending (for another alarm), or None."""
+        now = time.time()
+        committed = self.committer.apply(session_id, lambda state: conductor.handle_tool_deadlines(state, now=now))
+        if committed is None:
+            return None
+        self.delivery.deliver(endpoint, committed)
+        if committed.run_model:
+            self._launch(TurnTask.for_stream(committed.state, committed.run_model, endpoint))
+        return conductor.next_tool_deadline(committed.state)
+
+    # ---- $default -------------------------------------------------------------------------
+
+    def handle_frame(self, request: Request, body: str | None, *, is_base64: bool = False) -> None:
+        frame = self._decode_body(request, body, is_base64)
+        if frame is None:
+            return
+        parsed = parse_event(frame)
+        if isinstance(parsed, ProtocolError):
+            self.log.info("rejected frame", extra={"code": parsed.code.value, "event_id": parsed.event_id})
+            self.delivery.reply(request, parsed.code, parsed.message)
+            return
+        if isinstance(parsed, IgnoredEvent):
+            self.log.info("ignored unknown event kind", extra={"kind": parsed.kind_name, "event_id": parsed.id})
+            return
+        if isinstance(parsed.payload, ToolResult) and is_unrecorded_own_call(parsed.payload.call_id):
+            # The app played our setState / a sentence: nothing to decide, nothing to read or write.
+            self.log.debug("own call acknowledged", extra={"call_id": parsed.payload.call_id})
+            return
+        connection = self._connection(request.connection_id)
+        if connection is None or (request.principal and request.principal != connection.principal):
+            self.delivery.reply(
+                request, ErrorCode.NO_SESSION, "this connection has no session; reconnect with ?sessionId="
+            )
+            return
+        keys = {"event_id": str(parsed.id), "session_id": connection.session_id}
+        self.log.info("event received", extra={"kind": parsed.kind_name, **keys})
+        try:
+            self._dispatch(request, connection.session_id, parsed)
+        except Exception:
+            self.log.exception("event handling failed", extra=keys)
+            raise
+
+    def _connection(self, connection_id: str) -> ConnectionInfo | None:
+        """The connection's session. A connection never changes session or principal, so a warm
+        container asks DynamoDB once per connection, not once per frame."""
+        known = self._connections.get(connection_id)
+        if known is not None:
+            return known
+        found = self.store.get_connection(connection_id)
+        if found is not None:
+            if len(self._connections) >= CONNECTIONS_CACHED:
+                self._connections.clear()
+            self._connections[connection_id] = found
+        return found
+
+    def _decode_body(self, request: Request, body: str | None, is_base64: bool) -> str | bytes | None:
+        if body is None:
+            self.delivery.reply(request, ErrorCode.INVALID_JSON, "empty message body")
+            return None
+        limit = self.settings.max_frame_bytes
+        frame: str | bytes = body
+        if is_base64:
+            if len(body) > (limit // 3 + 1) * 4:  # cannot decode to <= limit bytes
+                return self._too_large(request)
+            try:
+                frame = base64.b64decode(body, validate=True)
+            except (binascii.Error, ValueError):
+                self.delivery.reply(request, ErrorCode.INVALID_JSON, "binary frame is not valid base64")
+                return None
+            size = len(frame)
+        else:
+            size = len(body) if len(body) > limit else len(body.encode("utf-8", errors="surrogatepass"))
+        if size > limit:
+            return self._too_large(request)
+        return frame
+
+    def _too_large(self, request: Request) -> None:
+        self.delivery.reply(
+            request, ErrorCode.FRAME_TOO_LARGE, f"frames are limited to {self.settings.max_frame_bytes} bytes"
+        )
+        return None
+
+    def _dispatch(self, request: Request, session_id: str, event: Event) -> None:
+        payload = event.payload
+        event_id = str(event.id)
+        decide: Callable[[SessionState], Outcome]
+        now = time.time()
+        if isinstance(payload, UserAudioTranscriptFinal):
+            if len(payload.text) > self.settings.max_transcript_chars:
+                self.delivery.reply(
+                    request,
+                    ErrorCode.TRANSCRIPT_TOO_LONG,
+                    f"transcripts are limited to {self.settings.max_transcript_chars} characters",
+                )
+                return
+            text = payload.text
+            self.log.debug("transcript", extra={"text": text, "event_id": event_id})
+            decide = lambda state: conductor.handle_transcript(  # noqa: E731
+                state, text, now=now, settings=self.settings.core
+            )
+            self.metrics.count("Turns")
+        elif isinstance(payload, ToolResult) and payload.part is not None:
+            part = payload
+            decide = lambda state: result_parts.handle_tool_result_part(  # noqa: E731
+                state, part, self.settings.core, now=now
+            )
+        elif isinstance(payload, ToolResult):
+            result = payload
+            decide = lambda state: conductor.handle_tool_result(  # noqa: E731
+                state, result, self.settings.core, now=now
+            )
+        elif isinstance(payload, UserAudioTranscriptPartial):
+            if not self.settings.speculation or len(payload.text) > self.settings.max_transcript_chars:
+                return  # nothing to decide: the final starts the turn (and says what is wrong with it)
+            heard, said_at = payload.text, timestamp_seconds(event.timestamp)
+            decide = lambda state: speculation.handle_partial(  # noqa: E731
+                state, heard, now=now, settings=self.settings.speculating, said_at=said_at
+            )
+        elif isinstance(payload, ErrorPayload) and payload.code == ErrorCode.AUDIO_OUTPUT_INTERRUPTED:
+            heard = payload.heard_text
+            decide = lambda state: conductor.handle_barge_in(state, heard)  # noqa: E731
+        elif isinstance(payload, SessionStart):
+            start = payload
+            decide = lambda state: conductor.handle_session_start(  # noqa: E731
+                state, start, request.connection_id, self.settings.core, now=now
+            )
+        else:
+            self.log.info("event needs no action", extra={"kind": event.kind_name, "event_id": event_id})
+            return
+        hint: SessionState | None = None
+        recent: RecentHistory | None = None
+        if isinstance(payload, UserAudioTranscriptFinal) or (
+            isinstance(payload, ToolResult) and payload.part is None and may_resume_the_model(payload.call_id)
+        ):
+            hint, recent = self._state_and_history(session_id)
+        decided_on: list[SessionState] = []
+
+        # Fair sharing: events other than partials count against the session's budget a second,
+        # kept in the state their own commit writes (partials are limited where they are decided).
+        limited = not isinstance(payload, UserAudioTranscriptPartial)
+        per_second = self.settings.max_events_per_second
+
+        def deciding(state: SessionState) -> Outcome:
+            if limited:
+                admission.admit(state, now=now, per_second=per_second)
+            decided_on.append(state)
+            outcome = decide(state)
+            if limited:
+                outcome.state = admission.counted(outcome.state, now=now)
+            return outcome
+
+        # A partial changes nothing when it repeats the last one: it is never claimed (the same words
+        # again decide the same), so it costs a read, not a write.
+        claimed = None if isinstance(payload, UserAudioTranscriptPartial) else event_id
+        try:
+            committed = self.committer.apply(session_id, deciding, hint=hint, claim_event_id=claimed)
+        except DuplicateEvent:
+            self.log.info("duplicate event ignored", extra={"event_id": event_id, "session_id": session_id})
+            stored = self.store.load(session_id)  # a retry after a reconnect still catches the app up
+            if stored is not None and connection.needs_catch_up(stored, request.connection_id):
+                stored = self.delivery.catch_up(request, stored, last_seq=None) or stored
+            if stored is not None and isinstance(payload, SessionStart):
+                self._ready(request, stored, stored, payload)  # the app resent it: it missed the answer
+            return
+        except admission.RateExceeded as refused:
+            self.log.warning("event over the session's rate; not applied", extra={"event_id": event_id})
+            self.metrics.count(RATE_LIMITED_METRIC)
+            self.delivery.reply(request, ErrorCode.RATE_LIMITED, str(refused))
+            return
+        except ConductorBusy:
+            self.log.warning("session kept changing; event not applied", extra={"event_id": event_id})
+            self.delivery.reply(request, ErrorCode.CONDUCTOR_ERROR, "the session is busy; send the event again")
+            return
+        if committed is None:
+            self.delivery.reply(request, ErrorCode.NO_SESSION, "the session no longer exists; reconnect")
+            return
+        if (parts_due := result_parts.first_part_due(committed.outcome)) is not None:
+            self._arm(session_id, request.endpoint, parts_due)
+        for call_id in committed.outcome.parts_complete:  # the last part is in: decide on the whole
+            committed = self._assembled(session_id, call_id, committed, now)
+            decided_on.append(committed.state)
+        state = committed.state
+        last_seq = (
+            payload.last_seq if isinstance(payload, SessionStart) and payload.session_id.lower() == session_id else None
+        )
+        if state.connection_id != request.connection_id:
+            self.delivery.deliver(request.endpoint, committed)  # the session moved on to a newer connection
+        elif connection.needs_catch_up(state, request.connection_id):
+            state = self.delivery.catch_up(request, state, last_seq=last_seq) or state
+        else:
+            if last_seq is not None:
+                self.delivery.replay(request, state, last_seq)
+            self.delivery.deliver(request.endpoint, committed)
+        if isinstance(payload, SessionStart):
+            self._ready(request, decided_on[-1], state, payload)
+        if isinstance(payload, UserAudioTranscriptFinal) and self.settings.speculation:
+            self._count_speculation(decided_on[-1], committed.state)
+        if committed.outcome.watch:
+            self._launch_watcher(TurnTask.for_watch(state, committed.outcome.watch, request.endpoint))
+        if committed.run_model:
+            self._time_tool_round(decided_on[-1], now)
+            window = self._window_after(recent, decided_on[-1], committed) if recent is not None else None
+            self._launch(TurnTask.for_stream(state, committed.run_model, request.endpoint, window))
+
+    def _arm(self, session_id: str, endpoint: str, due_at: float) -> None:
+        """A deadline alarm for ``due_at`` (a result in parts that must be whole by then)."""
+        alarms = self.runner.alarms
+        if alarms is None:
+            return
+        try:
+            alarms.set_alarm(session_id, endpoint, due_at)
+        except Exception:  # the call's own deadline alarm still ends it
+            self.log.exception("parts deadline not armed", extra={"session_id": session_id})
+            self.metrics.count("DeadlineAlarmFailures")
+
+    def _assembled(self, session_id: str, call_id: str, recorded: Committed, now: float) -> Committed:
+        """Answer a call whose result came in parts with their text, read from the store. The
+        recorded part's events go out first (they are in the outbox, numbered before these)."""
+        pieces = self.store.result_parts(session_id, call_id)
+        assembled = self.committer.apply(
+            session_id,
+            lambda state: result_parts.handle_assembled_result(state, call_id, pieces, self.settings.core, now=now),
+            hint=recorded.state,
+        )
+        if assembled is None:
+            return recorded
+        return Committed(assembled.outcome, [*recorded.frames, *assembled.frames])
+
+    def _ready(self, request: Request, before: SessionState, after: SessionState, start: SessionStart) -> None:
+        """Answer a sessionStart, after the events it caught up (unnumbered: never replayed)."""
+        ready = connection.session_ready(before, after, start, request.connection_id)
+        if ready is not None:
+            self.delivery.gateway.post(request.endpoint, request.connection_id, make_event(ready).to_json())
+
+    def _time_tool_round(self, base: SessionState, now: float) -> None:
+        """A round of the model's tool calls is complete: from the calls sent to the last result."""
+        tools = base.turn.tools if base.turn is not None else None
+        if tools is not None and tools.sent_at:
+            self.metrics.timing(TOOL_ROUND_TRIP_METRIC, max(0.0, now - tools.sent_at) * 1000)
+
+    def _state_and_history(self, session_id: str) -> tuple[SessionState | None, RecentHistory]:
+        """A transcript will start the model, and a result for the model's tool call may: read the
+        history window beside the state (in parallel), so neither this invocation nor the runner
+        waits for it separately."""
+        history = self._reads.submit(
+            self.store.recent_history,
+            session_id,
+            self.settings.history_window,
+            max_chars=self.settings.history_read_chars,
+        )
+        state = self.store.load(session_id)
+        return state, history.result()
+
+    def _window_after(self, recent: RecentHistory, base: SessionState, committed: Committed) -> list[Message] | None:
+        """The model's history window after this commit, from the window read beside the state;
+        None when that read did not see the same history as the state the decision was made on."""
+        if recent.last_version != base.history_version:
+            return None
+        if recent.first_seq + len(recent.messages) != base.history_len:
+            return None
+        after = history_after(recent.messages, recent.first_seq, committed.outcome.history)
+        if after is None:
+            return None
+        cap = committed.state.window_cap or self.settings.history_window
+        return fit_window(after, min(self.settings.history_window, cap))
+
+    def _count_speculation(self, before: SessionState, after: SessionState) -> None:
+        """Per final transcript: whether a speculation was running, and whether the final promoted it."""
+        speculated, promoted = speculation.final_figures(before, after)
+        self.metrics.count(SPECULATED_METRIC, int(speculated))
+        self.metrics.count(PROMOTED_METRIC, int(promoted))
+
+    def _launch_watcher(self, task: TurnTask) -> None:
+        """A watcher for the person's speech; if it cannot be launched, the final starts the turn as
+        without one (and a partial after the watch's start time launches another)."""
+        try:
+            self.launcher.launch(task)
+        except Exception:
+            self.log.exception("watcher not launched", extra={"session_id": task.session_id})
+            self.metrics.count("WatcherLaunchFailures")
+
+    def _launch(self, task: TurnTask) -> None:
+        """Hand the stream to the turn runner; if it cannot be launched, the turn ends at once."""
+        try:
+            self.launcher.launch(task)
+        except Exception:
+            self.log.exception("turn not launched", extra={"session_id": task.session_id})
+            self.metrics.count("TurnLaunchFailures")
+            self.runner.fail(task, ErrorCode.CONDUCTOR_ERROR, "the turn could not be started; please say that again")
