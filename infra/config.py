@@ -171,7 +171,7 @@ class ThrottleSettings(_Settings):
 
 
 class AlarmSettings(_Settings):
-    """Thresholds of the stage's alarms (README, "Operations").
+    """Thresholds of the stage's alarms (docs/operations.md).
 
     Rate alarms fire when the rate is at or above its threshold in 3 of 5 five-minute periods, so
     one bad minute of a quiet stage does not page anyone.
@@ -215,7 +215,7 @@ class SessionsSettings(_Settings):
 
 
 class SpeculationSettings(_Settings):
-    """Speculative turns (README, "Speculative turns"): the model starts on the app's partial
+    """Speculative turns (docs/performance.md, "Speculative turns"): the model starts on the app's partial
     transcript once it has stayed the same ``stable_ms``, before the final one; the final confirms it
     (the answer is already on its way) or it is dropped, having cost its input tokens and the few
     output tokens written before it was stopped. Its watcher runs in the turn function: while a

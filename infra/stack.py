@@ -80,7 +80,8 @@ class ConductorStack(Stack):
             # No deletion protection in the template: a rolled-back first create must be able to delete
             # the table (RetainExceptOnCreate). Stack deletion and replacement keep it (removal_policy),
             # termination protection guards the stack, and an operator may turn protection on by hand
-            # once the stage holds data (README, "Operations"); a later deploy leaves that setting alone.
+            # once the stage holds data (docs/deploying.md, "Removing a stage"); a later deploy leaves that
+            # setting alone.
             removal_policy=removal_policy(config),
         )
         # The sessions index, as the local table defines it (conductor_local/dynamodb/tables.py): a person's

@@ -132,7 +132,7 @@ def check_model_lifecycle(bedrock: Any, target: Target, foundation_id: str) -> C
                 name,
                 False,
                 f"{foundation_id} is not offered in {target.bedrock_region} (end of life, or never there)",
-                "move bedrock.model_id in cdk.json to an Active model (README: Models)",
+                "move bedrock.model_id in cdk.json to an Active model (docs/deploying.md, Models)",
             )
         if denied(error):
             return could_not_check(name, "bedrock:GetFoundationModel", foundation_id)
@@ -150,7 +150,7 @@ def check_model_lifecycle(bedrock: Any, target: Target, foundation_id: str) -> C
         name,
         False,
         f"{foundation_id} is {status}" + (f" ({', '.join(dates)})" if dates else ""),
-        "move bedrock.model_id in cdk.json to an Active model and deploy (README: Models)",
+        "move bedrock.model_id in cdk.json to an Active model and deploy (docs/deploying.md, Models)",
     )
 
 
@@ -169,7 +169,7 @@ def check_model_availability(bedrock: Any, target: Target, foundation_id: str) -
                     name,
                     False,
                     f"Bedrock knows no {foundation_id} in {target.bedrock_region}",
-                    "move bedrock.model_id in cdk.json to a model offered there (README: Models)",
+                    "move bedrock.model_id in cdk.json to a model offered there (docs/deploying.md, Models)",
                 )
             ]
         return [warning(name, f"could not check: {error_text(error)}")]
@@ -313,7 +313,7 @@ def _converse_fix(error: ClientError, target: Target) -> str:
         regions = ", ".join(target.profile_regions) or target.bedrock_region
         return f"allow the caller bedrock:InvokeModel on {target.model_id} and its foundation model in {regions}"
     if error_code == "ResourceNotFoundException" or (error_code == "ValidationException" and "end of its life" in text):
-        return "move bedrock.model_id in cdk.json to an Active model and deploy (README: Models)"
+        return "move bedrock.model_id in cdk.json to an Active model and deploy (docs/deploying.md, Models)"
     if error_code == "ValidationException":
         return (
             "the turn runner sends the same fields, so every turn would fail too: the model's row in "

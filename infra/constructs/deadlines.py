@@ -85,7 +85,7 @@ class ConductorDeadlines(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=(
                 f"VoiceIDE conductor ({config.name}): tool-call deadline alarms failed {MAX_RECEIVE_COUNT} times "
-                "and wait in the dead-letter queue (those sessions' tool calls never time out). Runbook: README, "
-                "Operations."
+                "and wait in the dead-letter queue (those sessions' tool calls never time out). Runbook: "
+                "docs/operations.md."
             ),
         )

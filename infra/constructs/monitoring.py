@@ -324,7 +324,7 @@ class ConductorAlarms(Construct):
             warning = (
                 f"Stage {config.name!r} names nobody to hear its alarms: they notify the topic AlarmTopicArn, which "
                 "nobody subscribes to. Set alarm_email or alarm_topic_arn in cdk.json (stages.<name>) or subscribe "
-                "a channel to the topic (README, Operations)."
+                "a channel to the topic (docs/operations.md)."
             )
             Annotations.of(self).add_warning_v2(NO_SUBSCRIBER_WARNING, warning)
             print(f"warning: {warning}", file=sys.stderr, flush=True)
@@ -412,7 +412,7 @@ class ConductorAlarms(Construct):
         )
 
     def _description(self, what: str) -> str:
-        return f"VoiceIDE conductor ({self.watched.config.name}): {what}. Runbook: README, Operations."
+        return f"VoiceIDE conductor ({self.watched.config.name}): {what}. Runbook: docs/operations.md."
 
     def _alarm(self, construct_id: str, metric: cloudwatch.IMetric, threshold: float, what: str) -> None:
         self.alarms.append(

@@ -1,7 +1,7 @@
 """End-to-end fixtures: ONE local stack for the whole package, driven by the client stub over real WebSockets.
 
 The stack runs the deployed Lambda handlers behind the local API Gateway, with DynamoDB on a
-moto server and Bedrock answered by the offline brain (README). Starting it costs a second or
+moto server and Bedrock answered by the offline brain (docs/local-stack.md). Starting it costs a second or
 two, so it lives as long as the ``tests/e2e`` package; every test uses its own session(s), so
 tests do not see each other's events (and the per-session turn rate limit is never shared).
 

@@ -123,7 +123,7 @@ def test_inference_profile_ids_map_to_foundation_models(stages: dict[str, Any]) 
     assert dev.bedrock_region == dev.region
 
 
-# Claude models Amazon Bedrock lists as Active, checked on MODELS_CHECKED_ON (README: Models). A model
+# Claude models Amazon Bedrock lists as Active, checked on MODELS_CHECKED_ON (docs/deploying.md, Models). A model
 # change in cdk.json or in the code default must come with a new check of the lifecycle pages here.
 MODELS_CHECKED_ON = "2026-11-23"
 ACTIVE_MODEL_IDS = frozenset(

@@ -453,7 +453,7 @@ def test_a_legacy_model_fails_with_its_dates(deployed: str, bedrock_state: Bedro
     assert code == doctor.EXIT_FAILED
     assert line(lines, "model lifecycle") == (
         f"✗ model lifecycle: {legacy_id} is LEGACY (legacy since 2026-03-10, end of life 2026-09-10) "
-        "→ move bedrock.model_id in cdk.json to an Active model and deploy (README: Models)"
+        "→ move bedrock.model_id in cdk.json to an Active model and deploy (docs/deploying.md, Models)"
     )
     assert line(lines, "table").startswith("✓")  # the other checks still ran
 

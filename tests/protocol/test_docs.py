@@ -191,6 +191,32 @@ def test_the_readmes_lead_to_the_protocol_and_the_architecture() -> None:
     assert "../docs/protocol.md" in relative_links(ROOT / "ios-client-stub" / "README.md")
 
 
+README_MAX_BYTES = 15_000
+"""The README is what a newcomer reads first, in about five minutes; detail lives in docs/."""
+
+
+def test_the_readme_is_short_and_leads_to_every_page_of_the_docs() -> None:
+    readme = ROOT / "README.md"
+    size = len(readme.read_bytes())
+    assert size <= README_MAX_BYTES, f"README.md is {size} bytes: move detail into a page of docs/"
+    linked = {(ROOT / target.partition("#")[0]).resolve() for target in relative_links(readme)}
+    pages = {path.resolve() for path in (ROOT / "docs").glob("*.md")} | {
+        (ROOT / "ios-client-stub" / "README.md").resolve()
+    }
+    assert not pages - linked, (
+        f"pages the README does not link: {sorted(str(p.relative_to(ROOT)) for p in pages - linked)}"
+    )
+
+
+def test_the_readme_starts_with_the_quick_start() -> None:
+    headings = [
+        match["title"] for match in HEADING.finditer(FENCE.sub("", (ROOT / "README.md").read_text(encoding="utf-8")))
+    ]
+    assert headings[:2] == ["VoiceIDE conductor", "Quick start"]
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "make run " in text and "make test " in text
+
+
 def test_no_tracked_file_refers_to_documents_outside_the_repository() -> None:
     files = tracked_files()
     assert ROOT / "README.md" in files
