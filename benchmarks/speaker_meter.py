@@ -31,11 +31,11 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
+from benchmarks.bench_stack import STACK_ENV, LambdaMeter
 from benchmarks.capacity_model import SpeakerFigures
 from benchmarks.costs import websocket_messages
 from benchmarks.meters import DynamoMeter, ModelMeter, PostMeter
@@ -44,53 +44,8 @@ from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
 from voiceide_client import ConductorClient, scaled_backoff
 
-ROUTES = {"$default": "message", "$connect": "connect", "$disconnect": "disconnect"}
 STATE_SK = "STATE"
 INDEX_WRU_PER_STATE_WRITE = 2.0
-STACK_ENV = {
-    "CONDUCTOR_TURN_RESERVE_MS": "1000",
-    "CONDUCTOR_MAX_TURNS_PER_MINUTE": "1000000",
-    "POWERTOOLS_LOG_LEVEL": "ERROR",
-}
-
-
-class FunctionMeter:
-    """Invocations and their durations per function."""
-
-    def __init__(self, gateway: Any) -> None:
-        import lambdas.turn
-
-        self.calls: list[tuple[str, float]] = []
-        self._lock = threading.Lock()
-        call = gateway._call
-
-        def timed_call(handler: Any, event: Any, route: str) -> Any:
-            with self._timing(ROUTES.get(route, route)):
-                return call(handler, event, route)
-
-        gateway._call = timed_call
-        self._module = lambdas.turn
-        self._handler = lambdas.turn.handler
-        handler = self._handler
-
-        def timed_turn(event: Any, context: Any) -> Any:
-            watch = isinstance(event, dict) and bool(event.get("watch"))
-            with self._timing("watcher" if watch else "turn"):
-                return handler(event, context)
-
-        lambdas.turn.handler = timed_turn
-
-    @contextlib.contextmanager
-    def _timing(self, function: str) -> Iterator[None]:
-        began = time.perf_counter()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self.calls.append((function, time.perf_counter() - began))
-
-    def close(self) -> None:
-        self._module.handler = self._handler
 
 
 class StateWrites:
@@ -141,7 +96,7 @@ def measure(speculation: bool, sessions: int = 1, script: tuple[Utterance, ...] 
     ):
         assert stack.gateway is not None and stack.lambda_server is not None
         model = ModelMeter()
-        functions = FunctionMeter(stack.gateway)
+        functions = LambdaMeter(stack.gateway)
         dynamo = DynamoMeter(stack)
         states = StateWrites(stack)
         posts = PostMeter(stack.gateway)
@@ -150,7 +105,7 @@ def measure(speculation: bool, sessions: int = 1, script: tuple[Utterance, ...] 
             asyncio.run(_speaker(stack.ws_url, (Utterance("hello there", 0.0),)))
             stack.lambda_server.wait_idle(10.0)
             time.sleep(0.5)
-            marks = (len(functions.calls), dynamo.mark(), states.count, posts.mark(), model.mark())
+            marks = (functions.mark(), dynamo.mark(), states.count, posts.mark(), model.mark())
             began = time.perf_counter()
             turns: list[SpokenTurn] = []
             reports, frames = 0, []
@@ -162,7 +117,7 @@ def measure(speculation: bool, sessions: int = 1, script: tuple[Utterance, ...] 
             stack.lambda_server.wait_idle(30.0)
             time.sleep(0.5)  # $disconnect runs after the close
             minutes = (time.perf_counter() - began) / 60.0
-            calls = functions.calls[marks[0] :]
+            calls = functions.since(marks[0])
             requests = dynamo.since(marks[1])
             state_writes = states.count - marks[2]
             sent = posts.since(marks[3])
@@ -173,7 +128,7 @@ def measure(speculation: bool, sessions: int = 1, script: tuple[Utterance, ...] 
     per = 1.0 / minutes
     invocations: dict[str, float] = {}
     seconds: dict[str, float] = {}
-    for function, duration in calls:
+    for function, _, duration in calls:
         invocations[function] = invocations.get(function, 0.0) + per
         seconds[function] = seconds.get(function, 0.0) + math.ceil(duration * 1000) / 1000 * per
     output = sum(s.usage.get("outputTokens", math.ceil(s.output_chars / 4)) for s in streams)
