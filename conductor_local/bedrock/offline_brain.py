@@ -51,6 +51,10 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
     characters, whole words): several sentences with commas, full stops and questions, so sentence
     and clause ends happen while it streams.
 
+``how's the <thing> going`` / ``cancel the <thing>``
+    A use of the conductor's own ``conductor.status`` / ``conductor.cancel``
+    (``offline_conductor_tools``).
+
 anything else
     ``You said: <transcript>``, one word per delta.
 
@@ -87,6 +91,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from conductor_local.bedrock.offline_conductor_tools import conductor_calls
 from conductor_local.bedrock.offline_recall import is_recall, recall_answer, summary_answer, title_answer
 from conductor_local.bedrock.server import (
     WRAPPER_TOOL,
@@ -193,6 +198,8 @@ class OfflineBrain:
             return message(" ".join(lines) or transcript, input_tokens=input_tokens)
         if is_recall(transcript):
             return message(recall_answer(request), input_tokens=input_tokens)
+        if (asked := conductor_calls(_TRAILING_MARK.sub("", transcript), messages)) is not None:
+            return message(*_tool_uses(asked, _digest(messages)), input_tokens=input_tokens)
         return self.answer(transcript, conversation_key=_digest(messages), input_tokens=input_tokens)
 
     def answer(self, transcript: str, *, conversation_key: str = "", input_tokens: int = 100) -> list[Step]:

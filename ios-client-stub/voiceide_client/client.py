@@ -41,7 +41,10 @@ from shared.wire.protocol import (
     ProtocolError,
     SessionReady,
     ToolCall,
+    ToolProgress,
     ToolResult,
+    TurnUsage,
+    UserAudioTranscriptFinal,
     make_event,
     parse_event,
 )
@@ -196,6 +199,8 @@ class ConductorClient(ConnectionLifecycle):
         self._send_lock = asyncio.Lock()
         self._supervisor: asyncio.Task[None] | None = None
         self._turn: TurnResult | None = None
+        self._turn_sent_on: int | None = None  # the connection (its number) the turn's final went out on
+        self.restarts = 0  # reconnects that found the conductor without this conversation
         self._waiters: set[asyncio.Future[None]] = set()
         self._seen_ids: set[str] = set()
         self._seen_seqs: set[int] = set()
@@ -288,6 +293,16 @@ class ConductorClient(ConnectionLifecycle):
         return self._tool_runs.repeated
 
     @property
+    def speaking(self) -> bool:
+        """Whether an answer is being played now."""
+        return self.tools.speaker.is_playing
+
+    @property
+    def answering(self) -> bool:
+        """Whether a turn is open (its answer on its way) or an answer is being played."""
+        return self._turn is not None or self.speaking
+
+    @property
     def link(self) -> Link:
         return self._link
 
@@ -317,6 +332,7 @@ class ConductorClient(ConnectionLifecycle):
             self._finish_turn(self._turn, completed=False)
         turn = TurnResult(transcript=final_transcript(text, speaking))
         self._turn = turn
+        self._turn_sent_on = None
         self.turns.append(turn)
         self.tools.new_request()  # a barge-in held speech until the user's next request
         try:
@@ -345,6 +361,15 @@ class ConductorClient(ConnectionLifecycle):
         payload = ErrorPayload(code=str(ErrorCode.AUDIO_OUTPUT_INTERRUPTED), message=message, heard_text=heard)
         await self._send(make_event(payload))
         self.tools.interrupt()
+
+    async def send_progress(self, call_id: str, fraction: float | None = None, message: str = "") -> None:
+        """Tell the conductor how far a call this app runs has got (``toolProgress``)."""
+        await self._send(make_event(ToolProgress(callId=call_id, fraction=fraction, message=message)))
+
+    @property
+    def usages(self) -> list[TurnUsage]:
+        """What each turn cost, as the conductor reported it (``turnUsage``), oldest first."""
+        return [event.payload for event in self.events if isinstance(event.payload, TurnUsage)]
 
     async def drop_connection(self) -> None:
         """Simulate a network drop: abort the transport with no close handshake."""
@@ -404,6 +429,10 @@ class ConductorClient(ConnectionLifecycle):
             raise RuntimeError("connect() the client before sending")
         while True:
             await self._ready.wait()
+            if self._link is Link.CONNECTED and not self._session_ready.is_set():
+                # what the conductor answers first says whether it still has the conversation
+                await self._wait_session_ready()
+                continue
             if self._link is Link.CLOSED:
                 raise ClientClosed(f"client closed; {event.kind_name} not sent")
             if self._turn is not None:
@@ -429,6 +458,8 @@ class ConductorClient(ConnectionLifecycle):
 
     def _record_sent(self, event: Event) -> None:
         self.sent.append(event)
+        if isinstance(event.payload, UserAudioTranscriptFinal) and self._turn is not None:
+            self._turn_sent_on = self.connections
         self._renderer.sent(event)
         self._notify()
 
@@ -472,14 +503,32 @@ class ConductorClient(ConnectionLifecycle):
         if isinstance(event.payload, AssistantUIPatch):
             self._apply_ui_patch(event.payload.patch)
         elif isinstance(event.payload, SessionReady):
-            self.session_ready = event.payload
-            self._session_ready.set()
+            self._on_session_ready(event.payload)
         self._notify()
         if isinstance(event.payload, ToolCall):
             self._tool_runs.take(event.payload, turn)
             # let a tool that finishes at once (convo.setState) take effect before the next event
             await asyncio.sleep(0)
         await self._emit(event)
+
+    def _on_session_ready(self, ready: SessionReady) -> None:
+        """The answer to the latest ``sessionStart``. A conductor that does not have the conversation
+        the client was in (``resumed: false`` after events were seen: a local stack restarted, the
+        session expired) numbers its events from 1 again: the client forgets the numbers it saw and
+        says so once; a request it sent before the reconnect was lost with the conversation."""
+        self.session_ready = ready
+        if not ready.resumed and self._seen_seqs:
+            self._seen_seqs.clear()
+            self.last_seq = None
+            self.restarts += 1
+            lost = self._turn is not None and self._turn_sent_on is not None and self._turn_sent_on < self.connections
+            self._progress(
+                "the conductor did not have this conversation (restarted, or the session expired): "
+                "it goes on as a new one" + ("; the request in progress was lost, say it again" if lost else "")
+            )
+            if lost and self._turn is not None:
+                self._finish_turn(self._turn, completed=False)
+        self._session_ready.set()
 
     def _apply_ui_patch(self, patch: str) -> None:
         try:

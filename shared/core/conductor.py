@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from shared.core import background, confirming, speculation
+from shared.core import background, confirming, progress, speculation, usage
 from shared.core.confirmation import Verdict, verdict
 from shared.core.decision import (
     DEFAULT_SETTINGS,
@@ -149,15 +149,28 @@ def handle_transcript(state: SessionState, text: str, *, now: float, settings: C
     if promoted is not None:  # the model has been answering it: its runner lets the answer out
         decision.history.add("user", [text_block(text.strip())])
         promoted.shown = "thinking"
+        promoted.started_at = now
         decision.set_state("thinking", promoted.turn_id)
         return decision.outcome()
     _cancel_turn(decision, "the user started a new request")
-    turn = Turn(turn_id=new_id("turn"))
+    turn = Turn(turn_id=new_id("turn"), started_at=now)
     decision.state.turn = turn
     decision.history.add("user", [text_block(text.strip())])
     decision.set_state("thinking", turn.turn_id)
     decision.start_stream(turn, now)
     decision.notes.append(f"turn {turn.turn_id} started")
+    return decision.outcome()
+
+
+def refuse_over_budget(state: SessionState, *, now: float) -> Outcome:
+    """A final transcript past the person's daily ceiling: no turn, an error and one spoken line."""
+    decision = Decision(state)
+    speculation.drop(decision, "the person is over their daily ceiling")
+    decision.state.listening = None
+    decision.send(
+        error_payload(ErrorCode.BUDGET_EXCEEDED, "today's spending limit is reached; it resets at midnight UTC")
+    )
+    decision.own_call(SPEAK_TOOL, {"text": usage.budget_line(now)}, OwnPurpose.SPEAK_PROGRESS, "budget")
     return decision.outcome()
 
 
@@ -200,14 +213,17 @@ def handle_tool_result(
     return decision.outcome()
 
 
-def handle_tool_deadlines(state: SessionState, *, now: float) -> Outcome:
+def handle_tool_deadlines(state: SessionState, *, now: float, settings: CoreSettings | None = None) -> Outcome:
     """Tool calls the app has not answered by their deadline get a timeout error result, so the
-    model goes on (a late result is then answered ``no_pending_tool_call``)."""
+    model goes on (a late result is then answered ``no_pending_tool_call``); with ``settings``, a
+    foreground call that takes long gets its "still running" line (``shared.core.progress``)."""
     decision = Decision(state)
     background.expire_jobs(decision, now)
     turn = decision.state.turn
     if turn is None or turn.tools is None:
         return decision.outcome()
+    if settings is not None:
+        progress.speak_progress(decision, settings, now)
     overdue = [call for call in turn.tools.pending() if _overdue(call, now)]
     for call in overdue:
         waited = call.deadline - turn.tools.sent_at if turn.tools.sent_at else 0
@@ -236,14 +252,17 @@ def _overdue(call: ModelCall, now: float) -> bool:
     return bool(call.deadline and now >= call.deadline) or bool(parts_due and now >= parts_due)
 
 
-def next_tool_deadline(state: SessionState) -> float | None:
-    """The earliest deadline of the calls and background jobs still waiting for the app (epoch seconds)."""
+def next_tool_deadline(state: SessionState, settings: CoreSettings | None = None) -> float | None:
+    """The earliest deadline of the calls and background jobs still waiting for the app (epoch
+    seconds); with ``settings``, also the next "still running" line of a foreground call."""
     turn = state.turn
     pending = turn.tools.pending() if turn and turn.tools else []
     deadlines = [call.deadline for call in pending if call.deadline]
     deadlines += [call.parts.due for call in pending if call.parts is not None and call.parts.due]
     if (job_deadline := background.next_job_deadline(state)) is not None:
         deadlines.append(job_deadline)
+    if settings is not None and (line_due := progress.progress_due(state, settings)) is not None:
+        deadlines.append(line_due)
     return min(deadlines) if deadlines else None
 
 
@@ -260,12 +279,13 @@ def remember_memory(state: SessionState, *, summary: str, until: int) -> Outcome
 
 def speak_playback(result: ToolResult) -> str | None:
     """What a tts.speak result says about an interrupted playback: the heard text ("" when
-    nothing), or None when it was spoken in full (or the result says nothing about it)."""
+    nothing), or None when it was spoken in full, not played at all (``reason``: the app had no
+    voice or its speech engine failed; the answer stands as shown), or the result says nothing."""
     try:
         value = json.loads(result.result or "")
     except ValueError:
         return None
-    if not isinstance(value, dict) or value.get("spoken") is not False:
+    if not isinstance(value, dict) or value.get("spoken") is not False or isinstance(value.get("reason"), str):
         return None
     heard = value.get("heardText")
     return heard[:MAX_HEARD_TEXT] if isinstance(heard, str) else ""

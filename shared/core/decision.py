@@ -12,6 +12,7 @@ from shared.core.history_ops import HistoryOp, HistoryWriter
 from shared.core.messages import text_block
 from shared.core.speakable import card_patch
 from shared.core.state import CALL_IDS_KEPT, OWN_CALLS_KEPT, ActiveStream, OwnCall, OwnPurpose, SessionState, Turn
+from shared.core.usage import finish_turn
 from shared.core.wrapper import OWN_CALL_PREFIX
 from shared.wire.protocol import (
     EXECUTING_STATE,
@@ -37,6 +38,7 @@ UNRECORDED_CALL_PREFIXES = {
     OwnPurpose.IDLE: f"{OWN_CALL_PREFIX}state-",
     OwnPurpose.SPEAK_BEFORE_TOOLS: f"{OWN_CALL_PREFIX}say-",
     OwnPurpose.SPEAK_SENTENCE: f"{OWN_CALL_PREFIX}say-",
+    OwnPurpose.SPEAK_PROGRESS: f"{OWN_CALL_PREFIX}say-",
 }
 
 
@@ -67,6 +69,10 @@ class CoreSettings:
     changing_tools: frozenset[str] = frozenset()
     # The catalog's tools that run long: the turn does not wait for them (shared.core.background).
     background_tools: frozenset[str] = frozenset()
+    # "Still running …" while a foreground call takes long (shared.core.progress): after this long
+    # without an answer, then at most once every progress_every_s; 0 turns it off.
+    progress_after_s: float = 3.0
+    progress_every_s: float = 10.0
 
     def deadline_for(self, tool: str) -> float:
         return dict(self.tool_deadlines).get(tool, self.tool_deadline_s)
@@ -107,6 +113,8 @@ class Outcome:
     parts_dropped: list[tuple[str, int]] = field(default_factory=list)
     # A watcher to launch for the person's speech (``shared.core.speculation``): its id.
     watch: str | None = None
+    # Events posted after the numbered ones and never kept (a turn's ``turnUsage``).
+    unnumbered: list[Payload] = field(default_factory=list)
 
     def numbered_events(self) -> list[tuple[int, Payload]]:
         return [(self.first_seq + index, payload) for index, payload in enumerate(self.events)]
@@ -143,6 +151,8 @@ class Decision:
         self.part_writes: list[PartWrite] = []
         self.parts_complete: list[str] = []
         self.parts_dropped: list[tuple[str, int]] = []
+        self.unnumbered: list[Payload] = []
+        self.now: float | None = None  # when known: the time of a turn's first tts.speak
 
     def send(self, payload: Payload) -> None:
         self.events.append(payload)
@@ -156,6 +166,9 @@ class Decision:
                 OwnCall(call_id=call_id, purpose=purpose, turn_id=turn_id),
             ][-OWN_CALLS_KEPT:]
         self.send(ToolCall(call_id=call_id, name=name, arguments=json.dumps(arguments, ensure_ascii=False)))
+        turn = self.state.turn
+        if name == SPEAK_TOOL and self.now and turn is not None and turn.first_speak_at is None:
+            turn.first_speak_at = self.now
 
     def show(self, value: str) -> None:
         """``convo.setState`` within a turn as it moves between thinking, speaking and executing a
@@ -203,6 +216,7 @@ class Decision:
         """The turn is over: idle, unless a background tool's outcome waits to be reported (then
         its report turn starts at once, when ``now`` is known)."""
         self.set_state("idle", turn.turn_id)
+        self.unnumbered.append(finish_turn(self.state, turn, now))
         self.state.turn = None
         if now is not None and self.state.background_reports:
             self.start_background_report(now)
@@ -213,7 +227,7 @@ class Decision:
         reports, self.state.background_reports = self.state.background_reports, []
         for card in failure_cards(reports):
             self.send(AssistantUIPatch(patch=card_patch(card)))
-        turn = Turn(turn_id=new_id("turn"))
+        turn = Turn(turn_id=new_id("turn"), started_at=now)
         self.state.turn = turn
         self.history.add("user", [text_block(report_text(reports, now))])
         self.set_state("thinking", turn.turn_id)
@@ -238,6 +252,7 @@ class Decision:
             self.part_writes,
             self.parts_complete,
             self.parts_dropped,
+            unnumbered=self.unnumbered,
         )
 
 

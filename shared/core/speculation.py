@@ -197,7 +197,7 @@ def start_speculation(
     assert held is not None
     held.speculations += 1
     held.speculated = key
-    turn = Turn(turn_id=new_id("turn"), speculative=key)
+    turn = Turn(turn_id=new_id("turn"), speculative=key, started_at=now)
     turn.stream = ActiveStream(
         stream_id=f"{turn.turn_id}.0.{new_id('s')[-8:]}", launched_at=now, runner=runner, deadline=deadline
     )

@@ -21,6 +21,7 @@ class OwnPurpose(StrEnum):
     SPEAK_BEFORE_TOOLS = "speak_before_tools"
     SPEAK_SENTENCE = "speak_sentence"  # a completed sentence, spoken while the model still writes
     SPEAK_FINAL = "speak_final"
+    SPEAK_PROGRESS = "speak_progress"  # "still running …" while a foreground call takes long
     IDLE = "idle"
 
 
@@ -32,6 +33,14 @@ class OwnCall(_Model):
     call_id: str
     purpose: OwnPurpose
     turn_id: str
+
+
+class Progress(_Model):
+    """The latest progress the app sent for a call it runs (``toolProgress``)."""
+
+    fraction: float | None = None
+    message: str = ""
+    at: float = 0.0  # epoch seconds it arrived
 
 
 class ResultParts(_Model):
@@ -57,6 +66,7 @@ class ModelCall(_Model):
     deadline: float = 0.0  # epoch seconds: past it, the model gets a timeout error for the call
     parts: ResultParts | None = None  # its result, while it arrives in parts
     held: bool = False  # a change waiting for the person's yes: not sent to the app yet
+    progress: Progress | None = None
 
 
 class BackgroundJob(_Model):
@@ -68,6 +78,7 @@ class BackgroundJob(_Model):
     arguments: str
     started_at: float  # epoch seconds
     deadline: float = 0.0
+    progress: Progress | None = None
 
 
 class BackgroundReport(_Model):
@@ -88,6 +99,9 @@ class ToolRound(_Model):
     calls: list[ModelCall] = Field(default_factory=list)
     rejected: dict[str, Block] = Field(default_factory=dict)  # toolUseId -> error toolResult
     sent_at: float = 0.0  # epoch seconds the calls went to the app
+    # When the next "still running" sentence may be spoken (0: the progress threshold after sent_at).
+    progress_next_at: float = 0.0
+    progress_said: int = 0
 
     def pending(self) -> list[ModelCall]:
         return [call for call in self.calls if call.result is None]
@@ -120,8 +134,36 @@ class ActiveStream(_Model):
     deadline: float | None = None  # epoch seconds
 
 
+class Usage(_Model):
+    """Tokens counted from Bedrock's ``metadata`` of each model request, and the requests."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    # Of speculations started on the person's partial speech and dropped: spent for nothing.
+    speculation_input_tokens: int = 0
+    speculation_output_tokens: int = 0
+    models: list[str] = Field(default_factory=list)
+
+    def add(self, other: Usage) -> None:
+        self.requests += other.requests
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        self.speculation_input_tokens += other.speculation_input_tokens
+        self.speculation_output_tokens += other.speculation_output_tokens
+        self.models = [*self.models, *(model for model in other.models if model not in self.models)][:4]
+
+
 class Turn(_Model):
     turn_id: str
+    started_at: float = 0.0  # epoch seconds the turn started (its transcript, result or report)
+    usage: Usage = Field(default_factory=Usage)
+    first_partial_at: float | None = None
+    first_speak_at: float | None = None
     shown: str = "thinking"  # the convo.setState value the app was last sent in this turn
     # A speculative turn (``shared.core.speculation``): the model runs on the partial transcript
     # whose normalized text this is, and nothing of it reaches the app until the final confirms it.
@@ -190,6 +232,11 @@ class SessionState(_Model):
     # Background tools still running on the app, and outcomes waiting for idle to be reported.
     background: list[BackgroundJob] = Field(default_factory=list)
     background_reports: list[BackgroundReport] = Field(default_factory=list)
+    # What the session's turns cost so far (``shared.core.usage``), and its dropped speculations'
+    # tokens not yet given to a turn.
+    usage_total: Usage = Field(default_factory=Usage)
+    speculation_input_pending: int = 0
+    speculation_output_pending: int = 0
     # The person is speaking: the latest partial transcript since the last final (or None).
     listening: Listening | None = None
 

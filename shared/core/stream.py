@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.core import background, confirming
+from shared.core import background, confirming, progress
 from shared.core.decision import (
     CoreSettings,
     Decision,
@@ -21,9 +21,10 @@ from shared.core.inline_reasoning import reasoning_words, without_reasoning
 from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
 from shared.core.model_output import ModelMessage
 from shared.core.speakable import Answer, card_patch, split_answer
-from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, ToolRound, Turn
+from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, ToolRound, Turn, Usage
 from shared.core.wrapper import RejectedUse, unwrap_tool_use
 from shared.wire.protocol import AssistantSpeechFinal, AssistantUIPatch, ErrorCode, ToolCall
+from shared.wire.protocol_tools import CONDUCTOR_TOOL_NAMES
 
 STALL_FALLBACK_LINE = "Sorry, I lost my train of thought. Could you say that again?"
 CUT_OFF_LINE = "That answer ran too long and was cut off. Ask me for a shorter one, or one part at a time."
@@ -145,6 +146,9 @@ def stream_finished(
     text: str | None = None,
     now: float = 0.0,
     chars_per_token: float | None = None,
+    usage: Usage | None = None,
+    first_partial_at: float | None = None,
+    first_speak_at: float | None = None,
 ) -> Outcome:
     """The model's message is complete: speak it, forward its tool calls, or end the turn.
 
@@ -156,6 +160,8 @@ def stream_finished(
     turn, stream = _current_stream(decision, stream_id, claim)
     _sync_text(stream, text)
     turn.stream = None
+    _count_usage(turn, usage, first_partial_at, first_speak_at)
+    decision.now = now
     if window_cap is not None:
         decision.state.window_cap = window_cap
     if chars_per_token is not None:
@@ -215,6 +221,9 @@ def stream_finished(
             deadline=now + deadline_of(decision.state, settings, unwrapped.name) if now else 0.0,
         )
         round_.calls.append(call)
+        if call.name in CONDUCTOR_TOOL_NAMES:  # the conductor's own tools: answered here, never sent
+            progress.answer_own_tool(decision, call, now)
+            continue
         if confirming.needs_confirmation(decision.state, settings, call.name):
             confirming.hold(decision, turn, call, now)
             continue
@@ -225,12 +234,23 @@ def stream_finished(
     confirming.listen(decision, turn)
     decision.remember_call_ids([call.call_id for call in round_.calls])
     if not round_.pending():
-        close_round(decision, turn)  # malformed or background uses only: the model goes on at once
+        close_round(decision, turn)  # malformed, background or own uses only: the model goes on at once
         decision.start_stream(turn, stream.launched_at)
         # The same runner goes on with the new stream (nothing is launched): it stays the holder.
         assert turn.stream is not None
         turn.stream.runner, turn.stream.deadline = stream.runner, stream.deadline
     return decision.outcome()
+
+
+def _count_usage(turn: Turn, usage: Usage | None, first_partial_at: float | None, first_speak_at: float | None) -> None:
+    """The request's tokens join the turn's; its first partial and speech, if the turn had none yet
+    (a message whose only speech is its final is spoken now)."""
+    if usage is not None:
+        turn.usage.add(usage)
+    if turn.first_partial_at is None and first_partial_at is not None:
+        turn.first_partial_at = first_partial_at
+    if turn.first_speak_at is None and first_speak_at is not None:
+        turn.first_speak_at = first_speak_at
 
 
 def _finish_abnormal(decision: Decision, turn: Turn, stream: ActiveStream, message: ModelMessage) -> None:

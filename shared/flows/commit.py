@@ -10,14 +10,16 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from shared.adapters.person_spend import PersonSpend
 from shared.adapters.store import SessionStore, VersionConflict
 from shared.core.conductor import Outcome
 from shared.core.state import SessionState
+from shared.core.usage import day_of, priced
 from shared.flows.config import Settings
-from shared.wire.protocol import AssistantSpeechPartial, ErrorPayload, make_event
+from shared.wire.protocol import AssistantSpeechPartial, ErrorPayload, TurnUsage, make_event
 
 COMMIT_ATTEMPTS = 12
 ERROR_EVENTS_METRIC = "ErrorEvents"
@@ -52,6 +54,8 @@ class Committed:
 
     outcome: Outcome
     frames: list[tuple[int, str]]
+    # Unnumbered events posted after the frames and never kept (a turn's usage, priced).
+    after: list[str] = field(default_factory=list)
 
     @property
     def state(self) -> SessionState:
@@ -72,6 +76,12 @@ class Committer:
         self.store = store
         self.settings = settings
         self.metrics = metrics
+        # A person's spend a day, kept only when the stage has a daily ceiling.
+        self.spend = (
+            PersonSpend(store._client, store._table)  # the same table and client
+            if settings.daily_budget_usd > 0 and hasattr(store, "_client")
+            else None
+        )
 
     def apply(
         self,
@@ -115,12 +125,25 @@ class Committer:
                     parts_dropped=outcome.parts_dropped,
                 )
                 self._count_errors(outcome)
-                return Committed(outcome, frames)
+                return Committed(outcome, frames, self._after(outcome))
             except VersionConflict:
                 self.metrics.count("StateConflicts")
                 backoff(attempt)
                 state = self.store.load(session_id)
         raise ConductorBusy(session_id)
+
+    def _after(self, outcome: Outcome) -> list[str]:
+        """The unnumbered events, a turn's usage priced (and added to the person's day's spend)."""
+        prices = self.settings.prices
+        frames = []
+        for payload in outcome.unnumbered:
+            if isinstance(payload, TurnUsage):
+                payload = priced(payload, prices)
+                if self.spend is not None and payload.cost_usd:
+                    person = outcome.state.principal or outcome.state.session_id
+                    self.spend.add(person, day_of(time.time()), payload.cost_usd)
+            frames.append(make_event(payload).to_json())
+        return frames
 
     def _count_errors(self, outcome: Outcome) -> None:
         """Count the stored decision's ``error`` events by code (a lost race counts nothing)."""

@@ -10,10 +10,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.core.conductor import CoreSettings
 from shared.core.speculation import SpeculationSettings
+from shared.core.usage import Prices
 from shared.core.wrapper import ClientTool
 from shared.wire.model_rules import Effort, Inference, ThinkingSetting
 
@@ -107,6 +108,31 @@ class Settings(BaseModel):
     # one session are answered ``rate_limited`` (without ``seq``: send again).
     min_partial_interval_ms: int = Field(default=150, ge=0, le=5000)
     max_events_per_second: int = Field(default=50, ge=1)
+    # "Still running …" (``shared.core.progress``): a foreground call unanswered this long gets one
+    # spoken line, then at most one every progress_every_ms; 0 turns it off.
+    progress_after_ms: int = Field(default=3000, ge=0, le=600_000)
+    progress_every_ms: int = Field(default=10_000, ge=2000, le=600_000)
+    # The model's list prices (CONDUCTOR_PRICES, JSON: input, output, cache_write, cache_read in
+    # US dollars per million tokens, and as_of, the day they were read; cdk.json's bedrock.prices):
+    # each turn's estimated cost. None: tokens only.
+    prices: Prices | None = None
+    # A person's spend a day (US dollars at ``prices``, UTC days): past it a turn is not started. 0: no ceiling.
+    daily_budget_usd: float = Field(default=0.0, ge=0)
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _prices_from_json(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = json.loads(value)
+        if isinstance(value, dict):
+            return Prices(
+                input=float(value["input"]),
+                output=float(value["output"]),
+                cache_write=float(value["cache_write"]),
+                cache_read=float(value["cache_read"]),
+                as_of=str(value.get("as_of", "")),
+            )
+        return value
 
     @property
     def inference(self) -> Inference:
@@ -143,6 +169,8 @@ class Settings(BaseModel):
             tool_deadlines=tuple((tool.name, tool.deadline_s) for tool in self.catalog if tool.deadline_s),
             changing_tools=frozenset(tool.name for tool in self.catalog if tool.effects == "changes"),
             background_tools=frozenset(tool.name for tool in self.catalog if tool.background),
+            progress_after_s=self.progress_after_ms / 1000,
+            progress_every_s=self.progress_every_ms / 1000,
         )
 
     @classmethod
@@ -189,6 +217,10 @@ class Settings(BaseModel):
             "max_speculations_per_utterance": "CONDUCTOR_MAX_SPECULATIONS_PER_UTTERANCE",
             "min_partial_interval_ms": "CONDUCTOR_MIN_PARTIAL_INTERVAL_MS",
             "max_events_per_second": "CONDUCTOR_MAX_EVENTS_PER_SECOND",
+            "progress_after_ms": "CONDUCTOR_PROGRESS_AFTER_MS",
+            "progress_every_ms": "CONDUCTOR_PROGRESS_EVERY_MS",
+            "prices": "CONDUCTOR_PRICES",
+            "daily_budget_usd": "CONDUCTOR_DAILY_BUDGET_USD",
         }
         values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
         catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")

@@ -54,6 +54,8 @@ class Delivery:
 
     def deliver(self, endpoint: str, committed: Committed) -> None:
         """Post the events to the session's current connection (the outbox already has them)."""
+        for frame in committed.after:  # one line a turn, for the dashboard's spend per person
+            self.log.info("turn usage", extra={"principal": committed.state.principal or "", "usage": frame})
         connection_id = committed.state.connection_id
         if connection_id is None or not committed.state.connection_live:
             if committed.frames:
@@ -62,7 +64,7 @@ class Delivery:
                     extra={"session_id": committed.state.session_id},
                 )
             return
-        for _seq, frame in committed.frames:
+        for frame in [*(frame for _seq, frame in committed.frames), *committed.after]:
             if not self.gateway.post(endpoint, connection_id, frame):
                 self.log.info(
                     "connection gone: events kept for replay",

@@ -46,6 +46,9 @@ class TurnFigures:
     first_speak_ms: float | None = None
     model_first_token_ms: float | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    # Epoch seconds of the invocation's first partial and first tts.speak (the turn's timings).
+    first_partial_at: float | None = None
+    first_speak_at: float | None = None
 
 
 class MessageStream:
@@ -187,6 +190,7 @@ class MessageStream:
             self.delivery.deliver(self.task.endpoint, spoken)
             if spoken.frames and self.figures.first_speak_ms is None:
                 self.figures.first_speak_ms = self._since_launch()
+                self.figures.first_speak_at = time.time()
             self._checked = False
 
     def _stop_check_due(self) -> bool:
@@ -213,6 +217,7 @@ class MessageStream:
         self.delivery.deliver(self.task.endpoint, committed)
         if committed.frames and self.figures.first_speak_ms is None:
             self.figures.first_speak_ms = self._since_launch()
+            self.figures.first_speak_at = time.time()
         self.segment.next_segment()
 
     def _commit(self, decide: Callable[[SessionState], conductor.Outcome]) -> Committed:
@@ -235,6 +240,7 @@ class MessageStream:
         self.delivery.gateway.post(self.task.endpoint, state.connection_id, frame)
         if self.figures.first_partial_ms is None:
             self.figures.first_partial_ms = self._since_launch()
+            self.figures.first_partial_at = time.time()
 
     def _first_sentence_ready(self) -> bool:
         """The segment's first sentence is complete: the app starts speaking at once (the rest

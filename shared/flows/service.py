@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from shared.adapters.store import ConnectionInfo, DuplicateEvent, RecentHistory, SessionStore
 from shared.adapters.turn_launcher import TurnTask
-from shared.core import admission, conductor, connection, result_parts, speculation
+from shared.core import admission, conductor, connection, progress, result_parts, speculation, usage
 from shared.core.conductor import Outcome
 from shared.core.decision import is_unrecorded_own_call, may_resume_the_model
 from shared.core.history_ops import history_after
@@ -35,6 +35,7 @@ from shared.wire.protocol import (
     IgnoredEvent,
     ProtocolError,
     SessionStart,
+    ToolProgress,
     ToolResult,
     UserAudioTranscriptFinal,
     UserAudioTranscriptPartial,
@@ -119,13 +120,16 @@ class ConductorService:
         error and, once the round is complete, the model goes on. Returns the next deadline still
         pending (for another alarm), or None."""
         now = time.time()
-        committed = self.committer.apply(session_id, lambda state: conductor.handle_tool_deadlines(state, now=now))
+        core = self.settings.core
+        committed = self.committer.apply(
+            session_id, lambda state: conductor.handle_tool_deadlines(state, now=now, settings=core)
+        )
         if committed is None:
             return None
         self.delivery.deliver(endpoint, committed)
         if committed.run_model:
             self._launch(TurnTask.for_stream(committed.state, committed.run_model, endpoint))
-        return conductor.next_tool_deadline(committed.state)
+        return conductor.next_tool_deadline(committed.state, core)
 
     # ---- $default -------------------------------------------------------------------------
 
@@ -217,7 +221,10 @@ class ConductorService:
             decide = lambda state: conductor.handle_transcript(  # noqa: E731
                 state, text, now=now, settings=self.settings.core
             )
-            self.metrics.count("Turns")
+            if self._over_budget(request, session_id, now):
+                decide = lambda state: conductor.refuse_over_budget(state, now=now)  # noqa: E731
+            else:
+                self.metrics.count("Turns")
         elif isinstance(payload, ToolResult) and payload.part is not None:
             part = payload
             decide = lambda state: result_parts.handle_tool_result_part(  # noqa: E731
@@ -228,6 +235,9 @@ class ConductorService:
             decide = lambda state: conductor.handle_tool_result(  # noqa: E731
                 state, result, self.settings.core, now=now
             )
+        elif isinstance(payload, ToolProgress):
+            progressed = payload
+            decide = lambda state: progress.handle_tool_progress(state, progressed, now=now)  # noqa: E731
         elif isinstance(payload, UserAudioTranscriptPartial):
             if not self.settings.speculation or len(payload.text) > self.settings.max_transcript_chars:
                 return  # nothing to decide: the final starts the turn (and says what is wrong with it)
@@ -320,6 +330,14 @@ class ConductorService:
             self._time_tool_round(decided_on[-1], now)
             window = self._window_after(recent, decided_on[-1], committed) if recent is not None else None
             self._launch(TurnTask.for_stream(state, committed.run_model, request.endpoint, window))
+
+    def _over_budget(self, request: Request, session_id: str, now: float) -> bool:
+        """Whether the person has spent the stage's daily ceiling (read only when there is one)."""
+        ceiling = self.settings.daily_budget_usd
+        if ceiling <= 0 or self.committer.spend is None:
+            return False
+        person = request.principal or session_id
+        return usage.over_budget(self.committer.spend.spent(person, usage.day_of(now)), ceiling)
 
     def _arm(self, session_id: str, endpoint: str, due_at: float) -> None:
         """A deadline alarm for ``due_at`` (a result in parts that must be whole by then)."""

@@ -27,6 +27,7 @@ from shared.core.model_output import ModelMessage
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
 from shared.core.stream import RunnerClaim
+from shared.core.usage import usage_of
 from shared.core.wrapper import ClientTool
 from shared.flows.commit import Committer, ConductorBusy, Metrics
 from shared.flows.config import Settings
@@ -333,6 +334,9 @@ class TurnRunner:
                 text=text,
                 now=time.time(),
                 chars_per_token=ratio,
+                usage=usage_of(message.usage, self.settings.model_id) if message.usage else None,
+                first_partial_at=run.figures.first_partial_at,
+                first_speak_at=run.figures.first_speak_at,
             ),
             hint=state,
         )
@@ -345,7 +349,7 @@ class TurnRunner:
 
     def _arm_deadline(self, task: TurnTask, state: SessionState) -> None:
         """The app now runs the model's tools: past the first deadline, the calls time out."""
-        due_at = conductor.next_tool_deadline(state)
+        due_at = conductor.next_tool_deadline(state, self.settings.core)
         if due_at is None or self.alarms is None:
             return
         try:

@@ -1,4 +1,4 @@
-"""The VoiceIDE event protocol: the envelope, the nine kinds, parsing and serialization.
+"""The VoiceIDE event protocol: the envelope, the nine kinds and the extensions, parsing and serialization.
 
 The wire contract is ``docs/protocol.md``.
 Everything here is camelCase on the wire. Parsing never raises: it returns an ``Event``, an
@@ -55,6 +55,8 @@ class ErrorCode(StrEnum):
     # the person ended or erased the session through the sessions API: the connection closes next
     SESSION_ENDED = "session_ended"
     SESSION_ERASED = "session_erased"
+    # the person's daily spend ceiling is reached: the turn does not start until it resets
+    BUDGET_EXCEEDED = "budget_exceeded"
     # client-side codes
     WS_ERROR = "ws_error"
     WS_CONNECT_FAILED = "ws_connect_failed"
@@ -83,6 +85,7 @@ SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode.RATE_LIMITED,
     ErrorCode.SESSION_ENDED,
     ErrorCode.SESSION_ERASED,
+    ErrorCode.BUDGET_EXCEEDED,
 )
 
 
@@ -100,8 +103,23 @@ MAX_HEARD_TEXT = 8000
 MAX_FRAME_DEPTH = 64
 # Optional extension fields left out of a frame when they have no value.
 _OMITTED_WHEN_NONE = frozenset(
-    {"lastSeq", "capabilities", "handoff", "heardText", "interrupted", "tools", "part", "parts"}
+    {
+        "lastSeq",
+        "capabilities",
+        "handoff",
+        "heardText",
+        "interrupted",
+        "tools",
+        "part",
+        "parts",
+        "fraction",
+        "costUsd",
+        "pricesAsOf",
+        "firstPartialMs",
+        "firstSpeakMs",
+    }
 )
+MAX_PROGRESS_MESSAGE = 200
 Capability = Annotated[StrictStr, Field(min_length=1, max_length=64)]
 
 
@@ -143,7 +161,17 @@ class SessionStart(_Payload):
     handoff: Handoff | None = None
     # Extension: the tools the session's model may call (none: the conductor's catalog); a later
     # sessionStart with tools replaces them, one without keeps them.
-    tools: tuple[DeclaredTool, ...] | None = Field(default=None, max_length=MAX_DECLARED_TOOLS)
+    tools: tuple[DeclaredTool, ...] | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools_counted(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple) and len(value) > MAX_DECLARED_TOOLS:
+            extra = value[MAX_DECLARED_TOOLS]
+            name = extra.get("name") if isinstance(extra, dict) else None
+            label = f"tool {name[:80]!r}" if isinstance(name, str) else f"the tool at index {MAX_DECLARED_TOOLS}"
+            raise ValueError(f"{label} is one too many: at most {MAX_DECLARED_TOOLS} tools may be declared")
+        return value
 
     @field_validator("tools")
     @classmethod
@@ -211,6 +239,54 @@ class ToolResult(_Payload):
         return self
 
 
+class ToolProgress(_Payload):
+    """Extension, from the app: how far a call it runs has got (the latest one counts)."""
+
+    call_id: StrictStr = Field(alias="callId", min_length=1, max_length=256)
+    fraction: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
+    message: StrictStr = Field(default="", max_length=MAX_PROGRESS_MESSAGE)
+
+    @field_validator("fraction", mode="before")
+    @classmethod
+    def _fraction_is_a_number(cls, value: Any) -> Any:
+        if isinstance(value, bool) or (value is not None and not isinstance(value, int | float)):
+            raise ValueError("fraction must be a number from 0 to 1")
+        return value
+
+
+class ToolCancel(_Payload):
+    """Extension, from the conductor: stop running this call (the model cancelled it). Its result,
+    if one still comes, is answered like any late result."""
+
+    call_id: StrictStr = Field(alias="callId", min_length=1, max_length=256)
+    name: StrictStr = ""
+    reason: StrictStr = ""
+
+
+class TurnUsage(_Payload):
+    """Extension, from the conductor, unnumbered: what one turn cost, sent after its last speech."""
+
+    turn_id: StrictStr = Field(alias="turnId")
+    models: tuple[StrictStr, ...] = ()
+    requests: Annotated[int, Field(ge=0, strict=True)] = 0
+    input_tokens: Annotated[int, Field(ge=0, strict=True)] = Field(default=0, alias="inputTokens")
+    output_tokens: Annotated[int, Field(ge=0, strict=True)] = Field(default=0, alias="outputTokens")
+    cache_read_tokens: Annotated[int, Field(ge=0, strict=True)] = Field(default=0, alias="cacheReadTokens")
+    cache_write_tokens: Annotated[int, Field(ge=0, strict=True)] = Field(default=0, alias="cacheWriteTokens")
+    # What speculations started on the person's partial speech and then dropped spent (in the totals).
+    speculation_input_tokens: Annotated[int, Field(ge=0, strict=True)] = Field(
+        default=0, alias="speculationInputTokens"
+    )
+    speculation_output_tokens: Annotated[int, Field(ge=0, strict=True)] = Field(
+        default=0, alias="speculationOutputTokens"
+    )
+    cost_usd: float | None = Field(default=None, alias="costUsd")
+    prices_as_of: StrictStr | None = Field(default=None, alias="pricesAsOf")
+    first_partial_ms: Annotated[int, Field(ge=0)] | None = Field(default=None, alias="firstPartialMs")
+    first_speak_ms: Annotated[int, Field(ge=0)] | None = Field(default=None, alias="firstSpeakMs")
+    end_ms: Annotated[int, Field(ge=0)] = Field(default=0, alias="endMs")
+
+
 class ErrorPayload(_Payload):
     code: StrictStr = Field(min_length=1, max_length=128)
     message: StrictStr = ""
@@ -234,6 +310,9 @@ Payload = (
     | AssistantUIPatch
     | ToolCall
     | ToolResult
+    | ToolProgress
+    | ToolCancel
+    | TurnUsage
     | ErrorPayload
 )
 
@@ -248,6 +327,9 @@ KINDS: dict[str, type[_Payload]] = {
     "assistantUIPatch": AssistantUIPatch,
     "toolCall": ToolCall,
     "toolResult": ToolResult,
+    "toolProgress": ToolProgress,
+    "toolCancel": ToolCancel,
+    "turnUsage": TurnUsage,
     "error": ErrorPayload,
 }
 KIND_NAMES: dict[type[_Payload], str] = {model: name for name, model in KINDS.items()}

@@ -23,8 +23,12 @@ MAX_TOOLS_BYTES = 16 * 1024  # all declarations together, as compact JSON
 MAX_TOOL_DEADLINE_S = 3600
 MAX_RESULT_PARTS = 64  # a toolResult in parts: at most this many events
 MAX_RESULT_CHARS = 1_000_000  # and at most this many characters once assembled
-# The protocol's own calls: the conductor makes them, the model never does.
-RESERVED_TOOL_NAMES = frozenset({"tts.speak", "convo.setState"})
+# The protocol's own calls (the conductor makes them) and the conductor's own tools (the model calls
+# them through the wrapper; the conductor answers them itself): no app may declare these names.
+STATUS_TOOL = "conductor.status"
+CANCEL_TOOL = "conductor.cancel"
+CONDUCTOR_TOOL_NAMES = frozenset({STATUS_TOOL, CANCEL_TOOL})
+RESERVED_TOOL_NAMES = frozenset({"tts.speak", "convo.setState", *CONDUCTOR_TOOL_NAMES})
 
 
 def compact_size(value: Any) -> int:
@@ -42,6 +46,33 @@ class DeclaredTool(BaseModel):
     deadline_seconds: int | None = Field(default=None, ge=1, le=MAX_TOOL_DEADLINE_S, alias="deadlineSeconds")
     effects: Literal["none", "changes"] = "none"
     background: StrictBool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape_checked(cls, raw: Any) -> Any:
+        """Each field's type, checked with the tool's name in the message (pydantic's own messages
+        name only a list index)."""
+        if not isinstance(raw, dict):
+            raise ValueError("a declared tool must be an object with name and description")
+        name = raw.get("name")
+        if not isinstance(name, str):
+            raise ValueError("a declared tool needs a name (a string)")
+        label = f"tool {name[:80]!r}"
+        description = raw.get("description")
+        if not isinstance(description, str) or not 1 <= len(description) <= MAX_TOOL_DESCRIPTION:
+            raise ValueError(f"{label}: description must be a string of 1 to {MAX_TOOL_DESCRIPTION} characters")
+        if "arguments" in raw and not isinstance(raw["arguments"], dict):
+            raise ValueError(f"{label}: arguments must be the schema of an object (a JSON object with type: object)")
+        deadline = raw.get("deadlineSeconds", raw.get("deadline_seconds"))
+        if deadline is not None and (
+            isinstance(deadline, bool) or not isinstance(deadline, int) or not 1 <= deadline <= MAX_TOOL_DEADLINE_S
+        ):
+            raise ValueError(f"{label}: deadlineSeconds must be a whole number of seconds, 1 to {MAX_TOOL_DEADLINE_S}")
+        if "effects" in raw and raw["effects"] not in ("none", "changes"):
+            raise ValueError(f"{label}: effects must be 'none' or 'changes'")
+        if "background" in raw and not isinstance(raw["background"], bool):
+            raise ValueError(f"{label}: background must be true or false")
+        return raw
 
     @field_validator("name")
     @classmethod
@@ -79,6 +110,9 @@ def checked_declarations(tools: tuple[DeclaredTool, ...] | None) -> tuple[Declar
     """The declarations of one ``sessionStart``: unique names, at most the total size."""
     if tools is None:
         return None
+    if len(tools) > MAX_DECLARED_TOOLS:
+        extra = tools[MAX_DECLARED_TOOLS]
+        raise ValueError(f"tool {extra.name!r} is one too many: at most {MAX_DECLARED_TOOLS} tools may be declared")
     seen: set[str] = set()
     for tool in tools:
         if tool.name in seen:

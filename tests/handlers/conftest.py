@@ -218,11 +218,12 @@ class Harness:
 
 def summarize(events: list[Event]) -> list[tuple[Any, ...]]:
     """Events as short tuples, so a whole turn reads as one list in a test (without the
-    ``sessionReady`` that answers each ``sessionStart``: test_session_ready.py checks it)."""
+    ``sessionReady`` that answers each ``sessionStart``: test_session_ready.py checks it, nor the
+    ``turnUsage`` after each turn: test_turn_usage.py checks it)."""
     out: list[tuple[Any, ...]] = []
     for event in events:
         payload = event.payload
-        if event.kind_name == "sessionReady":
+        if event.kind_name in ("sessionReady", "turnUsage"):
             continue
         if event.kind_name == "toolCall":
             arguments = json.loads(payload.arguments)

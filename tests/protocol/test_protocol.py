@@ -43,8 +43,8 @@ def frame(kind: str, payload: object, **extra: object) -> str:
     return json.dumps(envelope)
 
 
-def test_the_nine_kinds_are_spelled_as_the_spec_and_the_one_extension_added() -> None:
-    assert set(KINDS) - set(SPEC_EXAMPLES) == {"sessionReady"}
+def test_the_nine_kinds_are_spelled_as_the_spec_and_the_extensions_added() -> None:
+    assert set(KINDS) - set(SPEC_EXAMPLES) == {"sessionReady", "toolProgress", "toolCancel", "turnUsage"}
     assert set(SPEC_EXAMPLES) <= set(KINDS)
 
 

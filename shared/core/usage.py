@@ -1,0 +1,124 @@
+"""What a turn cost: tokens from Bedrock's ``metadata`` of each model request, an estimate at list
+prices, and the turn's timings; the session's totals; the person's daily ceiling. Pure.
+
+The runner adds each model request's usage to its turn (``Turn.usage``) in the commit that ends
+the request's message; when the turn ends (``Decision.end_turn``) the ``turnUsage`` event is made,
+unnumbered, posted after the turn's last events, and the turn's figures join the session's totals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from shared.core.state import SessionState, Turn, Usage
+from shared.wire.protocol import TurnUsage
+
+PER_MILLION = 1_000_000
+
+
+@dataclass(frozen=True)
+class Prices:
+    """List prices in US dollars per million tokens of the stage's model, and the day they were read."""
+
+    input: float
+    output: float
+    cache_write: float
+    cache_read: float
+    as_of: str = ""
+
+    def cost(self, usage: Usage) -> float:
+        spent = (
+            (usage.input_tokens + usage.speculation_input_tokens) * self.input
+            + (usage.output_tokens + usage.speculation_output_tokens) * self.output
+            + usage.cache_write_tokens * self.cache_write
+            + usage.cache_read_tokens * self.cache_read
+        )
+        return spent / PER_MILLION
+
+
+def usage_of(reported: dict[str, int], model_id: str) -> Usage:
+    """One model request's usage, as Bedrock's ``metadata`` reported it."""
+    return Usage(
+        requests=1,
+        input_tokens=reported.get("inputTokens", 0),
+        output_tokens=reported.get("outputTokens", 0),
+        cache_read_tokens=reported.get("cacheReadInputTokens", 0),
+        cache_write_tokens=reported.get("cacheWriteInputTokens", 0),
+        models=[model_id] if model_id else [],
+    )
+
+
+def _ms(since: float, at: float | None) -> int | None:
+    if at is None or not since:
+        return None
+    return max(0, round((at - since) * 1000))
+
+
+def finish_turn(state: SessionState, turn: Turn, now: float | None) -> TurnUsage:
+    """The turn's ``turnUsage``, its cost not yet priced (``priced``); its figures join the
+    session's totals (and the dropped speculations not yet counted join the turn)."""
+    usage = turn.usage.model_copy(deep=True)
+    usage.speculation_input_tokens += state.speculation_input_pending
+    usage.speculation_output_tokens += state.speculation_output_pending
+    state.speculation_input_pending = state.speculation_output_pending = 0
+    state.usage_total.add(usage)
+    return TurnUsage(
+        turn_id=turn.turn_id,
+        models=tuple(usage.models),
+        requests=usage.requests,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        speculation_input_tokens=usage.speculation_input_tokens,
+        speculation_output_tokens=usage.speculation_output_tokens,
+        first_partial_ms=_ms(turn.started_at, turn.first_partial_at),
+        first_speak_ms=_ms(turn.started_at, turn.first_speak_at),
+        end_ms=_ms(turn.started_at, now) or 0,
+    )
+
+
+def priced(event: TurnUsage, prices: Prices | None) -> TurnUsage:
+    """The event with its estimated cost at ``prices`` (unchanged without prices)."""
+    if prices is None:
+        return event
+    cost = round(prices.cost(usage_in(event)), 8)
+    return event.model_copy(update={"cost_usd": cost, "prices_as_of": prices.as_of or None})
+
+
+def usage_in(event: TurnUsage) -> Usage:
+    """The figures of a ``turnUsage``."""
+    return Usage(
+        requests=event.requests,
+        input_tokens=event.input_tokens,
+        output_tokens=event.output_tokens,
+        cache_read_tokens=event.cache_read_tokens,
+        cache_write_tokens=event.cache_write_tokens,
+        speculation_input_tokens=event.speculation_input_tokens,
+        speculation_output_tokens=event.speculation_output_tokens,
+    )
+
+
+# ---- the person's daily ceiling ----------------------------------------------------------------
+
+
+def day_of(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+
+
+def resets_at(now: float) -> datetime:
+    """Midnight UTC after ``now``: when a day's spend starts again from zero."""
+    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day + timedelta(days=1)
+
+
+def over_budget(spent_today_usd: float, ceiling_usd: float) -> bool:
+    return ceiling_usd > 0 and spent_today_usd >= ceiling_usd
+
+
+def budget_line(now: float) -> str:
+    """The sentence the person hears when a turn is refused for the ceiling."""
+    hours = max(1, round((resets_at(now).timestamp() - now) / 3600))
+    when = "in about an hour" if hours == 1 else f"in about {hours} hours"
+    return f"You've reached today's spending limit, so I can't answer now. It resets at midnight UTC, {when}."
