@@ -11,10 +11,23 @@ const RECONNECT_DELAYS_S = [1, 2, 4, 8, 16];
 /** What the page sent and received, for the browser tests. */
 export const record = { sent: [], received: [], gatewayFrames: [] };
 
-const conn = { ws: null, attempt: 0, timer: null, outbox: [], started: false, userClosed: false };
+const conn = { ws: null, attempt: 0, timer: null, outbox: [], started: false, userClosed: false, reached: false };
 const seenIds = new Set();
 const answered = new Map(); // callId -> the toolResult event (resent as is when the call comes again)
 let handleEvent = () => {};
+
+/** The conductor's URL as the person gave it (no session id, no token): what the page says it
+ * could not reach. */
+function shownUrl() {
+  try {
+    const url = new URL(settings.url);
+    url.searchParams.delete("token");
+    url.searchParams.delete("sessionId");
+    return url.toString();
+  } catch {
+    return settings.url;
+  }
+}
 
 /** Who handles each event received: `handler(kindName, payload)`. */
 export function onEvent(handler) {
@@ -50,6 +63,7 @@ export async function connect() {
   ws.onopen = () => {
     if (conn.ws !== ws) return;
     conn.attempt = 0;
+    conn.reached = true;
     const start = { sessionId: settings.sessionId, capabilities: CAPABILITIES };
     if (lastSeq() > 0) start.lastSeq = lastSeq();
     sendNow(makeEvent("sessionStart", start));
@@ -70,13 +84,18 @@ export async function connect() {
       return;
     }
     if (conn.attempt >= RECONNECT_DELAYS_S.length) {
-      setConnection("offline: every reconnection attempt failed (reconnect_failed)", "down");
-      note("Offline: the conductor cannot be reached. Use Connect to try again.", "error");
+      setConnection(`offline: ${shownUrl()} cannot be reached (reconnect_failed)`, "down");
+      note(`Offline: the conductor at ${shownUrl()} cannot be reached. Use Connect to try again.`, "error");
       record.sent.push(makeEvent("error", { code: "reconnect_failed", message: "every reconnection attempt failed" }));
       return;
     }
     const delay = RECONNECT_DELAYS_S[conn.attempt++];
-    setConnection(`connection lost: retrying in ${delay} s`, "down");
+    if (conn.reached) setConnection(`connection lost: retrying in ${delay} s`, "down");
+    else {
+      // never connected: the URL itself may be wrong (the page's ?url= or the settings)
+      setConnection(`cannot reach ${shownUrl()}: retrying in ${delay} s`, "down");
+      if (conn.attempt === 1) note(`The conductor at ${shownUrl()} cannot be reached: check the page's ?url= or the settings.`, "error");
+    }
     conn.timer = setTimeout(connect, delay * 1000);
   };
 }
@@ -92,6 +111,7 @@ export function disconnect() {
 export function reconnect() {
   disconnect();
   conn.attempt = 0;
+  conn.reached = false; // perhaps another URL: until it answers, a failure names it
   connect();
 }
 

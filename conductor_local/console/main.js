@@ -13,7 +13,7 @@ import { $ } from "./dom.js";
 import { wireSessionList } from "./session_list.js";
 import { newSession, resumeSession, showStartingSession, showTitle } from "./session_switch.js";
 import { cognitoSignIn, defaultUrl, settings, signIn, store } from "./settings.js";
-import { bargeIn, forgetHeardAnswer, sendFinal, speak, wireTalking } from "./speech.js";
+import { bargeIn, forgetHeardAnswer, sendFinal, speak, watchVoices, wireTalking } from "./speech.js";
 import { mark, turns } from "./timeline.js";
 import { renderFiles, runTool, wireFolderPicker } from "./tools.js";
 import {
@@ -136,6 +136,7 @@ function wire() {
   });
 
   wireTalking();
+  watchVoices();
 
   $("speak-aloud").addEventListener("change", (e) => {
     settings.speakAloud = e.target.checked;

@@ -58,6 +58,7 @@ export async function resumeSession(session) {
  * shown (or the session is unknown) the first sessionStart asks for no replay. */
 export async function showStartingSession() {
   const id = settings.sessionId;
+  if (settings.newSession) return; // made by this page: the sessions API has nothing of it yet
   const seen = lastSeq();
   const result = await loadEarlier(id);
   if (id !== settings.sessionId) return;

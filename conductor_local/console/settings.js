@@ -31,6 +31,8 @@ export const settings = {
   token: params.get("token") || null,
   sessionsUrl: params.get("sessions") || null, // a stage's sessions API: ?sessions=https://… (its SessionsApiUrl)
   sessionId: (params.get("sessionId") || store.get("sessionId") || uuid4()).toLowerCase(),
+  // a session id made here, now: nothing of it is kept anywhere yet (no earlier conversation to read)
+  newSession: !params.get("sessionId") && !store.get("sessionId"),
   speakAloud: store.get("speakAloud") !== "false",
 };
 store.set("sessionId", settings.sessionId);

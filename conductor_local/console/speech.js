@@ -10,6 +10,30 @@ import { startTurn } from "./timeline.js";
 import { currentState, dropInterim, note, showInterim, showUser } from "./view.js";
 
 const PARTIAL_EVERY_MS = 250;
+const NO_VOICE = "no_voice"; // tts.speak's reason when the browser has no voice to play the text
+const PLAYBACK_FAILED = "playback_failed"; // … when its speech engine failed before a word was played
+const CUT = new Set(["interrupted", "canceled"]); // utterance errors that a stop (barge-in) causes
+
+function hasVoices(synth) {
+  return typeof synth.getVoices !== "function" || synth.getVoices().length > 0;
+}
+
+/** Say on screen (once, and beside the talk button) that answers are shown, not spoken. */
+function showNoVoice(none) {
+  const noteShown = !$("no-voice").hidden;
+  $("no-voice").hidden = !none;
+  speech.noVoice = none;
+  if (none && !noteShown) note("This browser has no speech voice: answers are shown, not spoken.");
+}
+
+/** Voices that arrive later (browsers load them after the page) end the no-voice note. */
+export function watchVoices() {
+  const synth = window.speechSynthesis;
+  if (!synth || typeof synth.addEventListener !== "function") return;
+  synth.addEventListener("voiceschanged", () => {
+    if (speech.noVoice && hasVoices(synth)) showNoVoice(false);
+  });
+}
 
 // ---- speaking: the answer played aloud ----------------------------------------------------------
 
@@ -38,8 +62,16 @@ const speech = {
       setTimeout(() => this.done(item), 0); // shown, not spoken: answered as played
       return;
     }
+    if (this.noVoice && !hasVoices(synth)) {
+      setTimeout(() => this.notPlayed(item, NO_VOICE), 0); // known: nothing to play it with
+      return;
+    }
     const utterance = new SpeechSynthesisUtterance(item.text);
+    utterance.onstart = () => {
+      item.started = true;
+    };
     utterance.onboundary = (e) => {
+      item.started = true;
       if (item.cancelled || (e.name && e.name !== "word")) return;
       const rest = item.text.slice(e.charIndex);
       const length = e.charLength || (rest.match(/^\S+/) || [""])[0].length;
@@ -48,8 +80,13 @@ const speech = {
     utterance.onend = () => {
       if (!item.cancelled) this.done(item);
     };
-    utterance.onerror = () => {
+    utterance.onerror = (e) => {
       if (item.cancelled) return;
+      if (!item.started && !CUT.has(e && e.error)) {
+        // nothing of it played, and not because of a barge-in: the browser could not play it
+        this.notPlayed(item, hasVoices(synth) ? PLAYBACK_FAILED : NO_VOICE);
+        return;
+      }
       item.cancelled = true;
       answer(item.callId, { spoken: false, heardText: wellFormed(this.heard()) });
       this.current = null;
@@ -57,6 +94,19 @@ const speech = {
     };
     synth.speak(utterance);
   },
+
+  /** Not played at all (no voice, or the speech engine failed before a word): answered as not played,
+   * with the reason, so the conductor keeps the answer whole as shown (docs/protocol.md, tts.speak). */
+  notPlayed(item, reason) {
+    if (item.cancelled) return;
+    item.cancelled = true;
+    if (reason === NO_VOICE) showNoVoice(true);
+    answer(item.callId, { spoken: false, heardText: "", reason });
+    this.current = null;
+    this.next();
+  },
+
+  noVoice: false, // the browser has shown it has no voice: the note is on screen
 
   done(item) {
     if (item.cancelled) return;
@@ -109,7 +159,7 @@ export function bargeIn(why) {
 
 // ---- talking: typed text and speech recognition -------------------------------------------------
 
-let lastPartialAt = 0;
+let lastPartialAt = -Infinity; // the first partial goes at once, however soon after the page loaded
 
 function sendPartial(text) {
   const now = performance.now();

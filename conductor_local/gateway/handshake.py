@@ -30,6 +30,7 @@ class Handshakes:
     handlers: Any
     guard: LoopbackGuard
     port: int
+    stage: str
     _log: Callable[[str], None]
     _integrate: Callable[..., Awaitable[Any]]
 
@@ -51,7 +52,16 @@ class Handshakes:
             response = console_response(request, self.console_dir, self.console_config)
             self._log(f"  http GET {safe_text(request.path.split('?')[0], 120)} → {response.status_code}")
             return response
+        if handshake and not self.is_stage_path(request.path):
+            # API Gateway knows a WebSocket API's URL by its stage: any other path is not an API of it
+            self._log(f"x handshake {safe_text(request.path.split('?')[0], 80)} refused → 403: not the stage's path")
+            return handshake_refusal(403, "Forbidden")
         return None
+
+    def is_stage_path(self, target: str) -> bool:
+        """Whether a handshake's path is the stage's: ``/`` (the URL the stack prints) or ``/<stage>``."""
+        path = target.split("?", 1)[0]
+        return path in ("", "/") or path.rstrip("/") == f"/{self.stage}"
 
     async def _connect(self, ws: ServerConnection, request: Request, response: Response) -> Response | None:
         """``process_response`` hook: a valid handshake is accepted only if ``$connect`` says so."""

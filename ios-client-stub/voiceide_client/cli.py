@@ -19,6 +19,7 @@ import io
 import sys
 import threading
 from collections.abc import Sequence
+from http import HTTPStatus
 from typing import TextIO
 
 from shared.wire.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, ErrorCode, ErrorPayload, Event
@@ -51,7 +52,7 @@ from .client import (
 )
 from .declarations import declared_tools
 from .recognizer import RecognizerPace
-from .render import TranscriptRenderer
+from .render import TranscriptRenderer, excerpt
 from .renderer_choice import transcript_renderer
 from .sessions_cli import api_for, pick_session, run_sessions
 from .sign_in import CognitoSignIn, SignInError
@@ -124,7 +125,7 @@ async def _take_turn(
         renderer.notice(f"voiceide-client: {exc}")
         return EXIT_TURN_TIMEOUT
     except ClientClosed:  # the session was ended or erased from the sessions API
-        renderer.notice(f"voiceide-client: not sent, the session is closed: {text}")
+        renderer.notice(f"voiceide-client: not sent, the session is closed: {excerpt(text, 80)}")
         return EXIT_SERVER_ERROR
     return EXIT_SERVER_ERROR if _server_errors(turn) else EXIT_OK
 
@@ -154,30 +155,59 @@ def _read_lines(stream: TextIO, queue: asyncio.Queue[str | None], loop: asyncio.
 
 
 async def _run_interactive(
-    client: ConductorClient, stdin: TextIO, timeout: float, renderer: TranscriptRenderer, pace: RecognizerPace | None
+    client: ConductorClient,
+    stdin: TextIO,
+    timeout: float,
+    renderer: TranscriptRenderer,
+    pace: RecognizerPace | None,
+    *,
+    cut_in: bool = False,
 ) -> int:
+    """Each line a turn. ``!`` barges in at once while an answer is on its way or playing (and only
+    then). With ``cut_in`` (a person typing), a line typed during an answer is said over it, as in
+    the app: playback stops, the barge-in tells what was heard, and the new request replaces the
+    turn; otherwise (piped input) lines wait for the turn before them."""
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     transcripts: asyncio.Queue[str | None] = asyncio.Queue()
     threading.Thread(target=_read_lines, args=(stdin, lines, loop), daemon=True).start()
     exit_code = EXIT_OK
+    cutting: set[asyncio.Task[int]] = set()
+
+    def finished(turn: asyncio.Task[int]) -> None:
+        nonlocal exit_code
+        cutting.discard(turn)
+        if turn.cancelled() or turn.exception() is not None:
+            return
+        outcome = turn.result()
+        if outcome == EXIT_TURN_TIMEOUT or exit_code == EXIT_OK:
+            exit_code = outcome
 
     async def take_turns() -> None:
-        nonlocal exit_code
         while (text := await transcripts.get()) is not None:
-            outcome = await _take_turn(client, text, timeout, renderer, pace)
-            if outcome == EXIT_TURN_TIMEOUT or exit_code == EXIT_OK:
-                exit_code = outcome
+            turn = asyncio.create_task(_take_turn(client, text, timeout, renderer, pace))
+            cutting.add(turn)
+            turn.add_done_callback(finished)
+            if not cut_in:
+                await turn
+            else:
+                await asyncio.sleep(0)  # the turn's transcript is on its way before the next line
 
     turns = asyncio.create_task(take_turns())
     while client.closed_by_server is None and (line := await lines.get()) is not None:
         text = line.strip()
         if text == BARGE_IN_LINE:
-            await client.barge_in()  # at once, even in the middle of a turn
+            if client.answering or cutting or not transcripts.empty():
+                await client.barge_in()  # at once, even in the middle of a turn
+            else:
+                renderer.line("(nothing to interrupt: '!' stops the assistant while it answers)")
         elif text:
+            if cut_in and client.speaking:
+                await client.barge_in()
             transcripts.put_nowait(text)
     transcripts.put_nowait(None)
     await turns
+    await asyncio.gather(*cutting, return_exceptions=True)
     return exit_code
 
 
@@ -259,9 +289,8 @@ async def _converse(
     try:
         await client.connect(retries=DEFAULT_MAX_ATTEMPTS)
     except ConductorUnavailable as exc:
-        if not renderer.live:  # a terminal display has just shown it as an [error] line
-            renderer.notice(f"voiceide-client: {exc}")
-        return EXIT_UNREACHABLE
+        renderer.notice(f"voiceide-client: {exc}")  # once: the transcript leaves ws_connect_failed to it
+        return EXIT_SIGN_IN_FAILED if exc.status == HTTPStatus.UNAUTHORIZED else EXIT_UNREACHABLE
     pace = recognizer_pace(args, input_stream)
     try:
         if args.script is not None:
@@ -269,7 +298,9 @@ async def _converse(
         else:
             if input_stream.isatty():
                 renderer.line(f"session {client.session_id}: type what you would say, '!' to barge in, Ctrl-D to quit")
-            exit_code = await _run_interactive(client, input_stream, args.timeout, renderer, pace)
+            exit_code = await _run_interactive(
+                client, input_stream, args.timeout, renderer, pace, cut_in=input_stream.isatty()
+            )
         await barge_in.drain()
     finally:
         await client.close()

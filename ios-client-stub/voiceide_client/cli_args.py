@@ -34,7 +34,7 @@ EXIT_CODES = {
     EXIT_TURN_TIMEOUT: "a turn did not finish within --timeout",
     EXIT_USAGE: "bad usage (an option or the URL)",
     EXIT_UNREACHABLE: "the conductor could not be reached (first connection after its retries, or every reconnect)",
-    EXIT_SIGN_IN_FAILED: "signing in failed",
+    EXIT_SIGN_IN_FAILED: "signing in failed, or the conductor wants a signed-in user (HTTP 401)",
     EXIT_SERVER_ERROR: "a turn ended with an error from the conductor",
 }
 SIGN_IN_ENV = {
@@ -48,8 +48,9 @@ SIGN_IN_ENV = {
 SPEECH_RATE = 180.0
 """Words a minute of printed speech when typing on a terminal: as long as saying it takes, so "!"
 cuts it short and the barge-in reports the words heard so far."""
-DEFAULT_PACE = RecognizerPace()
-"""``--partials`` without a value: 200 ms a word, 800 ms of silence before the final."""
+DEFAULT_PACE = RecognizerPace(longest_s=2.0)
+"""``--partials`` without a value: 200 ms a word, 800 ms of silence before the final; a long text
+(a paste) goes out in about 3 s, its partials growing by several words each."""
 
 
 def add_sessions_url_argument(parser: argparse.ArgumentParser) -> None:
@@ -215,7 +216,8 @@ def add_partials_arguments(parser: argparse.ArgumentParser) -> None:
         type=_pace,
         metavar=PACE_SPEC,
         help="send each line as the app's recognizer does: a partial transcript per word, MS_PER_WORD apart, "
-        "then the final after SILENCE_MS (default 200:800); on when typing on a terminal without --script",
+        "then the final after SILENCE_MS (default 200:800, a long text such as a paste within about 3 s); "
+        "on when typing on a terminal without --script",
     )
     partials.add_argument(
         "--no-partials",

@@ -29,6 +29,7 @@ def is_local(url: str) -> bool:
 class ConnectFailure:
     reason: str
     retryable: bool
+    status: int | None = None  # the HTTP status of a refused handshake
 
 
 def explain(exc: BaseException, url: str = "") -> ConnectFailure:
@@ -80,7 +81,7 @@ def _refused(exc: InvalidStatus) -> ConnectFailure:
         reason += "; this conductor needs a signed-in user (--username, --client-id)"
     elif status in (403, 404):
         reason += "; check the URL (stage path) and the user's access"
-    return ConnectFailure(reason, retryable=status >= 500 or status in RETRIED_STATUSES)
+    return ConnectFailure(reason, retryable=status >= 500 or status in RETRIED_STATUSES, status=status)
 
 
 def _body_message(body: bytes | None) -> str:

@@ -95,7 +95,12 @@ class ClientClosed(RuntimeError):
 
 
 class ConductorUnavailable(ConnectionError):
-    """The first connection could not be made (``ws_connect_failed`` was recorded)."""
+    """The first connection could not be made (``ws_connect_failed`` was recorded); ``status`` is
+    the HTTP status of a refused handshake (401: the conductor wants a signed-in user)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Link(StrEnum):
@@ -171,7 +176,7 @@ class ConnectionLifecycle:
                     message = f"conductor not reachable at {where}{tried}: {failure.reason}"
                     self._set_link(Link.CLOSED)
                     await self._client_error(ErrorCode.WS_CONNECT_FAILED, message)
-                    raise ConductorUnavailable(message) from exc
+                    raise ConductorUnavailable(message, failure.status) from exc
                 attempt += 1
                 delay = self._delay(attempt - 1)
                 hint = "; is `make run` running?" if is_local(self.url) else ";"

@@ -9,7 +9,9 @@ from typing import Any
 
 from shared.wire.protocol import ErrorCode
 
-TRANSCRIPT_REFUSED = frozenset({str(ErrorCode.EMPTY_TRANSCRIPT), str(ErrorCode.RATE_LIMITED)})
+TRANSCRIPT_REFUSED = frozenset(
+    {str(ErrorCode.EMPTY_TRANSCRIPT), str(ErrorCode.TRANSCRIPT_TOO_LONG), str(ErrorCode.RATE_LIMITED)}
+)
 """Error codes answering a transcript that started no turn (no thinking, no idle follow)."""
 SESSION_CLOSING = frozenset({str(ErrorCode.SESSION_ENDED), str(ErrorCode.SESSION_ERASED)})
 """Error codes telling that the session was ended or erased (sessions API): the connection closes

@@ -37,15 +37,20 @@ class RecognizerPace:
     ``word_interval_s``: seconds between one partial and the next; ``final_after_s``: the silence
     after the last word before the final. ``final_text``, when set, is what the final says instead
     of the text the partials spelled out (a recognizer revising its guess at the end).
+    ``longest_s``, when set, bounds the partials of a long text (a paste is not speech): they
+    then grow by several words each, so the last comes at most that many seconds after the first.
     """
 
     word_interval_s: float = 0.2
     final_after_s: float = 0.8
     final_text: str | None = None
+    longest_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("word_interval_s", "final_after_s"):
+        for name in ("word_interval_s", "final_after_s", "longest_s"):
             value = getattr(self, name)
+            if name == "longest_s" and value is None:
+                continue
             if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number of seconds, 0 or more (got {value!r})")
 
@@ -73,8 +78,20 @@ class RecognizerPace:
 
     def speaking_s(self, text: str) -> float:
         """Seconds from the first partial of ``text`` to its final (0 when it has no words)."""
-        words = len(text.split())
-        return 0.0 if words == 0 else (words - 1) * self.word_interval_s + self.final_after_s
+        partials = len(self.partials(text))
+        return 0.0 if partials == 0 else (partials - 1) * self.word_interval_s + self.final_after_s
+
+    def partials(self, text: str) -> list[str]:
+        """The partials sent for ``text``: one a word, or, past ``longest_s``, one every few words
+        (the last always the whole text)."""
+        partials = cumulative_partials(text)
+        if self.longest_s is None or not self.word_interval_s or not partials:
+            return partials
+        most = max(2, int(self.longest_s / self.word_interval_s) + 1)
+        if len(partials) <= most:
+            return partials
+        last = len(partials) - 1
+        return [partials[round(index * last / (most - 1))] for index in range(most)]
 
 
 def final_transcript(text: str, pace: RecognizerPace | None) -> str:
@@ -91,7 +108,7 @@ async def send_transcript(send: Send, text: str, pace: RecognizerPace | None, *,
     """Send ``text`` as the app does: without a pace, the final alone; with one, a partial per
     word ``word_interval_s`` apart, then, ``final_after_s`` after the last, the final."""
     if pace is not None:
-        partials = cumulative_partials(text)
+        partials = pace.partials(text)
         for index, partial in enumerate(partials):
             if index:
                 await sleep(pace.word_interval_s)

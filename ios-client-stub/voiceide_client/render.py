@@ -27,6 +27,8 @@ from shared.wire.protocol import (
 from .tools import BUILTIN_TOOLS
 
 Card = dict[str, Any]
+LONG_TEXT = 200
+"""Characters of a transcript echoed in full; a longer one (a paste) shows its start and its length."""
 STATE_LABELS = {"executing": "executing a tool"}
 """How a state reads in the transcript, where its name alone says too little."""
 
@@ -98,9 +100,9 @@ class TranscriptRenderer:
     def sent(self, event: Event) -> None:
         payload = event.payload
         if isinstance(payload, UserAudioTranscriptFinal):
-            self._emit(f"you: {payload.text}", "you")
+            self._emit(f"you: {excerpt(payload.text)}", "you")
         elif isinstance(payload, ErrorPayload) and payload.code == ErrorCode.AUDIO_OUTPUT_INTERRUPTED:
-            self._emit("[barge-in]", "barge-in")
+            self._emit(barge_in_line(payload.heard_text), "barge-in")
         elif isinstance(payload, ToolResult):
             name = self._tool_names.pop(payload.call_id, payload.call_id)
             if payload.error is not None:
@@ -109,6 +111,8 @@ class TranscriptRenderer:
                 self._emit(f"← result {name} {payload.result}", "tool")
 
     def client_error(self, error: ErrorPayload) -> None:
+        if error.code == ErrorCode.WS_CONNECT_FAILED:
+            return  # the first connection failed: no transcript; whoever connects says why, once
         self.error(f"[error] {error.code}: {error.message}")
 
     def state(self, state: str) -> None:
@@ -160,6 +164,22 @@ class TranscriptRenderer:
     def _write(stream: TextIO, text: str) -> None:
         stream.write(text + "\n")
         stream.flush()
+
+
+def barge_in_line(heard: str | None) -> str:
+    """Where a barge-in cut the answer: the last words heard of it, or that none were."""
+    if not heard:
+        return "[barge-in] cut before a word was heard"
+    words = heard.split()
+    tail = " ".join(words[-12:])
+    return f'[barge-in] cut after "{"…" if len(words) > 12 else ""}{tail}"'
+
+
+def excerpt(text: str, limit: int = LONG_TEXT) -> str:
+    """``text`` as is when it has at most ``limit`` characters; else its start and its length."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 40].rstrip()}… ({len(text):,} characters)"
 
 
 def card_lines(card: Card) -> list[str]:

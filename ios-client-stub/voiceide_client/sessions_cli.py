@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -107,6 +108,25 @@ def exit_code_of(error: SessionsApiError) -> int:
     )
 
 
+def next_page_command(args: argparse.Namespace, cursor: str) -> str:
+    """The ``sessions list`` command for the page after ``cursor``, with the options that chose this
+    one (where the API is, who signs in, the filter and page size; never a password)."""
+    words = ["voiceide-client", "sessions", "list"]
+    for option, value in (
+        ("--url", args.url),
+        ("--sessions-url", args.sessions_url),
+        ("--username", args.username),
+        ("--client-id", args.client_id),
+        ("--cognito-endpoint", args.cognito_endpoint),
+        ("--region", args.region),
+        ("--status", args.status),
+        ("--limit", args.limit),
+    ):
+        if value is not None and value != "":
+            words += [option, str(value)]
+    return shlex.join([*words, "--cursor", cursor])
+
+
 def _command(api: SessionsApi, args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "list":
         if args.all:
@@ -116,7 +136,7 @@ def _command(api: SessionsApi, args: argparse.Namespace, out: TextIO) -> int:
             sessions, cursor = page.get("sessions") or [], page.get("nextCursor")
         write_table(sessions, out)
         if cursor:
-            print(f"more: voiceide-client sessions list --cursor {cursor}  (or --all)", file=out)
+            print(f"more: {next_page_command(args, cursor)}  (or --all)", file=out)
     elif args.command == "show":
         session, entries = api.transcript(args.id)
         write_session(session, entries, out)

@@ -114,8 +114,7 @@ class CognitoSignIn:
         except ClientError as exc:
             raise SignInError(self._refusal(exc)) from None
         except BotoCoreError as exc:
-            where = self.endpoint_url or "Cognito"
-            raise SignInError(f"could not reach {where}: {type(exc).__name__}") from None
+            raise SignInError(self._unreachable(exc)) from None
         result = response.get("AuthenticationResult")
         if not result or not result.get("IdToken"):
             challenge = response.get("ChallengeName", "none")
@@ -138,6 +137,16 @@ class CognitoSignIn:
         """The handshake's ``Authorization`` header (signing in off the event loop when needed)."""
         token = await asyncio.to_thread(self.id_token)
         return {"Authorization": f"Bearer {token}"}
+
+    def _unreachable(self, exc: BotoCoreError) -> str:
+        where = self.endpoint_url or getattr(exc, "kwargs", {}).get("endpoint_url") or "Cognito"
+        message = f"could not reach Cognito at {str(where).rstrip('/')} ({type(exc).__name__})"
+        if self.endpoint_url is None:
+            message += (
+                "; the local stack's user pool is on its own endpoint: pass --cognito-endpoint "
+                "(or VOICEIDE_COGNITO_ENDPOINT) as its banner's `try it` line does"
+            )
+        return message
 
     def _refusal(self, exc: ClientError) -> str:
         error = exc.response.get("Error", {})

@@ -18,6 +18,7 @@ from shared.wire.protocol import (
     UserAudioTranscriptFinal,
 )
 
+from .render import excerpt
 from .tools import SET_STATE, TTS_SPEAK
 
 
@@ -130,5 +131,5 @@ class TurnTimeout(TimeoutError):
     """``say`` did not see the turn finish in time; ``result`` holds what did happen."""
 
     def __init__(self, result: TurnResult, timeout: float) -> None:
-        super().__init__(f"turn {result.transcript!r} did not finish within {timeout:g} s")
+        super().__init__(f"turn {excerpt(result.transcript, 80)!r} did not finish within {timeout:g} s")
         self.result = result

@@ -68,7 +68,8 @@ def test_the_partials_grow_a_word_at_a_time_up_to_the_whole_text(text: str) -> N
 def test_the_default_pace_is_a_word_every_200_ms_and_800_ms_of_silence() -> None:
     pace = RecognizerPace()
     assert (pace.word_interval_s, pace.final_after_s, pace.final_text) == (0.2, 0.8, None)
-    assert pace == DEFAULT_PACE
+    assert pace == RecognizerPace(DEFAULT_PACE.word_interval_s, DEFAULT_PACE.final_after_s)
+    assert DEFAULT_PACE.longest_s == 2.0  # a long text (a paste) is not typed at 200 ms a word
 
 
 @pytest.mark.parametrize(
@@ -284,9 +285,9 @@ def _parse(*options: str) -> argparse.Namespace:
 
 def test_the_partials_options_parse() -> None:
     assert _parse().partials is None
-    assert _parse("--partials").partials == RecognizerPace()
+    assert _parse("--partials").partials == DEFAULT_PACE
     assert _parse("--partials", "100:500").partials == RecognizerPace(word_interval_s=0.1, final_after_s=0.5)
-    assert _parse("--partials", "--quiet").partials == RecognizerPace()
+    assert _parse("--partials", "--quiet").partials == DEFAULT_PACE
     assert _parse("--no-partials").partials is False
 
 

@@ -129,7 +129,7 @@ def test_an_unknown_app_client_or_an_unreachable_endpoint_is_said_plainly(pool: 
     with pytest.raises(SignInError, match="no app client 'not-a-client'"):
         CognitoSignIn("not-a-client", pool.username, pool.password, endpoint_url=pool.endpoint).sign_in()
     nowhere = f"http://127.0.0.1:{unused_port()}"
-    with pytest.raises(SignInError, match=f"could not reach {nowhere}"):
+    with pytest.raises(SignInError, match=f"could not reach Cognito at {nowhere}"):
         CognitoSignIn(pool.client_id, pool.username, pool.password, endpoint_url=nowhere).sign_in()
 
 

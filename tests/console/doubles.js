@@ -1,10 +1,15 @@
 /* Test doubles for the Web Speech API, installed before the console's scripts run. They fire the
  * events the browser's own objects fire (onresult with interim and final results; onboundary for
- * each word, then onend; cancel() ends playback with an "interrupted" error), so the console's
+ * each word, then onend; cancel() ends playback with an "interrupted" error; with __fake.noVoices,
+ * a browser without voices: getVoices() is empty and speak() fails at once), so the console's
  * code paths are the ones a real browser drives. Driven from the tests through window.__fake,
  * which also records the page's uncaught errors (window.__fake.errors). */
 (() => {
   const fake = (window.__fake = { msPerWord: 40, utterances: [], words: [], recognition: null, errors: [] });
+  // a page with a voice, unless a test sets noVoices (then every utterance is unplayed)
+  fake.voice = { name: "Test voice", lang: "en-US", default: true, localService: true, voiceURI: "test" };
+  fake.noVoices = false;
+  fake.unplayed = [];
 
   // uncaught exceptions and unhandled rejections in the page, which the tests expect none of
   window.addEventListener("error", (e) => fake.errors.push(String(e.message || e.error)));
@@ -24,6 +29,12 @@
       return this.current !== null;
     },
     speak(utterance) {
+      if (fake.noVoices) {
+        // a browser without voices (headless Chromium): the utterance fails before a word is played
+        fake.unplayed.push(utterance.text);
+        setTimeout(() => utterance.onerror && utterance.onerror({ error: "synthesis-failed" }), 0);
+        return;
+      }
       this.current = utterance;
       fake.utterances.push(utterance.text);
       const words = [...utterance.text.matchAll(/\S+/g)];
@@ -49,7 +60,7 @@
       this.current = null;
       if (utterance && utterance.onerror) utterance.onerror({ error: "interrupted" });
     },
-    getVoices: () => [],
+    getVoices: () => (fake.noVoices ? [] : [fake.voice]),
     addEventListener() {},
   };
 
