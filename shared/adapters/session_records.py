@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from shared.core.session_index import Status, owner_of, status_of
+from shared.core.session_index import Status, is_listed, owner_of, status_of
 from shared.core.state import SessionState
 
 SESSIONS_INDEX = "by-owner"
@@ -26,9 +26,9 @@ ERASE_ATTEMPTS = 8
 
 
 def index_attributes(state: SessionState) -> dict[str, dict[str, str]]:
-    """The index keys and listed fields of ``state``, as attributes of its ``STATE`` item."""
+    """The index keys and listed fields of ``state``, as attributes of its ``STATE`` item. An empty
+    session (``is_listed`` false) has no ``owner``: the sparse ``by-owner`` index leaves it out."""
     attributes = {
-        "owner": {"S": owner_of(state)},
         "last_active": {"N": f"{state.last_active_at or state.created_at:.3f}"},
         "session_id": {"S": state.session_id},
         "created_at": {"N": f"{state.created_at:.3f}"},
@@ -36,6 +36,8 @@ def index_attributes(state: SessionState) -> dict[str, dict[str, str]]:
         "status": {"S": status_of(state)},
         "origin": {"S": state.origin},
     }
+    if is_listed(state):
+        attributes["owner"] = {"S": owner_of(state)}
     if state.title:
         attributes["title"] = {"S": state.title}
     if state.last_utterance:

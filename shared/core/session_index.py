@@ -51,6 +51,13 @@ def note_utterance(state: SessionState, text: str, now: float) -> None:
     state.turn_count += 1
 
 
+def is_listed(state: SessionState) -> bool:
+    """Whether the sessions list shows the session: not while it is empty (no request of the person
+    ever started a turn, and no handoff brought a conversation), as after a first request refused
+    (too long, rate limited) or a connection that only opened."""
+    return state.turn_count > 0 or state.history_len > 0 or bool(state.summary)
+
+
 def status_of(state: SessionState) -> Status:
     if state.ended_at is not None:
         return "ended"

@@ -501,8 +501,11 @@ async def test_under_sign_in_the_cli_sends_the_token(auth_stack: LocalStack) -> 
 async def test_sixty_sessions_page_in_order_with_the_cursor(auth_stack: LocalStack) -> None:
     sign_in = sign_in_as(auth_stack, *PAGER)
     created: list[str] = []
-    for _ in range(PAGED_SESSIONS):  # one connection each, one after the other: a known order
-        async with client_for(auth_stack, handshake_headers=sign_in.headers) as client:
+    # one connection each, one after the other: a known order; each brings a conversation from chat,
+    # so it is listed before any turn (an empty session is not)
+    handoff = {"summary": "paging through sessions", "recentTurns": []}
+    for _ in range(PAGED_SESSIONS):
+        async with client_for(auth_stack, handshake_headers=sign_in.headers, handoff=handoff) as client:
             created.append(client.session_id)
 
     api = api_of(auth_stack, sign_in)

@@ -141,7 +141,9 @@ class Api:
         messages: Sequence[tuple[str, list[Block]]] = (),
         **fields: Any,
     ) -> SessionState:
-        """A session as the WebSocket side commits it (its history in the same write)."""
+        """A session as the WebSocket side commits it (its history in the same write); one request
+        made unless ``turn_count`` says otherwise (0: an empty session, which is not listed)."""
+        fields.setdefault("turn_count", 1)
         state = SessionState(
             session_id=session_id or str(uuid.uuid4()),
             principal=owner,
