@@ -58,9 +58,11 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
 anything else
     ``You said: <transcript>``, one word per delta.
 
-When the last user message carries ``toolResult`` blocks (the app answered), the reply reads
-back each result in order, joined with ``". "``: ``<tool.name> returned <result>`` or
-``<tool.name> failed: <error>`` (status ``error``). The tool name is found by matching the
+When the last user message carries ``toolResult`` blocks (the app answered), the reply says
+each result back in order, as a person would ("I opened README.md; it has 120 lines.", see
+``offline_readback``), or with ``CONDUCTOR_LOCAL_READBACK=literal`` word for word, joined with
+``". "``: ``<tool.name> returned <result>`` or ``<tool.name> failed: <error>`` (status ``error``).
+The tool name is found by matching the
 ``toolUseId`` against the previous assistant message (the inner name for ``tool_call`` uses,
 ``unknown tool`` when no use matches); the result is the concatenated ``text`` of its content
 blocks, ``json`` blocks serialized, ``(empty)`` when there is none. If that message also
@@ -92,6 +94,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conductor_local.bedrock.offline_conductor_tools import conductor_calls
+from conductor_local.bedrock.offline_readback import literal_wanted, said_literally, said_naturally
 from conductor_local.bedrock.offline_recall import is_recall, recall_answer, summary_answer, title_answer
 from conductor_local.bedrock.server import (
     WRAPPER_TOOL,
@@ -442,26 +445,27 @@ def _parse_arguments(text: str, pos: int) -> tuple[Any, int]:
 
 
 def read_back(results: list[Mapping[str, Any]], previous: Mapping[str, Any]) -> str:
-    """What the tools answered, said back: ``<name> returned <result>`` / ``<name> failed: <error>``."""
-    names: dict[str, str] = {}
+    """What the tools answered, said back (``offline_readback``): as a person would, or word for word."""
+    uses: dict[str, tuple[str, Any]] = {}
     for block in previous.get("content") or []:
         use = block.get("toolUse")
         if not use:
             continue
-        name = use.get("name", "")
-        tool_input = use.get("input")
+        name, tool_input = use.get("name", ""), use.get("input")
         if name == WRAPPER_TOOL and isinstance(tool_input, Mapping) and isinstance(tool_input.get("name"), str):
-            name = tool_input["name"]
-        names[use.get("toolUseId", "")] = name
+            name, tool_input = tool_input["name"], tool_input.get("arguments")
+        uses[use.get("toolUseId", "")] = (name, tool_input)
+    literal = literal_wanted()
     said = []
     for result in results:
-        name = names.get(result.get("toolUseId", ""), "unknown tool")
-        text = _result_text(result) or "(empty)"
-        if result.get("status") == "error":
-            said.append(f"{name} failed: {text}")
-        else:
-            said.append(f"{name} returned {text}")
-    return ". ".join(said)
+        name, tool_input = uses.get(result.get("toolUseId", ""), ("unknown tool", None))
+        text, failed = _result_text(result), result.get("status") == "error"
+        said.append(
+            said_literally(name, text, failed=failed)
+            if literal
+            else said_naturally(name, tool_input, text, failed=failed)
+        )
+    return (". " if literal else " ").join(said)
 
 
 def _result_text(result: Mapping[str, Any]) -> str:

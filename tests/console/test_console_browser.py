@@ -69,7 +69,7 @@ def test_a_tool_call_is_answered_from_the_demo_project(console: Console) -> None
     assert result["error"] is None
     read = json.loads(result["result"])
     assert read["path"] == "Sources/Demo/Parser.swift" and "guard !input.isEmpty" in read["text"]
-    assert "editor.readFile returned" in finals_on_screen(console)[-1]
+    assert "I read Sources/Demo/Parser.swift; it has" in finals_on_screen(console)[-1]  # said as a person would
 
     console.js("voiceConsole.say(arguments[0])", "call tests.run {}")  # the demo's failing test
     console.idle_after(2)

@@ -145,7 +145,7 @@ def test_the_panel_lists_resumes_renames_and_erases_sessions(console: Console, s
     ]
     assert earlier[3][1] == 'youcall editor.readFile {"path": "Parser.swift"}'
     assert earlier[4] == ("note tool earlier", '→ editor.readFile {"path":"Parser.swift"}')
-    assert "assistant" in earlier[5][0] and "editor.readFile returned" in earlier[5][1]
+    assert "assistant" in earlier[5][0] and "I read " in earlier[5][1] and "Parser.swift" in earlier[5][1]
     assert earlier[6][1] == "youramble 40"
     assert "interrupted" in earlier[7][0] and earlier[7][1] == f"assistant{heard} — interrupted"
     assert earlier[-1][1] == "— now —"

@@ -194,7 +194,37 @@ def test_fail_breaks_the_stream_after_a_few_words(converse: Converse) -> None:
 # ---- tool results -------------------------------------------------------------------------
 
 
-def test_tool_results_are_read_back_in_order(converse: Converse) -> None:
+def test_tool_results_are_said_as_a_person_would_in_order(converse: Converse) -> None:
+    messages = [
+        _user({"text": "open, read and build"}),
+        _assistant_uses(
+            ("tu_open", "tool_call", {"name": "editor.openFile", "arguments": {"path": "README.md"}}),
+            ("tu_read", "tool_call", {"name": "fs.read", "arguments": {"path": "b.py"}}),
+            ("tu_build", "tool_call", {"name": "build.run", "arguments": {}}),
+            ("tu_save", "tool_call", {"name": "editor.save", "arguments": {}}),
+        ),
+        _user(
+            _result("tu_open", {"json": {"opened": True, "lines": 120}}),
+            _result("tu_read", {"json": {"reason": "missing"}}, status="error"),
+            _result("tu_build", {"text": '{"status": "succeeded", "warnings": 0}'}),
+            _result("tu_save"),
+        ),
+    ]
+
+    reply = converse(messages=messages)
+
+    _assert_complete(reply, "end_turn")
+    assert reply.text == (
+        "I opened README.md; it has 120 lines. Fs read didn't work: missing. "
+        "The build run succeeded with no warnings. Editor save is done."
+    )
+    assert "{" not in reply.text  # no raw JSON read aloud
+
+
+def test_tool_results_are_read_back_word_for_word_on_request(
+    converse: Converse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_LOCAL_READBACK", "literal")
     messages = [
         _user({"text": "open and read"}),
         _assistant_uses(
@@ -218,7 +248,8 @@ def test_tool_results_are_read_back_in_order(converse: Converse) -> None:
     assert len(reply.text_deltas) > 1
 
 
-def test_an_empty_result_reads_as_empty(converse: Converse) -> None:
+def test_an_empty_result_reads_as_empty(converse: Converse, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONDUCTOR_LOCAL_READBACK", "literal")
     messages = [
         _user({"text": "save"}),
         _assistant_uses(("tu_1", "tool_call", {"name": "editor.save", "arguments": {}})),
