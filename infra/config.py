@@ -52,6 +52,8 @@ class TokenPrices(_Settings):
     output: float = Field(gt=0)
     cache_write: float = Field(gt=0)
     cache_read: float = Field(gt=0)
+    # The day these prices were read from the pricing page: each turn's turnUsage says it.
+    as_of: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")
 
 
 class BedrockSettings(_Settings):
@@ -314,6 +316,11 @@ class StageConfig(_Settings):
     cognito: CognitoPoolSettings = CognitoPoolSettings()
     # The conductor's per-session limit on turns (CONDUCTOR_MAX_TURNS_PER_MINUTE).
     max_turns_per_minute: int = Field(default=30, ge=1, le=600)
+    # "Still running …" for a foreground tool call (CONDUCTOR_PROGRESS_AFTER_MS / _EVERY_MS; 0: off).
+    progress_after_ms: int = Field(default=3000, ge=0, le=600_000)
+    progress_every_ms: int = Field(default=10_000, ge=2000, le=600_000)
+    # A person's spend a day in US dollars at bedrock.prices (CONDUCTOR_DAILY_BUDGET_USD; 0: no ceiling).
+    daily_budget_usd: float = Field(default=0.0, ge=0)
     # Who hears the stage's alarms: an e-mail address subscribed to the stage's alarm topic, and/or an
     # existing SNS topic (chat, paging) every alarm notifies as well. With neither, synth warns.
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")

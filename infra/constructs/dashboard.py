@@ -295,6 +295,24 @@ class ConductorDashboard(Construct):
                 height=HEIGHT,
             ),
         )
+        # Spend per person: a Logs Insights query over the one "turn usage" line each turn logs, not
+        # a metric with a person dimension (one custom metric per person, billed monthly, unbounded).
+        usage_logs = [name for name in ("message", "turn", "tool_deadline", "turn_abandoned") if name in functions]
+        self.dashboard.add_widgets(
+            cloudwatch.LogQueryWidget(
+                title="Spend per person (turnUsage: estimated USD at the stage's prices, tokens, turns)",
+                log_group_names=[functions[name].log_group.log_group_name for name in usage_logs],
+                query_lines=[
+                    'filter message = "turn usage"',
+                    "stats sum(turn_usage.costUsd) as usd, sum(turn_usage.inputTokens) as input,"
+                    " sum(turn_usage.outputTokens) as output, count(*) as turns by principal",
+                    "sort usd desc",
+                    "limit 25",
+                ],
+                width=WIDTH * 2,
+                height=HEIGHT,
+            )
+        )
         self.dashboard.add_widgets(
             graph(
                 "Function error rates (% of invocations)",

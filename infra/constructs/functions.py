@@ -161,6 +161,11 @@ class ConductorFunctions(Construct):
             # the speculation watcher (turn function) reads the partial interval too.
             "CONDUCTOR_MIN_PARTIAL_INTERVAL_MS": str(config.fair_share.min_partial_interval_ms),
             "CONDUCTOR_MAX_EVENTS_PER_SECOND": str(config.fair_share.max_events_per_second),
+            # Each turn's usage is priced from the stage's one price table (cdk.json bedrock.prices).
+            "CONDUCTOR_PRICES": config.bedrock.prices.model_dump_json() if config.bedrock.prices else "",
+            "CONDUCTOR_PROGRESS_AFTER_MS": str(config.progress_after_ms),
+            "CONDUCTOR_PROGRESS_EVERY_MS": str(config.progress_every_ms),
+            "CONDUCTOR_DAILY_BUDGET_USD": str(config.daily_budget_usd),
             "POWERTOOLS_SERVICE_NAME": config.service_name,
             "POWERTOOLS_LOG_LEVEL": config.log_level,
             "POWERTOOLS_METRICS_NAMESPACE": config.metrics_namespace,

@@ -32,14 +32,22 @@ LISTENING_RETRY_S = 2.0
 """A sentence put off because the person speaks is tried again this much later."""
 
 
-def handle_tool_progress(state: SessionState, progress: ToolProgress, *, now: float) -> Outcome:
+def handle_tool_progress(
+    state: SessionState, progress: ToolProgress, *, now: float, said_at: float | None = None
+) -> Outcome:
     """The latest progress of a running call, kept on it; nothing changes when no running call has
-    that id (never an error: progress may cross its call's result on the wire)."""
+    that id (never an error: progress may cross its call's result on the wire). Two events of one
+    call may be decided in either order (each frame has its own invocation): the one the app sent
+    later (``said_at``, its timestamp) is kept, and on the same timestamp the further one."""
     decision = Decision(state)
     target = _running(decision.state, progress.call_id)
     if target is None:
         return decision.outcome()
-    target.progress = Progress(fraction=progress.fraction, message=progress.message.strip(), at=now)
+    said = said_at if said_at is not None else now
+    kept = target.progress
+    if kept is not None and (kept.said_at, kept.fraction or 0.0) > (said, progress.fraction or 0.0):
+        return decision.outcome()
+    target.progress = Progress(fraction=progress.fraction, message=progress.message.strip(), at=now, said_at=said)
     return decision.outcome()
 
 

@@ -41,6 +41,7 @@ class Progress(_Model):
     fraction: float | None = None
     message: str = ""
     at: float = 0.0  # epoch seconds it arrived
+    said_at: float = 0.0  # the app's timestamp of its event: of two, the later one is kept
 
 
 class ResultParts(_Model):

@@ -7,6 +7,7 @@ outbox for a reconnecting app.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -55,7 +56,10 @@ class Delivery:
     def deliver(self, endpoint: str, committed: Committed) -> None:
         """Post the events to the session's current connection (the outbox already has them)."""
         for frame in committed.after:  # one line a turn, for the dashboard's spend per person
-            self.log.info("turn usage", extra={"principal": committed.state.principal or "", "usage": frame})
+            usage = json.loads(frame)["kind"].get("turnUsage")
+            if usage is not None:
+                person = committed.state.principal or ""
+                self.log.info("turn usage", extra={"principal": person, "turn_usage": usage})
         connection_id = committed.state.connection_id
         if connection_id is None or not committed.state.connection_live:
             if committed.frames:

@@ -237,7 +237,10 @@ class ConductorService:
             )
         elif isinstance(payload, ToolProgress):
             progressed = payload
-            decide = lambda state: progress.handle_tool_progress(state, progressed, now=now)  # noqa: E731
+            progress_said_at = timestamp_seconds(event.timestamp)
+            decide = lambda state: progress.handle_tool_progress(  # noqa: E731
+                state, progressed, now=now, said_at=progress_said_at
+            )
         elif isinstance(payload, UserAudioTranscriptPartial):
             if not self.settings.speculation or len(payload.text) > self.settings.max_transcript_chars:
                 return  # nothing to decide: the final starts the turn (and says what is wrong with it)

@@ -119,8 +119,23 @@ class SessionList(_Wire):
     next_cursor: str | None = Field(description="the next page's cursor, or null on the last page")
 
 
+class UsageTotals(_Wire):
+    """What the session's turns cost so far: the sums of their ``turnUsage`` events."""
+
+    requests: int = Field(ge=0, description="model requests")
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    cache_read_tokens: int = Field(ge=0)
+    cache_write_tokens: int = Field(ge=0)
+    speculation_input_tokens: int = Field(ge=0, description="of speculations started and dropped")
+    speculation_output_tokens: int = Field(ge=0)
+    cost_usd: float | None = Field(description="estimated at the stage's list prices; null without prices")
+    prices_as_of: str | None = Field(description="the day those prices were read")
+
+
 class SessionDetail(_Wire):
     session: Session
+    usage: UsageTotals | None = Field(default=None, description="what the session's turns cost so far")
     transcript: list[Entry] = Field(description="oldest first")
     next_cursor: str | None = Field(description="the next page's cursor, or null at the end")
 

@@ -26,6 +26,7 @@ from shared.flows.session_api_models import (
     Session,
     SessionDetail,
     SessionList,
+    UsageTotals,
     entry_of,
 )
 from shared.wire.protocol import ErrorCode, error_event
@@ -104,6 +105,21 @@ class SessionService:
         following = cursors.list_cursor(owner, page.last_key) if page.last_key is not None else None
         return SessionList(sessions=[Session.of_row(row) for row in page.rows], next_cursor=following)
 
+    def _usage(self, state: SessionState) -> UsageTotals:
+        total = state.usage_total
+        prices = self._committer.settings.prices
+        return UsageTotals(
+            requests=total.requests,
+            input_tokens=total.input_tokens,
+            output_tokens=total.output_tokens,
+            cache_read_tokens=total.cache_read_tokens,
+            cache_write_tokens=total.cache_write_tokens,
+            speculation_input_tokens=total.speculation_input_tokens,
+            speculation_output_tokens=total.speculation_output_tokens,
+            cost_usd=round(prices.cost(total), 8) if prices is not None else None,
+            prices_as_of=(prices.as_of or None) if prices is not None else None,
+        )
+
     def show(
         self, owner: str, session_id: str, cursors: CursorSeal, limit: int = 50, cursor: str | None = None
     ) -> SessionDetail:
@@ -120,6 +136,7 @@ class SessionService:
         following = entries[limit] if len(entries) > limit else None
         return SessionDetail(
             session=_session(state),
+            usage=self._usage(state),
             transcript=[entry_of(entry) for entry in entries[:limit]],
             next_cursor=(
                 cursors.transcript_cursor(owner, session_id, following.seq, following.part)

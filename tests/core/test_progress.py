@@ -220,3 +220,12 @@ def test_any_order_of_progress_cancel_results_barge_ins_and_reconnects_answers_e
             assert progress_lines(out.events) == [], "a progress line after the call's result"
         state = out.state
     assert all(count == 1 for use, count in answers.items() if use in ("tu-r1", "tu-b1")), answers
+
+
+def test_of_two_progress_events_decided_out_of_order_the_one_sent_later_is_kept() -> None:
+    state = says(uses(streaming(), ("build.run", {}, "b1"), now=100.0).state, 101.0).state
+    later = ToolProgress(callId="b1", fraction=0.6, message="Compiling 72")
+    earlier = ToolProgress(callId="b1", fraction=0.2, message="Compiling 24")
+    state = progress.handle_tool_progress(state, later, now=110.0, said_at=105.2).state
+    state = progress.handle_tool_progress(state, earlier, now=110.1, said_at=105.1).state
+    assert state.background[0].progress is not None and state.background[0].progress.fraction == 0.6

@@ -744,6 +744,11 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
         "CONDUCTOR_MAX_TURNS_PER_MINUTE": str(config.max_turns_per_minute),
         "CONDUCTOR_SPECULATION": "true" if config.speculation.enabled else "false",
         "CONDUCTOR_SPECULATION_STABLE_MS": str(config.speculation.stable_ms),
+        # each turn's cost from the stage's one price table; the progress line; the daily ceiling
+        "CONDUCTOR_PRICES": config.bedrock.prices.model_dump_json() if config.bedrock.prices else "",
+        "CONDUCTOR_PROGRESS_AFTER_MS": str(config.progress_after_ms),
+        "CONDUCTOR_PROGRESS_EVERY_MS": str(config.progress_every_ms),
+        "CONDUCTOR_DAILY_BUDGET_USD": str(config.daily_budget_usd),
         "CONDUCTOR_ENDED_RETENTION_SECONDS": str(config.sessions.ended_retention_days * 86_400),
         # The session reaper deletes a session's history when its state expires: history only backstops.
         "CONDUCTOR_HISTORY_TTL_SECONDS": str(400 * 86_400),
