@@ -85,9 +85,7 @@ async def test_a_background_build_reports_progress_is_asked_about_and_cancelled(
         # the build's result still comes: a late result, and no report turn
         after = len(client.events)
         finish.set()
-        await client.wait_for(
-            lambda e: getattr(e.payload, "code", None) == "no_pending_tool_call", WAIT_S, since=after
-        )
+        await client.wait_for(lambda e: getattr(e.payload, "code", None) == "no_pending_tool_call", WAIT_S, since=after)
         assert not [text for text in spoken(client, after) if "build.run" in text]
 
 
