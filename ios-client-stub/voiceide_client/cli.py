@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from typing import TextIO
 
-from shared.wire.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, ErrorCode, ErrorPayload, Event
+from shared.wire.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, ErrorCode, ErrorPayload, Event, TurnUsage
 
 from .cli_args import (
     EXIT_CODES,
@@ -59,6 +60,7 @@ from .sign_in import CognitoSignIn, SignInError
 from .speech import make_speaker
 from .tools import ToolRouter
 from .turn import TurnResult, TurnTimeout
+from .usage_line import USAGE_WAIT_S, usage_line
 from .workspace_tools import Workspace
 
 __all__ = [
@@ -278,7 +280,7 @@ async def _converse(
         ),
         declared_tools=declared_tools(handlers) if args.declare_tools else None,
         renderer=renderer,
-        on_event=barge_in.on_event,
+        on_event=_on_event(barge_in, renderer if args.usage else None),
         handshake_headers=None if sign_in is None else sign_in.headers,
         backoff=backoff,
         on_progress=renderer.notice,
@@ -302,6 +304,8 @@ async def _converse(
                 client, input_stream, args.timeout, renderer, pace, cut_in=input_stream.isatty()
             )
         await barge_in.drain()
+        if args.usage:
+            await _usage_of_every_turn(client)
     finally:
         await client.close()
     if exit_code != EXIT_TURN_TIMEOUT and ErrorCode.RECONNECT_FAILED in client.error_codes:
@@ -312,6 +316,27 @@ async def _converse(
     if exit_code == EXIT_SERVER_ERROR:
         renderer.notice("voiceide-client: the conductor answered a turn with an error (exit code 5)")
     return exit_code
+
+
+def _on_event(barge_in: BargeInAfter, usage_to: TranscriptRenderer | None) -> Callable[[Event], None]:
+    """What the CLI does with each event: barge in when asked to and, with ``--usage``, print a
+    ``turnUsage`` as one line."""
+
+    def on_event(event: Event) -> None:
+        barge_in.on_event(event)
+        if usage_to is not None and isinstance(event.payload, TurnUsage):
+            usage_to.line(usage_line(event.payload))
+
+    return on_event
+
+
+async def _usage_of_every_turn(client: ConductorClient) -> None:
+    """The ``turnUsage`` of a turn comes after its idle: before closing, wait a little for the
+    last turns' lines (a conductor that sends none costs at most ``USAGE_WAIT_S``)."""
+    with contextlib.suppress(TimeoutError):
+        await client.wait_until(
+            lambda: all(turn.usage is not None for turn in client.turns if turn.went_idle), USAGE_WAIT_S
+        )
 
 
 def _capabilities(sentence_speech: bool) -> tuple[str, ...]:

@@ -188,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
             "else 0: at once"
         ),
     )
+    parser.add_argument(
+        "--usage",
+        action="store_true",
+        help="print what each turn cost, one line a turn: tokens, the estimated cost and the timings (turnUsage)",
+    )
     add_partials_arguments(parser)
     parser.add_argument(
         "--handoff",

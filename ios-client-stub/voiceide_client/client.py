@@ -490,6 +490,15 @@ class ConductorClient(ConnectionLifecycle):
             return
         self._remember(event_id, event.seq)
         self.events.append(event)
+        if isinstance(event.payload, TurnUsage):
+            # sent after the turn's idle: it belongs to the turn that ended, not to one just opened
+            ended = self._ended_turn()
+            if ended is not None and ended.usage is None:
+                ended.usage = event.payload
+            self._renderer.received(event)
+            self._notify()
+            await self._emit(event)
+            return
         turn = self._turn
         if turn is not None:
             turn.received(event)
@@ -568,6 +577,10 @@ class ConductorClient(ConnectionLifecycle):
         except ClientClosed:
             return False
         return True
+
+    def _ended_turn(self) -> TurnResult | None:
+        """The latest turn the conductor ended (set ``idle`` in), which a ``turnUsage`` describes."""
+        return next((turn for turn in reversed(self.turns) if turn.went_idle), None)
 
     def _finish_turn(self, turn: TurnResult, *, completed: bool) -> None:
         turn.finish(completed=completed)

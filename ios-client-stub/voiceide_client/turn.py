@@ -15,6 +15,7 @@ from shared.wire.protocol import (
     ErrorPayload,
     Event,
     ToolCall,
+    TurnUsage,
     UserAudioTranscriptFinal,
 )
 
@@ -59,6 +60,10 @@ class TurnResult:
     read): ``final_sent_at`` when the final transcript was handed to the connection (the last
     time, if a reconnect made the client send it again), ``received_at[i]`` when ``events[i]``
     arrived. ``first_partial_at - final_sent_at`` is how long the answer took to start.
+
+    ``usage`` is what the turn cost (the conductor's ``turnUsage``). The conductor sends it after
+    the turn's ``convo.setState idle``, so it may arrive once the next turn has started: it is
+    kept here, on the turn it describes, never among ``events`` (which end at the idle).
     """
 
     transcript: str
@@ -68,6 +73,7 @@ class TurnResult:
     tool_calls: list[ToolInvocation] = field(default_factory=list)
     errors: list[ErrorPayload] = field(default_factory=list)
     completed: bool = False
+    usage: TurnUsage | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
     @property
@@ -108,6 +114,16 @@ class TurnResult:
         """When the turn's first event matching ``predicate`` arrived (None if none did)."""
         return next((at for at, event in zip(self.received_at, self.events, strict=True) if predicate(event)), None)
 
+    @property
+    def went_idle(self) -> bool:
+        """Whether the conductor set the conversation ``idle`` in this turn (its end)."""
+        return any(
+            isinstance(event.payload, ToolCall)
+            and event.payload.name == SET_STATE
+            and _state_of(event.payload.arguments) == "idle"
+            for event in self.events
+        )
+
     def calls(self, name: str) -> list[ToolInvocation]:
         return [call for call in self.tool_calls if call.name == name]
 
@@ -125,6 +141,14 @@ class TurnResult:
         if not self.done.is_set():
             self.completed = completed
             self.done.set()
+
+
+def _state_of(arguments: str) -> Any:
+    try:
+        decoded = json.loads(arguments)
+    except ValueError:
+        return None
+    return decoded.get("state") if isinstance(decoded, dict) else None
 
 
 class TurnTimeout(TimeoutError):
