@@ -320,3 +320,14 @@ def final_figures(before: SessionState, after: SessionState) -> tuple[bool, bool
     assert before.turn is not None
     promoted = after.turn is not None and after.turn.turn_id == before.turn.turn_id and after.turn.speculative is None
     return True, promoted
+
+
+def count_dropped(state: SessionState, input_tokens: int, output_tokens: int) -> Outcome:
+    """What dropped speculations spent, kept until a turn ends: that turn's ``turnUsage`` carries
+    it (``speculationInputTokens`` / ``speculationOutputTokens``) and the session's totals add it."""
+    if input_tokens <= 0 and output_tokens <= 0:
+        return Outcome(state)
+    decision = Decision(state)
+    decision.state.speculation_input_pending += max(0, input_tokens)
+    decision.state.speculation_output_pending += max(0, output_tokens)
+    return decision.outcome()

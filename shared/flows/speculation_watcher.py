@@ -27,6 +27,7 @@ from shared.core.speculation import (
     Speculate,
     Wait,
     abandon_watch,
+    count_dropped,
     drop_speculation,
     hold_expired,
     release_watch,
@@ -38,7 +39,7 @@ from shared.core.speculation import (
 )
 from shared.core.state import SessionState
 from shared.core.stream import RunnerClaim
-from shared.flows.commit import Committed
+from shared.flows.commit import Committed, ConductorBusy
 from shared.flows.message_stream import TurnFigures
 from shared.flows.turn_runner import RemainingMs, TurnRunner
 from shared.wire.protocol import ErrorCode
@@ -62,6 +63,7 @@ class _Watch:
     remaining_ms: RemainingMs
     history: tuple[int, int, list[Message]] | None = None  # (history_len, history_version, window)
     stopped: list[Prefetch] = field(default_factory=list)
+    estimated_input: list[int] = field(default_factory=list)  # per stopped prefetch, before its metadata
 
 
 class SpeculationWatcher:
@@ -120,9 +122,12 @@ class SpeculationWatcher:
                 state = self.store.load(task.session_id)
             return None
         finally:
+            spent_output = 0
             for prefetch in watch.stopped:  # what the dropped ones wrote until they were closed
                 prefetch.join(STOPPED_JOIN_S)
+                spent_output += prefetch.output_tokens()
                 self.metrics.count(DISCARDED_OUTPUT_METRIC, prefetch.output_tokens())
+            self._count_dropped(task.session_id, watch, spent_output)
 
     def abandoned(self, task: TurnTask) -> None:
         """The watcher's invocation died: its utterance and speculation are forgotten, and a turn
@@ -226,8 +231,27 @@ class SpeculationWatcher:
         stream is closed, at the end of the watch)."""
         prefetch.stop()
         watch.stopped.append(prefetch)
+        watch.estimated_input.append(estimated_input)
         self.metrics.count(DISCARDED_METRIC)
         self.metrics.count(DISCARDED_INPUT_METRIC, prefetch.usage.get("inputTokens", estimated_input))
+
+    def _count_dropped(self, session_id: str, watch: _Watch, spent_output: int) -> None:
+        """The dropped speculations' tokens join the session's state, for the next turn's usage:
+        Bedrock's own counts where its ``metadata`` came before the stream was closed, else the
+        estimates the metrics use (input at the measured ratio, output from the text written).
+        One write at the end of the watch, after any turn it ran has spoken."""
+        spent_input = sum(
+            prefetch.usage.get("inputTokens", estimated)
+            for prefetch, estimated in zip(watch.stopped, watch.estimated_input, strict=True)
+        )
+        if spent_input <= 0 and spent_output <= 0:
+            return
+        try:
+            self.committer.apply(session_id, lambda fresh: count_dropped(fresh, spent_input, spent_output))
+        except ConductorBusy:
+            self.log.warning(
+                "dropped speculations not counted: the session kept changing", extra={"session_id": session_id}
+            )
 
     # ---- leaving -------------------------------------------------------------------------------
 

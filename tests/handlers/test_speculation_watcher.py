@@ -9,6 +9,7 @@ when they end. The model is a scripted brain that can hold its stream at a given
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -37,7 +38,7 @@ from shared.flows.delivery import Delivery, Request
 from shared.flows.service import ConductorService
 from shared.flows.speculation_watcher import SpeculationWatcher
 from shared.flows.turn_runner import TurnRunner
-from shared.wire.protocol import Event, parse_event
+from shared.wire.protocol import Event, ToolCall, TurnUsage, parse_event
 from tests.handlers.conftest import TABLE, summarize
 from tests.reliability.support import THINKING, Background, frame
 
@@ -726,3 +727,44 @@ def test_output_tokens_are_the_models_count_else_estimated_from_the_text() -> No
     reported = prefetched(Script([TextDelta("0123456789"), MessageEnd("end_turn", {"outputTokens": 7})]))
     reported.join(WAIT_S)
     assert reported.output_tokens() == 7
+
+
+def test_a_dropped_speculations_tokens_reach_the_next_turns_usage(rig: Rig) -> None:
+    """What a dropped speculation spent (Bedrock's own counts, its message having ended) is kept in
+    the state when the watch ends, and the next turn's ``turnUsage`` carries it beside the turn's
+    own request, whose figures are its metadata's."""
+    session_id, conn = rig.connect()
+    mark = len(rig.posts.events)
+    rig.brain.script([*ANSWER, MessageEnd("end_turn", USAGE)])
+    watching = rig.speculating(conn, session_id)
+    rig.prefetches[0].join(WAIT_S)
+    rig.clock.advance(rig.settings.speculating.hold_s + 0.1)
+    rig.clock.sleeper()  # dropped: no final came in time
+    rig.final(conn, "What time is it?")
+    rig.clock.wake()
+    assert watching.result() is None
+    state = rig.load(session_id)
+    assert (state.speculation_input_pending, state.speculation_output_pending) == (40, 6)
+
+    turn_usage = {"inputTokens": 55, "outputTokens": 9, "cacheReadInputTokens": 3}
+    rig.brain.script([TextDelta("Noon."), MessageEnd("end_turn", turn_usage)])
+    (task,) = rig.launches.streams()
+    rig.service.runner.run(task, remaining)
+    for _ in range(3):  # the app answers the speech: the turn ends
+        speaks = [
+            e.payload.call_id
+            for e in rig.posts.since(mark)
+            if isinstance(e.payload, ToolCall) and e.payload.name == "tts.speak"
+        ]
+        for call_id in speaks:
+            rig.send(conn, "toolResult", {"callId": call_id, "result": json.dumps({"spoken": True})})
+        if rig.load(session_id).turn is None:
+            break
+    reported = [event.payload for event in rig.posts.since(mark) if isinstance(event.payload, TurnUsage)]
+    assert len(reported) == 1
+    usage = reported[0]
+    assert (usage.requests, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (1, 55, 9, 3)
+    assert (usage.speculation_input_tokens, usage.speculation_output_tokens) == (40, 6)
+    state = rig.load(session_id)
+    assert (state.speculation_input_pending, state.speculation_output_pending) == (0, 0)
+    assert (state.usage_total.input_tokens, state.usage_total.speculation_input_tokens) == (55, 40)
