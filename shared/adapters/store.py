@@ -37,6 +37,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from shared.adapters.history_reads import MAX_SEQ, HistoryReads, RecentHistory, _msg_sk, session_pk
+from shared.adapters.person_spend import PersonSpend
 from shared.adapters.session_records import index_attributes
 from shared.core.decision import PartWrite
 from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp, ReplaceMessage
@@ -104,6 +105,10 @@ class SessionStore(HistoryReads):
         self._sleep = sleep
         self._ended_ttl = ttl_seconds if ended_ttl_seconds is None else ended_ttl_seconds
         self._clock = clock
+
+    def person_spend(self) -> PersonSpend:
+        """The persons' daily spend, kept in this table through this client (``person_spend``)."""
+        return PersonSpend(self._client, self._table, self._clock)
 
     def _expires_at(self, seconds: int | None = None) -> dict[str, str]:
         return {"N": str(int(self._clock()) + (seconds or self._ttl))}

@@ -77,11 +77,7 @@ class Committer:
         self.settings = settings
         self.metrics = metrics
         # A person's spend a day, kept only when the stage has a daily ceiling.
-        self.spend = (
-            PersonSpend(store._client, store._table)  # the same table and client
-            if settings.daily_budget_usd > 0 and hasattr(store, "_client")
-            else None
-        )
+        self.spend: PersonSpend | None = store.person_spend() if settings.daily_budget_usd > 0 else None
 
     def apply(
         self,
