@@ -9,13 +9,14 @@
  */
 
 import { answer, answerAgain, connect, disconnect, isConnected, onEvent, reconnect, record } from "./connection.js";
-import { $ } from "./dom.js";
+import { $, el } from "./dom.js";
 import { wireSessionList } from "./session_list.js";
 import { newSession, resumeSession, showStartingSession, showTitle } from "./session_switch.js";
 import { cognitoSignIn, defaultUrl, settings, signIn, store } from "./settings.js";
 import { bargeIn, forgetHeardAnswer, sendFinal, speak, watchVoices, wireTalking } from "./speech.js";
 import { mark, turns } from "./timeline.js";
 import { renderFiles, runTool, wireFolderPicker } from "./tools.js";
+import { turnUsageItem } from "./usage.js";
 import {
   applyPatch,
   currentState,
@@ -26,7 +27,13 @@ import {
   setState,
   showFinal,
   showPartial,
+  showUnder,
+  takeAnswer,
 } from "./view.js";
+
+const running = new Map(); // callId -> {item, controller}: the app's tools still running
+const cancelled = new Set(); // callIds the conductor cancelled: never run, never answered
+const usage = { pending: false, answer: null, shown: [] }; // the turn that went idle, its answer
 
 // ---- what the conductor sends -------------------------------------------------------------------
 
@@ -51,6 +58,12 @@ function handle(name, payload) {
     }
     case "toolCall":
       onToolCall(payload);
+      break;
+    case "toolCancel":
+      onToolCancel(payload);
+      break;
+    case "turnUsage":
+      onTurnUsage(payload);
       break;
     case "sessionReady":
       if (payload.title) showTitle(payload.title);
@@ -78,8 +91,31 @@ function onSessionGone(code) {
   }
 }
 
+/** A turn's usage comes after its idle: shown under that turn's answer (or last, when it had none). */
+function onTurnUsage(payload) {
+  showUnder(usage.pending ? usage.answer : null, turnUsageItem(payload));
+  usage.pending = false;
+  usage.answer = null;
+  usage.shown.push(payload);
+}
+
+/** The conductor cancelled a call (the model was told to stop it): a running one is stopped and
+ * never answered, and its line in the transcript says so. A call already answered is left be. */
+function onToolCancel(payload) {
+  const call = running.get(payload.callId);
+  if (!call) return;
+  running.delete(payload.callId);
+  cancelled.add(payload.callId);
+  call.controller.abort();
+  call.item.classList.add("cancelled");
+  call.item.append(el("span", { class: "mark", text: " — cancelled" }));
+  if (payload.reason) call.item.title = payload.reason;
+}
+
 function onToolCall(call) {
+  if (cancelled.has(call.callId)) return; // the conductor cancelled it: nothing to say any more
   if (answerAgain(call.callId)) return; // the same result again (same id): harmless
+  if (running.has(call.callId)) return; // the same call again while it runs: answered once done
   let args = {};
   try {
     args = JSON.parse(call.arguments || "{}");
@@ -90,7 +126,11 @@ function onToolCall(call) {
   if (call.name === "convo.setState") {
     setState(String(args.state || "idle"));
     if (args.state === "thinking") mark("thinking");
-    if (args.state === "idle") mark("idle");
+    if (args.state === "idle") {
+      mark("idle");
+      usage.pending = true; // the turnUsage that follows is this turn's
+      usage.answer = takeAnswer();
+    }
     answer(call.callId, { ok: true });
     return;
   }
@@ -100,15 +140,21 @@ function onToolCall(call) {
     return;
   }
   forgetHeardAnswer(); // the model's tools end the answer being spoken
-  note(`→ ${call.name} ${call.arguments}`);
-  const running = runTool(call.name, args);
-  if (!running) {
+  const item = note(`→ ${call.name} ${call.arguments}`);
+  const controller = new AbortController();
+  const result = runTool(call.name, args, controller.signal);
+  if (!result) {
     answer(call.callId, null, `the console has no tool ${call.name}`);
     return;
   }
-  running.then(
-    (result) => answer(call.callId, result),
-    (error) => answer(call.callId, null, error.message || String(error)),
+  running.set(call.callId, { item, controller });
+  const done = (value, error = null) => {
+    if (!running.delete(call.callId)) return; // cancelled meanwhile: not answered
+    answer(call.callId, value, error);
+  };
+  result.then(
+    (value) => done(value),
+    (error) => done(null, error.message || String(error)),
   );
 }
 
@@ -215,6 +261,12 @@ window.voiceConsole = {
     return isConnected();
   },
   turns,
+  /** The turnUsage payloads shown, in order. */
+  usages: usage.shown,
+  /** The callIds of the app's tools still running. */
+  get runningCalls() {
+    return [...running.keys()];
+  },
   say: sendFinal,
   bargeIn,
 };

@@ -1,11 +1,14 @@
 /* The Sessions panel: the person's sessions from the sessions API, newest activity first (title,
  * last active, turns, status), "More" for the next page; each one can be resumed, renamed in
- * place, ended and erased (after a confirm()). Failures are the console's usual notes. */
+ * place, ended and erased (after a confirm()). What a session cost so far (its `usage`, which only
+ * `GET /sessions/{id}` answers) is shown for the current one, and for another on "Cost". Failures
+ * are the console's usual notes. */
 
 import { $, el } from "./dom.js";
-import { describe, endSession, eraseSession, listSessions, renameSession } from "./sessions.js";
+import { describe, endSession, eraseSession, getSession, listSessions, renameSession } from "./sessions.js";
 import { leaveSession, resumeSession, showTitle } from "./session_switch.js";
 import { settings } from "./settings.js";
+import { totalsLine } from "./usage.js";
 import { note } from "./view.js";
 
 const PAGE = 20;
@@ -73,13 +76,16 @@ function fill(item, session) {
   const meta = el("span", { class: "session-meta" }, `${turns} · ${session.status} · last active `, time);
   const endButton = button("end", "End", `End ${name}`, () => endOne(item, session));
   endButton.disabled = session.status === "ended";
+  const cost = session.usage ? `Cost so far: ${totalsLine(session.usage)}` : "";
   item.replaceChildren(
     el("div", { class: "session-head" }, head, current ? el("span", { class: "current-mark", text: " (this session)" }) : ""),
     meta,
+    el("span", { class: "session-usage", text: cost }),
     el(
       "div",
       { class: "buttons" },
       button("resume", current ? "Reload" : "Resume", `Resume ${name}`, () => resume(session)),
+      button("cost", "Cost", `What ${name} cost`, () => showCost(item, session)),
       button("rename", "Rename", `Rename ${name}`, () => editTitle(item, session)),
       endButton,
       button("erase", "Erase", `Erase ${name}`, () => eraseOne(item, session)),
@@ -123,6 +129,18 @@ function editTitle(item, session) {
   item.querySelector(".session-head").replaceWith(form);
   input.focus();
   input.select();
+}
+
+/** Read the session's totals (`usage`) and show them in its row. */
+async function showCost(item, session) {
+  try {
+    const { usage } = await getSession(session.id, { limit: 1 });
+    if (!usage || !item.isConnected) return;
+    session.usage = usage;
+    fill(item, session);
+  } catch (error) {
+    failed(error, "Reading what the session cost");
+  }
 }
 
 function resume(session) {
@@ -173,8 +191,12 @@ async function load(fromStart) {
   const shown = new Set([...list.children].map((li) => li.dataset.sessionId));
   for (const session of page.sessions || []) {
     if (shown.has(session.id)) continue; // moved to a later page meanwhile
-    list.append(row(session));
-    if (session.id === settings.sessionId && session.title) showTitle(session.title);
+    const item = row(session);
+    list.append(item);
+    if (session.id === settings.sessionId) {
+      if (session.title) showTitle(session.title);
+      showCost(item, session);
+    }
   }
   panel.cursor = page.nextCursor || null;
   $("sessions-more").hidden = !panel.cursor;

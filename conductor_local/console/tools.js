@@ -89,7 +89,17 @@ async function resolvePath(value) {
   throw new Error(byName.length ? `ambiguous path: ${value} (${byName.join(", ")})` : `no such file: ${value}`);
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Wait `ms`, or fail as soon as `signal` aborts (the conductor cancelled the call). */
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal && signal.aborted) return reject(new Error("cancelled"));
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(new Error("cancelled"));
+    });
+  });
+}
 
 const TOOLS = {
   async "editor.openFile"(args) {
@@ -132,12 +142,12 @@ const TOOLS = {
     const files = (await project.paths()).filter((p) => !folder || p.startsWith(`${folder}/`));
     return { path: folder || ".", files: files.slice(0, 200), truncated: files.length > 200 };
   },
-  async "build.run"() {
-    await sleep(2500); // a slow fake build
-    return { status: "succeeded", warnings: ["Parser.swift:3: 'parse' could return an empty array"], seconds: 2.5 };
+  async "build.run"(args, signal) {
+    await sleep(8000, signal); // a slow fake build: long enough to ask how it goes, or to cancel it
+    return { status: "succeeded", warnings: ["Parser.swift:3: 'parse' could return an empty array"], seconds: 8 };
   },
-  async "tests.run"(args) {
-    await sleep(1200);
+  async "tests.run"(args, signal) {
+    await sleep(1200, signal);
     return {
       filter: args.filter || null,
       passed: 1,
@@ -161,10 +171,11 @@ const TOOLS = {
   },
 };
 
-/** Run a tool: its result (a promise), or undefined when the console has no such tool. */
-export function runTool(name, args) {
+/** Run a tool: its result (a promise), or undefined when the console has no such tool. The slow
+ * ones stop when `signal` (an AbortSignal) aborts. */
+export function runTool(name, args, signal) {
   const tool = TOOLS[name];
-  return tool ? tool(args) : undefined;
+  return tool ? tool(args, signal) : undefined;
 }
 
 // ---- the project panel --------------------------------------------------------------------------

@@ -34,6 +34,7 @@ export function logEvent(direction, event) {
 const transcript = $("transcript");
 let assistantBubble = null;
 let interimBubble = null;
+let lastAnswer = null; // the answer shown last, not yet claimed by its turn's usage
 
 function scrollDown() {
   transcript.scrollTop = transcript.scrollHeight;
@@ -51,6 +52,7 @@ export function note(text, cls = "note") {
   const item = el("li", { class: cls, text });
   transcript.append(item);
   scrollDown();
+  return item;
 }
 
 export function showPartial(text) {
@@ -68,6 +70,7 @@ export function showFinal(text, interrupted) {
   item.classList.remove("partial");
   item.removeAttribute("aria-busy");
   item.querySelector(".body").textContent = text;
+  lastAnswer = item;
   if (interrupted) {
     item.classList.add("interrupted");
     item.append(el("span", { class: "mark", text: text ? " — interrupted" : "(interrupted: nothing was heard)" }));
@@ -96,6 +99,21 @@ export function showUser(text) {
 
 export function clearTranscript() {
   transcript.replaceChildren();
+  lastAnswer = null;
+}
+
+/** The answer shown since the last call (the one of the turn that just went idle), or null. */
+export function takeAnswer() {
+  const answer = lastAnswer;
+  lastAnswer = null;
+  return answer;
+}
+
+/** Show `item` right under `answer` (later lines stay below it), or last when there is none. */
+export function showUnder(answer, item) {
+  if (answer && answer.isConnected) answer.after(item);
+  else transcript.append(item);
+  scrollDown();
 }
 
 // ---- cards --------------------------------------------------------------------------------------
