@@ -199,9 +199,9 @@ def assert_cumulative(partials: Sequence[str], final: str | None = None) -> None
 
 def assert_seq_counts_up_by_one(events: Sequence[Event]) -> None:
     """Every kept server event carries a ``seq``: 1, 2, 3, … in arrival order (one session's
-    events); partials and ``sessionReady`` (the answer to each sessionStart) are never kept and
-    carry none."""
-    unkept = [event for event in events if event.kind_name in ("assistantSpeechPartial", "sessionReady")]
+    events); partials, ``sessionReady`` (the answer to each sessionStart) and ``turnUsage`` (what
+    a turn cost, sent after it) are never kept and carry none."""
+    unkept = [event for event in events if event.kind_name in ("assistantSpeechPartial", "sessionReady", "turnUsage")]
     assert all(event.seq is None for event in unkept)
     kept = [event for event in events if event not in unkept]
     seqs = [event.seq for event in kept]

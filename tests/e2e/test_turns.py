@@ -105,7 +105,8 @@ async def test_turns_follow_the_spec_flow_and_seq_counts_up_by_one_per_session(s
             assert_seq_counts_up_by_one(client.events)
             assert client.duplicates == [] and client.ignored == [] and client.errors == []
         assert [e.kind_name for e in a.events[:1]] == ["sessionReady"]  # it came before the first transcript
-        assert len(a.events) == 1 + len(first_a.events) + len(second_a.events)
+        usages = [e for e in a.events if e.kind_name == "turnUsage"]  # after each turn, kept on its TurnResult
+        assert len(a.events) == 1 + len(first_a.events) + len(second_a.events) + len(usages)
 
 
 @async_test
