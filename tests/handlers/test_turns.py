@@ -42,9 +42,7 @@ def test_spoken_turn_follows_the_protocol_flow(conductor: Harness) -> None:
         IDLE,
     ]
     events = conductor.events(conn)
-    kept = [
-        event for event in events if event.kind_name not in ("assistantSpeechPartial", "sessionReady", "turnUsage")
-    ]
+    kept = [event for event in events if event.kind_name not in ("assistantSpeechPartial", "sessionReady", "turnUsage")]
     assert [event.seq for event in kept] == list(range(1, len(kept) + 1))
     assert all(event.seq is None for event in events if event.kind_name == "assistantSpeechPartial")  # never kept
     assert conductor.history(conn.session_id) == [
