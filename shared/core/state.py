@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -137,6 +137,17 @@ class ActiveStream(_Model):
 
 class Usage(_Model):
     """Tokens counted from Bedrock's ``metadata`` of each model request, and the requests."""
+
+    COUNTS: ClassVar[tuple[str, ...]] = (
+        "requests",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "speculation_input_tokens",
+        "speculation_output_tokens",
+    )
+    """The counted figures, by the same names in ``turnUsage`` and the sessions API's totals."""
 
     requests: int = 0
     input_tokens: int = 0

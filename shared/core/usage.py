@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from shared.core.state import SessionState, Turn, Usage
 from shared.wire.protocol import TurnUsage
@@ -66,13 +67,7 @@ def finish_turn(state: SessionState, turn: Turn, now: float | None) -> TurnUsage
     return TurnUsage(
         turn_id=turn.turn_id,
         models=tuple(usage.models),
-        requests=usage.requests,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        speculation_input_tokens=usage.speculation_input_tokens,
-        speculation_output_tokens=usage.speculation_output_tokens,
+        **counts_of(usage),
         first_partial_ms=_ms(turn.started_at, turn.first_partial_at),
         first_speak_ms=_ms(turn.started_at, turn.first_speak_at),
         end_ms=_ms(turn.started_at, now) or 0,
@@ -89,15 +84,12 @@ def priced(event: TurnUsage, prices: Prices | None) -> TurnUsage:
 
 def usage_in(event: TurnUsage) -> Usage:
     """The figures of a ``turnUsage``."""
-    return Usage(
-        requests=event.requests,
-        input_tokens=event.input_tokens,
-        output_tokens=event.output_tokens,
-        cache_read_tokens=event.cache_read_tokens,
-        cache_write_tokens=event.cache_write_tokens,
-        speculation_input_tokens=event.speculation_input_tokens,
-        speculation_output_tokens=event.speculation_output_tokens,
-    )
+    return Usage(**counts_of(event))
+
+
+def counts_of(figures: Any) -> dict[str, int]:
+    """The counted figures (``Usage.COUNTS``) of a ``Usage`` or a ``turnUsage``, by name."""
+    return {name: getattr(figures, name) for name in Usage.COUNTS}
 
 
 # ---- the person's daily ceiling ----------------------------------------------------------------

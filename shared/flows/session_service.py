@@ -19,6 +19,7 @@ from shared.core.decision import Outcome
 from shared.core.session_index import STATUSES, EmptyTitle, end_session, owner_of, rename
 from shared.core.state import SessionState
 from shared.core.transcript import Entry, StoredMessage, has_tool_use, transcript_entries
+from shared.core.usage import counts_of
 from shared.flows.commit import Committer
 from shared.flows.session_api_models import (
     LIST_LIMIT_MAX,
@@ -109,13 +110,7 @@ class SessionService:
         total = state.usage_total
         prices = self._committer.settings.prices
         return UsageTotals(
-            requests=total.requests,
-            input_tokens=total.input_tokens,
-            output_tokens=total.output_tokens,
-            cache_read_tokens=total.cache_read_tokens,
-            cache_write_tokens=total.cache_write_tokens,
-            speculation_input_tokens=total.speculation_input_tokens,
-            speculation_output_tokens=total.speculation_output_tokens,
+            **counts_of(total),
             cost_usd=round(prices.cost(total), 8) if prices is not None else None,
             prices_as_of=(prices.as_of or None) if prices is not None else None,
         )
