@@ -10,12 +10,8 @@ PRICES is the one table of prices (USD). Where each comes from:
 * DynamoDB on-demand, Standard table class: $0.625 per million write request units and $0.125 per
   million read request units (aws.amazon.com/dynamodb/pricing/on-demand/, US East (N. Virginia),
   since the November 2024 price reduction).
-* Bedrock, Anthropic models through a ``us.`` (geographic) cross-region inference profile, per
-  million tokens: input, output, 5-minute cache write and cache read. Claude Haiku 5.5 $0.11 /
-  $0.55 / $0.1375 / $0.011 and Claude Sonnet 5.5 $2.20 / $11.00 / $2.75 / $0.11: Anthropic's list
-  prices (platform.claude.com/docs/en/about-claude/pricing: Haiku 5.5 $0.10 / $0.50, Sonnet 5.5
-  $2 / $10, cache writes 1.25x and reads 0.1x / 0.05x of input) plus the 10 % Bedrock charges on
-  regional and geographic endpoints over global ones (aws.amazon.com/bedrock/pricing/, Anthropic).
+* Bedrock: each stage's ``bedrock.prices`` in cdk.json, the one table the conductor prices its
+  turns with (``turnUsage``) and the spend alarm weighs tokens with; its ``as_of`` dates it.
 """
 
 from __future__ import annotations
@@ -28,7 +24,24 @@ from shared.wire.model_rules import rules_for
 WEBSOCKET_MESSAGE_BYTES = 32 * 1024
 
 PRICES_AS_OF = "2026-11-27"
-"""When the prices below were last checked against the pages named above."""
+"""When the AWS service prices below were last checked against the pages named above."""
+
+
+def model_prices() -> dict[str, float]:
+    """Per token, ``<foundation model id>:input|output|cache_write|cache_read``, from the stages'
+    ``bedrock.prices`` (USD per million tokens) in cdk.json."""
+    from infra.config import read_cdk_json_context, select_stage
+
+    stages = read_cdk_json_context().get("stages") or {}
+    found: dict[str, float] = {}
+    for name in stages:
+        bedrock = select_stage(stages, name).bedrock
+        if bedrock.prices is not None:
+            for kind in ("input", "output", "cache_write", "cache_read"):
+                found[f"{bedrock.foundation_model_id}:{kind}"] = getattr(bedrock.prices, kind) / 1e6
+    return found
+
+
 PRICES: dict[str, float] = {
     "apigw_message": 1.00 / 1e6,
     "apigw_connection_minute": 0.25 / 1e6,
@@ -36,16 +49,7 @@ PRICES: dict[str, float] = {
     "lambda_request": 0.20 / 1e6,
     "dynamodb_wru": 0.625 / 1e6,
     "dynamodb_rru": 0.125 / 1e6,
-    # model id (without its geography prefix) -> input, output, cache write, cache read per token
-    "anthropic.claude-haiku-5-5:input": 0.11 / 1e6,
-    "anthropic.claude-haiku-5-5:output": 0.55 / 1e6,
-    "anthropic.claude-haiku-5-5:cache_write": 0.1375 / 1e6,
-    "anthropic.claude-haiku-5-5:cache_read": 0.011 / 1e6,
-    "anthropic.claude-sonnet-5-5:input": 2.20 / 1e6,
-    "anthropic.claude-sonnet-5-5:output": 11.00 / 1e6,
-    "anthropic.claude-sonnet-5-5:cache_write": 2.75 / 1e6,
-    "anthropic.claude-sonnet-5-5:cache_read": 0.11 / 1e6,
-}
+} | model_prices()
 
 
 def websocket_messages(sizes: list[int]) -> int:
