@@ -95,6 +95,11 @@ def counts_of(figures: Any) -> dict[str, int]:
 # ---- the person's daily ceiling ----------------------------------------------------------------
 
 
+def spender(principal: str | None, session_id: str) -> str:
+    """Whose daily spend a turn counts against: the signed-in person, else (no sign-in) the session."""
+    return principal or session_id
+
+
 def day_of(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
 

@@ -17,7 +17,7 @@ from shared.adapters.person_spend import PersonSpend
 from shared.adapters.store import SessionStore, VersionConflict
 from shared.core.conductor import Outcome
 from shared.core.state import SessionState
-from shared.core.usage import day_of, priced
+from shared.core.usage import day_of, priced, spender
 from shared.flows.config import Settings
 from shared.wire.protocol import AssistantSpeechPartial, ErrorPayload, TurnUsage, make_event
 
@@ -136,7 +136,7 @@ class Committer:
             if isinstance(payload, TurnUsage):
                 payload = priced(payload, prices)
                 if self.spend is not None and payload.cost_usd:
-                    person = outcome.state.principal or outcome.state.session_id
+                    person = spender(outcome.state.principal, outcome.state.session_id)
                     self.spend.add(person, day_of(time.time()), payload.cost_usd)
             frames.append(make_event(payload).to_json())
         return frames

@@ -339,7 +339,7 @@ class ConductorService:
         ceiling = self.settings.daily_budget_usd
         if ceiling <= 0 or self.committer.spend is None:
             return False
-        person = request.principal or session_id
+        person = usage.spender(request.principal, session_id)
         return usage.over_budget(self.committer.spend.spent(person, usage.day_of(now)), ceiling)
 
     def _arm(self, session_id: str, endpoint: str, due_at: float) -> None:
