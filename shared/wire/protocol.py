@@ -57,6 +57,8 @@ class ErrorCode(StrEnum):
     SESSION_ERASED = "session_erased"
     # the person's daily spend ceiling is reached: the turn does not start until it resets
     BUDGET_EXCEEDED = "budget_exceeded"
+    # a session has as many devices as it may: this sessionStart's device was not added
+    TOO_MANY_DEVICES = "too_many_devices"
     # client-side codes
     WS_ERROR = "ws_error"
     WS_CONNECT_FAILED = "ws_connect_failed"
@@ -86,6 +88,7 @@ SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode.SESSION_ENDED,
     ErrorCode.SESSION_ERASED,
     ErrorCode.BUDGET_EXCEEDED,
+    ErrorCode.TOO_MANY_DEVICES,
 )
 
 
@@ -117,6 +120,10 @@ _OMITTED_WHEN_NONE = frozenset(
         "pricesAsOf",
         "firstPartialMs",
         "firstSpeakMs",
+        "device",
+        "devices",
+        "joined",
+        "left",
     }
 )
 MAX_PROGRESS_MESSAGE = 200
@@ -151,6 +158,55 @@ class Handoff(_Payload):
     recent_turns: list[HandoffTurn] = Field(default_factory=list, alias="recentTurns", max_length=MAX_HANDOFF_TURNS)
 
 
+# Several devices on one session (docs/protocol.md, "Several devices").
+MAX_DEVICES = 4
+VOICE = "voice"  # hears and speaks: tts.speak, barge-in, a spoken yes
+DISPLAY = "display"  # shows the conversation: partials
+TOOLS = "tools"  # runs the tools it declares (none declared: the catalog's IDE tools)
+DEVICE_ROLES = (VOICE, DISPLAY, TOOLS)
+DEFAULT_DEVICE_ID = "app"  # the device of an app that does not say which it is
+DeviceRole = Literal["voice", "display", "tools"]
+
+
+class Device(_Payload):
+    """Extension: which device a connection is and what it does (``sessionStart.device``)."""
+
+    id: StrictStr = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")
+    name: StrictStr = Field(default="", max_length=64)
+    roles: tuple[DeviceRole, ...] = Field(default=DEVICE_ROLES, min_length=1, max_length=3)
+
+    @field_validator("roles")
+    @classmethod
+    def _roles_once(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("each role at most once")
+        return tuple(role for role in DEVICE_ROLES if role in value)
+
+
+class DeviceSeen(_Payload):
+    """A device present on the session, as ``sessionReady`` and ``devicesChanged`` list it."""
+
+    id: StrictStr
+    name: StrictStr = ""
+    roles: tuple[StrictStr, ...] = ()
+    connected_at: StrictStr = Field(alias="connectedAt")
+    self_: StrictBool = Field(default=False, alias="self")
+
+
+class DevicesChanged(_Payload):
+    """Extension (unnumbered, ignorable): a device joined or left the session."""
+
+    devices: tuple[DeviceSeen, ...] = ()
+    joined: StrictStr | None = None
+    left: StrictStr | None = None
+
+
+class ConfirmChange(_Payload):
+    """Extension: a tap on a held change's card answers it, as a spoken yes or no would."""
+
+    approve: StrictBool
+
+
 class SessionStart(_Payload):
     session_id: StrictStr = Field(alias="sessionId", min_length=1, max_length=128)
     # Extension: the last server ``seq`` the client saw, so missed events can be replayed.
@@ -162,6 +218,8 @@ class SessionStart(_Payload):
     # Extension: the tools the session's model may call (none: the conductor's catalog); a later
     # sessionStart with tools replaces them, one without keeps them.
     tools: tuple[DeclaredTool, ...] | None = None
+    # Extension: which device this connection is and its roles (none: the one device of the app).
+    device: Device | None = None
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -187,6 +245,8 @@ class SessionReady(_Payload):
     title: StrictStr | None = None
     last_seq: Annotated[int, Field(ge=0, strict=True)] = Field(alias="lastSeq")
     capabilities: tuple[Capability, ...] = ()
+    # Extension: the devices present, this one marked ``self`` (omitted when it is the only one).
+    devices: tuple[DeviceSeen, ...] | None = None
 
 
 class UserAudioTranscriptPartial(_Payload):
@@ -313,6 +373,8 @@ Payload = (
     | ToolProgress
     | ToolCancel
     | TurnUsage
+    | DevicesChanged
+    | ConfirmChange
     | ErrorPayload
 )
 
@@ -330,6 +392,8 @@ KINDS: dict[str, type[_Payload]] = {
     "toolProgress": ToolProgress,
     "toolCancel": ToolCancel,
     "turnUsage": TurnUsage,
+    "devicesChanged": DevicesChanged,
+    "confirmChange": ConfirmChange,
     "error": ErrorPayload,
 }
 KIND_NAMES: dict[type[_Payload], str] = {model: name for name, model in KINDS.items()}
