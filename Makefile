@@ -10,7 +10,7 @@ ALL_STAMP := $(VENV)/.installed-all
 PORT ?= 8080
 HOST ?= 127.0.0.1
 
-.PHONY: run test lint format schema openapi synth lock bench capacity load clean
+.PHONY: run test lint format schema openapi synth lock bench bench-deployed capacity load clean
 
 $(BIN)/python:
 	@echo "==> creating the virtualenv in $(VENV)"
@@ -75,6 +75,11 @@ lock: $(DEV_STAMP)
 BENCH_ARGS ?=
 bench: $(RUN_STAMP)
 	$(BIN)/python benchmarks/turn_latency.py $(BENCH_ARGS)
+
+## What a person on a phone would feel per stage, as deployed: the local stack with AWS's latencies
+## (benchmarks/aws_latencies.py) put in, speculation off and on (about 5 minutes; BENCH_ARGS=--quick: 2).
+bench-deployed: $(RUN_STAMP)
+	$(BIN)/python benchmarks/turn_latency.py --as-deployed $(BENCH_ARGS)
 
 ## How many people speaking at once each stage holds, which limit binds first, what holding the
 ## target takes and the cost per active user-hour, from one speaker measured on the local stack

@@ -60,6 +60,7 @@ from benchmarks.barge_in import BargeIn, barge_in_turns, report_barge_in
 from benchmarks.bench_stack import NAIVE_ENV, STACK_ENV, Bench, bench_stack
 from benchmarks.cold_import import cold_imports
 from benchmarks.figures import Result, Scenario, TurnFigures, percentile
+from benchmarks.first_phrase import report as report_first_phrase
 from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
 from benchmarks.meters import DynamoRequest, ModelStream
 from benchmarks.report import cell, report_costs, report_scenario
@@ -270,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-load", action="store_true", help="leave out the concurrent sessions")
     parser.add_argument("--skip-imports", action="store_true", help="leave out the cold import times")
     parser.add_argument("--load-only", action="store_true", help="only the concurrent sessions (in this process)")
+    parser.add_argument(
+        "--as-deployed",
+        action="store_true",
+        help="only the person-felt figures with AWS's latencies put in, per stage (benchmarks/as_deployed.py)",
+    )
     args = parser.parse_args(argv)
     turns, sessions, session_turns = max(1, args.turns), max(1, args.sessions), max(1, args.session_turns)
     speculation_turns, speculation_processes = max(1, args.speculation_turns), 2
@@ -284,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.load_only:
         report_load(pace, sessions, session_turns, out)
         return 0
+    if args.as_deployed:
+        from benchmarks.as_deployed import run_as_deployed
+
+        return run_as_deployed(out, quick=args.quick)
     began = time.perf_counter()
     print("VoiceIDE conductor: the hot path on the local stack (loopback, moto DynamoDB, offline brain)", file=out)
     print(
@@ -349,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         load = ["--load-only", "--pace", args.pace, "--sessions", str(sessions), "--session-turns", str(session_turns)]
         subprocess.run([sys.executable, str(Path(__file__).resolve()), *load], check=True)
 
+    report_first_phrase(out, pace, sweep=False)
     print(f"\ntotal {time.perf_counter() - began:.1f} s", file=out)
     return 0
 
