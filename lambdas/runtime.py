@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import cache
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import boto3
+import botocore.session
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
@@ -26,7 +26,6 @@ from botocore.config import Config
 from shared.adapters.brain import BedrockBrain, bedrock_client_config, prompt_cache_enabled
 from shared.adapters.deadline_alarms import SqsDeadlineAlarms
 from shared.adapters.gateway import ConnectionGateway
-from shared.adapters.session_records import SessionRecords
 from shared.adapters.store import SessionStore
 from shared.adapters.turn_launcher import LambdaTurnLauncher
 from shared.core.wrapper import wrapper_tool_spec
@@ -35,10 +34,13 @@ from shared.flows.config import Settings
 from shared.flows.delivery import Delivery
 from shared.flows.memory_keeper import MemoryKeeper
 from shared.flows.service import ConductorService
-from shared.flows.session_reaper import SessionReaper
-from shared.flows.session_service import SessionService
 from shared.flows.speculation_watcher import SpeculationWatcher
 from shared.flows.turn_runner import TurnRunner
+
+if TYPE_CHECKING:  # the sessions API's and the reaper's pieces, imported by the functions that build them
+    from shared.adapters.session_records import SessionRecords
+    from shared.flows.session_reaper import SessionReaper
+    from shared.flows.session_service import SessionService
 
 SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "voiceide-conductor")
 
@@ -65,6 +67,19 @@ STORE_CALLS = (
 )
 
 _AWS_CONFIG = Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 5})
+
+
+@cache
+def _aws_session() -> botocore.session.Session:
+    """The container's one botocore session (boto3's default session, without boto3: importing boto3
+    pulls in s3transfer, some 60 ms of a cold start for nothing the handlers use)."""
+    return botocore.session.get_session()
+
+
+def aws_client(service: str, **options: Any) -> Any:
+    """A low-level client of ``service``, as ``boto3.client`` builds it (region, credentials and
+    ``AWS_ENDPOINT_URL_*`` from the environment)."""
+    return _aws_session().create_client(service, **options)
 
 
 class PowertoolsMetrics:
@@ -159,7 +174,7 @@ def settings() -> Settings:
 
 @cache
 def store() -> SessionStore:
-    client = boto3.client("dynamodb", config=_AWS_CONFIG)
+    client = aws_client("dynamodb", config=_AWS_CONFIG)
     client.meta.events.register("before-call.dynamodb", call_counts.counting(DYNAMODB_REQUESTS_METRIC))
     store = SessionStore(
         client,
@@ -174,7 +189,7 @@ def store() -> SessionStore:
 @cache
 def service() -> ConductorService:
     config = settings()
-    lambda_client = boto3.client("lambda", config=_AWS_CONFIG)
+    lambda_client = aws_client("lambda", config=_AWS_CONFIG)
     return ConductorService(
         store=store(),
         gateway=gateway(),
@@ -189,7 +204,7 @@ def service() -> ConductorService:
 @cache
 def gateway() -> ConnectionGateway:
     def management_client(endpoint: str) -> Any:
-        client = boto3.client("apigatewaymanagementapi", endpoint_url=endpoint, config=_AWS_CONFIG)
+        client = aws_client("apigatewaymanagementapi", endpoint_url=endpoint, config=_AWS_CONFIG)
         client.meta.events.register("before-call.apigatewaymanagementapi", call_counts.counting(POSTS_METRIC))
         return client
 
@@ -199,7 +214,7 @@ def gateway() -> ConnectionGateway:
 @cache
 def turn_runner() -> TurnRunner:
     config = settings()
-    bedrock = boto3.client(
+    bedrock = aws_client(
         "bedrock-runtime",
         region_name=config.bedrock_region,
         config=bedrock_client_config(
@@ -246,7 +261,7 @@ def deadline_alarms() -> SqsDeadlineAlarms | None:
     queue_url = os.environ.get("CONDUCTOR_DEADLINE_QUEUE_URL")
     if not queue_url:
         return None
-    return SqsDeadlineAlarms(boto3.client("sqs", config=_AWS_CONFIG), queue_url)
+    return SqsDeadlineAlarms(aws_client("sqs", config=_AWS_CONFIG), queue_url)
 
 
 # The sessions API: the WebSocket stage's management endpoint (https://<api>.execute-api.<region>.
@@ -256,13 +271,17 @@ WEBSOCKET_CALLBACK_URL_ENV = "CONDUCTOR_WEBSOCKET_CALLBACK_URL"
 
 @cache
 def session_records() -> SessionRecords:
-    client = boto3.client("dynamodb", config=_AWS_CONFIG)
+    from shared.adapters.session_records import SessionRecords
+
+    client = aws_client("dynamodb", config=_AWS_CONFIG)
     client.meta.events.register("before-call.dynamodb", call_counts.counting(DYNAMODB_REQUESTS_METRIC))
     return traced(SessionRecords(client, settings().table_name), "page", "erase", "session_keys", "set_expiry")
 
 
 @cache
 def session_service() -> SessionService:
+    from shared.flows.session_service import SessionService
+
     return SessionService(
         store=store(),
         records=session_records(),
@@ -276,12 +295,15 @@ def session_service() -> SessionService:
 
 @cache
 def session_reaper() -> SessionReaper:
+    from shared.flows.session_reaper import SessionReaper
+
     return SessionReaper(store())
 
 
 def reset() -> None:
     """Forget the container's clients and settings (the local stack and tests re-point them)."""
     for built in (
+        _aws_session,
         settings,
         store,
         service,
