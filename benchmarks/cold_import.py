@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-HANDLERS = ("lambdas.message", "lambdas.turn")
+HANDLERS = ("lambdas.connect", "lambdas.message", "lambdas.turn")
 IMPORT_ENV = {
     "AWS_REGION": "us-east-1",
     "AWS_DEFAULT_REGION": "us-east-1",

@@ -351,8 +351,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.skip_imports:
         print("\n== cold import of the handlers (ms, best of a few, fresh interpreter) ==", file=out)
-        for module, (warm, cold) in cold_imports(1 if args.quick else 3).items():
+        imports = cold_imports(1 if args.quick else 3)
+        for module, (warm, cold) in imports.items():
             print(f"  {module:<20} with bytecode {warm:>7.0f}   without (compiled from source) {cold:>7.0f}", file=out)
+        from benchmarks.cold_start import report_cold_start
+
+        report_cold_start(imports, out)
         out.flush()
 
     if not args.skip_load:  # from a fresh interpreter: nothing of the stacks above in its heap
