@@ -6,7 +6,8 @@ Exit codes: ``EXIT_CODES``. On a terminal the growing answer is redrawn in place
 With ``--username`` (or ``VOICEIDE_USERNAME``) the client signs in to the conductor's Cognito
 user pool first and sends the ID token on every handshake (``sign_in.CognitoSignIn``).
 ``--handoff FILE.json`` continues a conversation from chat: the first ``sessionStart`` carries it.
-``voiceide-client sessions …`` and ``--resume`` use the sessions API (``sessions_cli``).
+``voiceide-client sessions …`` and ``--resume`` use the sessions API (``sessions_cli``);
+``voiceide-client companion …`` joins a session as the desktop companion (``companion_cli``).
 Typed on a terminal (or with ``--partials``), a line goes out as the app's recognizer sends speech:
 partial transcripts word by word, then the final (``recognizer``). The options are in ``cli_args``.
 """
@@ -51,6 +52,7 @@ from .client import (
     ConductorClient,
     ConductorUnavailable,
 )
+from .companion_cli import run_companion
 from .declarations import declared_tools
 from .recognizer import RecognizerPace
 from .render import TranscriptRenderer, excerpt
@@ -229,6 +231,8 @@ async def run(
     input_stream = stdin or sys.stdin
     if argv[:1] == ["sessions"]:
         return await run_sessions(argv[1:], stdin=input_stream, stdout=out, stderr=err)
+    if argv[:1] == ["companion"]:
+        return await run_companion(argv[1:], stdin=input_stream, stdout=out, stderr=err, backoff=backoff)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.resume and args.session is not None:

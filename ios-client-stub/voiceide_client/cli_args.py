@@ -132,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(
         prog="voiceide-client",
         description="A stand-in for the VoiceIDE iOS app: each line is what the person says (a transcript). "
-        "`voiceide-client sessions list|show|rename|end|erase` manages sessions (see `voiceide-client sessions -h`).",
+        "`voiceide-client sessions list|show|rename|end|erase` manages sessions (see `voiceide-client sessions -h`); "
+        "`voiceide-client companion --latest --workspace DIR` runs a session's tools over a folder on this computer "
+        "(see `voiceide-client companion -h`).",
         epilog=_exit_codes_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -33,6 +33,7 @@ from websockets.exceptions import ConnectionClosed
 from shared.wire.protocol import (
     MAX_HEARD_TEXT,
     AssistantUIPatch,
+    Device,
     ErrorCode,
     ErrorPayload,
     Event,
@@ -120,8 +121,10 @@ class ConductorClient(ConnectionLifecycle):
     taking over, the conductor being back. ``capabilities`` are announced in every
     ``sessionStart`` (none: the field is left out and the conductor uses its plain flow).
     ``handoff`` (a conversation continued from chat) goes in the first ``sessionStart`` only;
-    ``declared_tools`` (the tools the model may call, else the conductor's catalog) in every one. A
-    tool result too big for one frame is sent in parts (``result_parts``).
+    ``declared_tools`` (the tools the model may call, else the conductor's catalog) and ``device``
+    (which device this is, for a session several devices share) in every one. A tool result too big
+    for one frame is sent in parts (``result_parts``), each part with the same event id every time
+    it is sent again, so the conductor takes a resent part as the resent event it is.
     ``ui`` is the UI model the conductor's ``assistantUIPatch`` events are applied to.
     """
 
@@ -148,6 +151,7 @@ class ConductorClient(ConnectionLifecycle):
         handoff: Handoff | Mapping[str, Any] | None = None,
         ready_timeout: float = READY_TIMEOUT_S,
         declared_tools: Sequence[DeclaredTool | Mapping[str, Any]] | None = None,
+        device: Device | Mapping[str, Any] | None = None,
     ) -> None:
         if isinstance(tools, ToolRouter):
             if speaker is not None:
@@ -189,6 +193,7 @@ class ConductorClient(ConnectionLifecycle):
             if declared_tools is None
             else tuple(t if isinstance(t, DeclaredTool) else DeclaredTool.model_validate(t) for t in declared_tools)
         )
+        self.device = device if device is None or isinstance(device, Device) else Device.model_validate(device)
         self.session_ready: SessionReady | None = None  # the answer to the latest sessionStart
         self.closed_by_server: str | None = None  # session_ended / session_erased: never reconnect
         self._session_ready = asyncio.Event()
@@ -565,7 +570,8 @@ class ConductorClient(ConnectionLifecycle):
         events = [answer]
         if isinstance(answer.payload, ToolResult) and not fits(answer.payload, self.max_frame_bytes):
             try:
-                events = [make_event(part) for part in split_result(answer.payload, self.max_frame_bytes)]
+                parts = split_result(answer.payload, self.max_frame_bytes)
+                events = [make_event(part, event_id=uuid.uuid5(answer.id, f"part-{part.part}")) for part in parts]
             except ResultTooLarge as exc:
                 failed = ToolResult(
                     call_id=answer.payload.call_id, result=None, error=f"result too large to send: {exc}"

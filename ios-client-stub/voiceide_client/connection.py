@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
-from shared.wire.protocol import ErrorCode, Event, Handoff, SessionStart, make_event
+from shared.wire.protocol import Device, ErrorCode, Event, Handoff, SessionStart, make_event
 from shared.wire.protocol_tools import DeclaredTool
 
 from .connect_errors import explain, is_local
@@ -128,6 +128,7 @@ class ConnectionLifecycle:
     capabilities: tuple[str, ...]
     handoff: Handoff | None
     declared_tools: tuple[DeclaredTool, ...] | None  # sent in every sessionStart (None: the catalog)
+    device: Device | None  # which device this is, in every sessionStart (None: the app's one device)
     last_seq: int | None
     backoff: tuple[float, ...]
     max_attempts: int
@@ -201,6 +202,7 @@ class ConnectionLifecycle:
                 capabilities=self.capabilities or None,
                 handoff=self.handoff if self.connections == 0 else None,  # it seeds a new session only
                 tools=self.declared_tools,
+                device=self.device,
             )
         )
         self._session_ready.clear()

@@ -1,0 +1,294 @@
+"""The desktop companion's tools over a real folder: read, search, list, edit, git, build, test.
+
+``CompanionWorkspace`` extends the stub's ``Workspace`` (whose behaviour for the plain client is
+unchanged) with what a desktop runs for real:
+
+* **Paths stay in the folder.** A path is relative to the workspace: an absolute path, a ``..``
+  part, and a path that leads out through a symbolic link are refused; search and listing skip
+  links that lead out.
+* **``editor.replaceText`` is applied** to the file (``companion_edit``). It is declared with
+  ``effects: "changes"``, so the conductor sends the call only after the person said yes. It never
+  writes into ``.git``, ``.voiceide`` or ``.voiceide.toml``: what runs is the person's to change.
+* **``git.status`` and ``git.diff``** run ``git`` with a time limit, with the repository's
+  fsmonitor hook, external diff drivers and text conversions off (``git`` runs nothing the
+  repository's configuration names).
+* **``build.run`` and ``tests.run``** run the ``build`` and ``test`` commands of the workspace's
+  ``.voiceide.toml`` (``project_file``) and nothing else, in the background, with the file's time
+  limit and progress sent while they run (``companion_command``). No file or no key: the tool
+  answers an error that says what to put in the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import shlex
+from collections.abc import Awaitable, Callable
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from shared.wire.protocol_tools import DeclaredTool
+
+from .companion_calls import current_call_id
+from .companion_command import DEFAULT_PROGRESS_EVERY_S, KILL_GRACE_S, CommandNotFound, run_command, stop_group
+from .companion_edit import LineRange, read_text_file, replace_lines, write_atomically
+from .declarations import declared_tools
+from .project_file import (
+    DEFAULT_TIMEOUT_S,
+    PROJECT_FILE,
+    ProjectFile,
+    ProjectFileError,
+    load_project_file,
+    missing_command,
+)
+from .tools import ToolError, ToolHandler
+from .workspace_tools import MAX_FILE_BYTES, SKIPPED_DIRS, Workspace
+
+SendProgress = Callable[[str, float | None, str], Awaitable[None]]
+"""Sends a ``toolProgress`` (callId, fraction, message)."""
+
+MAX_COMPANION_READ_CHARS = 100_000
+"""A file's text in ``editor.readFile``: more than one frame holds, so a big file goes in parts."""
+MAX_DIFF_CHARS = 200_000
+GIT_TIMEOUT_S = 30.0
+PROTECTED = (".git", ".voiceide", PROJECT_FILE)
+"""Top-level names the companion never writes into: the repository, its own state, what it runs."""
+GIT_SAFETY = ("-c", "core.fsmonitor=false", "-c", "core.quotepath=off", "-c", "color.ui=false")
+CATALOG_TOOLS = ("editor.openFile", "editor.readFile", "editor.replaceText", "project.search", "project.listFiles")
+BACKGROUND_TOOLS = {"build.run": "build", "tests.run": "test"}
+DEADLINE_MARGIN_S = 30
+"""Beyond a run's time limit, to stop it and send its result before the conductor's deadline."""
+GIT_DIFF = DeclaredTool(
+    name="git.diff",
+    description="Show what changed in the working tree since the last commit (git diff), for the whole "
+    "project or for one file or folder",
+    arguments={"type": "object", "properties": {"path": {"type": "string"}}},
+)
+
+
+def _protected(name: str) -> bool:
+    """Whether a workspace path is the repository's, the companion's own, or the project file
+    (compared without case: on a case-insensitive disk ``.GIT/config`` is ``.git/config``)."""
+    parts = [part.casefold() for part in PurePosixPath(name).parts]
+    return ".git" in parts or (bool(parts) and parts[0] in {PROTECTED[1], PROTECTED[2].casefold()})
+
+
+class CompanionWorkspace(Workspace):
+    """The tools a desktop companion runs over ``root`` (``handlers``, ``declarations``)."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        send_progress: SendProgress | None = None,
+        progress_every: float = DEFAULT_PROGRESS_EVERY_S,
+        kill_grace: float = KILL_GRACE_S,
+        git_timeout: float = GIT_TIMEOUT_S,
+    ) -> None:
+        super().__init__(root)
+        self.send_progress = send_progress
+        self.progress_every = progress_every
+        self.kill_grace = kill_grace
+        self.git_timeout = git_timeout
+
+    # ---- paths -------------------------------------------------------------------------------
+
+    def resolve(self, relative: object) -> Path:
+        if not isinstance(relative, str) or not relative.strip():
+            raise ToolError("a path is required")
+        if "\0" in relative:
+            raise ToolError("a path cannot hold a NUL character")
+        if PurePosixPath(relative).is_absolute() or PureWindowsPath(relative).is_absolute() or relative.startswith("~"):
+            raise ToolError(f"{relative} is outside the workspace: give a path relative to its folder")
+        if ".." in PurePosixPath(relative.replace("\\", "/")).parts:
+            raise ToolError(f"{relative} is outside the workspace: '..' is refused")
+        path = (self.root / relative).resolve()
+        if not self._inside(path):
+            raise ToolError(f"{relative} is outside the workspace: it leads out through a symbolic link")
+        return path
+
+    def _inside(self, path: Path) -> bool:
+        return path == self.root or self.root in path.parents
+
+    def _name(self, path: Path) -> str:
+        return str(path.relative_to(self.root)) or "."
+
+    def _text_files(self) -> list[Path]:
+        found: list[Path] = []
+        for folder, dirs, files in os.walk(self.root):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
+            for name in sorted(files):
+                path = Path(folder) / name
+                try:
+                    if path.is_symlink() and not self._inside(path.resolve()):
+                        continue
+                    if path.is_file() and path.stat().st_size <= MAX_FILE_BYTES:
+                        found.append(path)
+                except OSError:
+                    continue
+        return found
+
+    # ---- reading and editing -----------------------------------------------------------------
+
+    async def read_file(self, args: dict[str, Any]) -> dict[str, Any]:
+        path = self.resolve(args.get("path"))
+        if not path.is_file():
+            raise ToolError(f"no such file: {args.get('path')}")
+        data = path.read_bytes()[: MAX_COMPANION_READ_CHARS * 4]
+        if b"\0" in data[:8192]:
+            raise ToolError(f"{args.get('path')} is not a text file")
+        text = data.decode("utf-8", errors="replace")
+        return {
+            "path": self._name(path),
+            "text": text[:MAX_COMPANION_READ_CHARS],
+            "truncated": len(text) > MAX_COMPANION_READ_CHARS or path.stat().st_size > len(data),
+        }
+
+    async def replace_text(self, args: dict[str, Any]) -> dict[str, Any]:
+        path = self.resolve(args.get("path"))
+        name = self._name(path)
+        if _protected(name):
+            raise ToolError(
+                f"the companion does not change {name}: the repository (.git), {PROTECTED[1]} and {PROTECTED[2]} "
+                "are yours to edit"
+            )
+        if not path.is_file():
+            raise ToolError(f"no such file: {args.get('path')}")
+        text = args.get("text")
+        if not isinstance(text, str):
+            raise ToolError("text must be a string (the new lines)")
+        lines = LineRange.of(args)
+        updated, done = replace_lines(await asyncio.to_thread(read_text_file, path, name), lines, text, name)
+        await asyncio.to_thread(write_atomically, path, updated)
+        return done
+
+    # ---- git ---------------------------------------------------------------------------------
+
+    async def _git(self, *args: str) -> tuple[int, str, str]:
+        process = await asyncio.create_subprocess_exec(
+            "git", *GIT_SAFETY, "-C", str(self.root), *args,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_PAGER": "cat"},
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            async with asyncio.timeout(self.git_timeout):
+                out, err = await process.communicate()
+        except TimeoutError:
+            await stop_group(process, self.kill_grace)
+            raise ToolError(f"git {args[0]} took longer than {self.git_timeout:g} s and was stopped") from None
+        except BaseException:
+            await stop_group(process, self.kill_grace)
+            raise
+        assert process.returncode is not None
+        return process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+    async def git_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        code, out, err = await self._git("status", "--porcelain", "--branch")
+        if code != 0:
+            raise ToolError(err.strip() or "not a git repository")
+        lines = out.splitlines()
+        branch = lines[0].removeprefix("## ") if lines and lines[0].startswith("## ") else ""
+        changed = [line for line in lines if not line.startswith("## ")]
+        return {"branch": branch, "changed": changed[:200], "truncated": len(changed) > 200}
+
+    async def git_diff(self, args: dict[str, Any]) -> dict[str, Any]:
+        where = args.get("path")
+        spec = self._name(self.resolve(where)) if where not in (None, "") else "."
+        options = ("--no-color", "--no-ext-diff", "--no-textconv")
+        inside, _, err = await self._git("rev-parse", "--is-inside-work-tree")
+        if inside != 0:  # outside a repository, git diff would compare files instead
+            raise ToolError(err.strip() or "not a git repository")
+        head, _, _ = await self._git("rev-parse", "--verify", "--quiet", "HEAD")
+        # against the last commit; with none yet, what is staged, then what is not
+        runs = [("HEAD",)] if head == 0 else [("--cached",), ()]
+        diff = ""
+        for against in runs:
+            code, out, err = await self._git("diff", *options, *against, "--", spec)
+            if code != 0:
+                raise ToolError(err.strip() or "not a git repository")
+            diff += out
+        return {"path": spec, "diff": diff[:MAX_DIFF_CHARS], "truncated": len(diff) > MAX_DIFF_CHARS}
+
+    # ---- build and tests ---------------------------------------------------------------------
+
+    def project(self) -> ProjectFile | None:
+        try:
+            return load_project_file(self.root)
+        except ProjectFileError as exc:
+            raise ToolError(str(exc)) from None
+
+    async def build(self, args: dict[str, Any]) -> dict[str, Any]:
+        return await self._run_named("build")
+
+    async def tests(self, args: dict[str, Any]) -> dict[str, Any]:
+        return await self._run_named("test")
+
+    async def _run_named(self, key: str) -> dict[str, Any]:
+        project = self.project()
+        argv = project.command(key) if project is not None else None
+        if project is None or argv is None:
+            raise ToolError(missing_command(self.root, key))
+        call_id = current_call_id()
+
+        async def progress(fraction: float | None, message: str) -> None:
+            if self.send_progress is not None and call_id is not None:
+                await self.send_progress(call_id, fraction, message)
+
+        try:
+            outcome = await run_command(
+                argv,
+                self.root,
+                timeout=project.timeout_seconds,
+                progress=progress,
+                progress_every=self.progress_every,
+                kill_grace=self.kill_grace,
+            )
+        except CommandNotFound as exc:
+            raise ToolError(f"{exc} (the {key} command of {PROJECT_FILE})") from None
+        if not outcome.succeeded:
+            raise ToolError(outcome.failure())
+        return outcome.result()
+
+    # ---- what the companion runs and declares ------------------------------------------------
+
+    def handlers(self) -> dict[str, ToolHandler]:
+        return {
+            "editor.openFile": self.open_file,
+            "editor.readFile": self.read_file,
+            "editor.replaceText": self.replace_text,
+            "project.search": self.search,
+            "project.listFiles": self.list_files,
+            "git.status": self.git_status,
+            "git.diff": self.git_diff,
+            "build.run": self.build,
+            "tests.run": self.tests,
+        }
+
+    def declarations(self) -> list[DeclaredTool]:
+        """The tools as ``sessionStart`` declares them: the catalog's descriptions for the editor and
+        project tools (``editor.replaceText`` with ``effects: "changes"``), ``git.diff``, and the
+        build and tests as background tools naming the command they run, with a deadline past the
+        file's time limit. A project file that cannot be read declares them without a command."""
+        try:
+            project = load_project_file(self.root)
+        except ProjectFileError:
+            project = None
+        timeout = project.timeout_seconds if project is not None else DEFAULT_TIMEOUT_S
+        declared = declared_tools([*CATALOG_TOOLS, "git.status"])
+        declared.append(GIT_DIFF)
+        for name, key in BACKGROUND_TOOLS.items():
+            argv = project.command(key) if project is not None else None
+            what = "Build the project" if key == "build" else "Run the project's tests"
+            runs = f" (runs `{shlex.join(argv)}`)" if argv else f" (no {key} command in {PROJECT_FILE} yet)"
+            declared.append(
+                DeclaredTool(
+                    name=name,
+                    description=f"{what}{runs}; returns the status, the problems found and the output's end",
+                    arguments={"type": "object", "properties": {}},
+                    deadlineSeconds=min(3600, math.ceil(timeout) + DEADLINE_MARGIN_S),
+                    background=True,
+                )
+            )
+        return sorted(declared, key=lambda tool: tool.name)
