@@ -63,6 +63,7 @@ from shared.wire.protocol import (
     MAX_HEARD_TEXT,
     SENTENCE_SPEECH,
     SPEAKING_STATE,
+    WHOLE_SENTENCES,
     AssistantSpeechFinal,
     ErrorCode,
     Handoff,
@@ -73,7 +74,9 @@ from shared.wire.protocol import (
 
 MAX_SUMMARY_CHARS = 4000
 
-KNOWN_CAPABILITIES = frozenset({SENTENCE_SPEECH, SPEAKING_STATE, EXECUTING_STATE, AUTO_APPROVE_CHANGES})
+KNOWN_CAPABILITIES = frozenset(
+    {SENTENCE_SPEECH, WHOLE_SENTENCES, SPEAKING_STATE, EXECUTING_STATE, AUTO_APPROVE_CHANGES}
+)
 
 __all__ = [
     "CONTEXT_FULL_LINE",

@@ -6,16 +6,22 @@ start); after that one is due when the flush window has passed or a sentence/cla
 the new text is at least ``growth`` of what is already shown. Partials are cumulative, so the
 growth rule keeps the bytes posted linear in the answer (a geometric series) instead of
 quadratic; with ``flush_ms=0`` and ``growth=0`` every delta is a partial.
+
+Speech goes out sentence by sentence, except that a segment's first speech may be its first
+phrase (see ``first_phrase_end``): the words before a clause boundary are heard while the model
+still writes the rest of the sentence. An app that announced ``wholeSentences`` never gets one.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from shared.core.inline_reasoning import Visible, find_reasoning, visible
 from shared.core.math_speech import Formulas
 from shared.core.speakable import split_answer, unfinished_block_start
+from shared.wire.protocol import WHOLE_SENTENCES
 
 # A sentence ends at . ! ? … (closing quotes/brackets may follow) or at a blank line, and is
 # complete once other text follows it: "main.swift" or "3.5" do not end one.
@@ -26,7 +32,7 @@ _SENTENCE_TAIL = re.compile(rf"(?:[.!?\u2026]+[{_CLOSERS}]*[ \t\n]+|\n[ \t]*\n\s
 
 
 _FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})", re.MULTILINE)
-_BLOCK_LINE = re.compile(r"^(?:[ \t]*(?:[-*+\u2022]|\d{1,9}[.)])\s|[ \t]*\||    |\t|[+@-])")
+_BLOCK_LINE = re.compile(r"^(?:[ \t]*(?:[-*+\u2022]|\d{1,9}[.)])\s|[ \t]*\||    |\t|[+@-])", re.MULTILINE)
 
 
 def _in_block(text: str, index: int) -> bool:
@@ -35,6 +41,114 @@ def _in_block(text: str, index: int) -> bool:
         return True
     line_start = text.rfind("\n", 0, index) + 1
     return _BLOCK_LINE.match(text, line_start) is not None
+
+
+# ---- the first phrase --------------------------------------------------------------------------
+# A phrase is plain words (letters and digits, apostrophes and hyphens inside a word, "1,000")
+# on the segment's first line, ending at a comma, semicolon, colon or spaced dash that the same
+# line goes on after, with a letter. Anything else before the boundary (a period, so no decimal,
+# version, file name or abbreviation; quotes, brackets, markdown, code, math, a URL, a path, a
+# tag) means the sentence is spoken whole.
+PHRASE_MIN_WORDS = 3
+PHRASE_MAX_CHARS = 200  # past this the first sentence is spoken whole
+_WORD = re.compile(r"[^\W_]+(?:(?:['\u2019\u2013\u2014-]|,(?=\d{3}(?!\d)))[^\W_]+)*")
+_GAP = re.compile(r"[ \t]*")
+_DASHES = "-\u2013\u2014"
+_SERIES_WORDS = frozenset({"and", "or", "nor"})
+_DETERMINERS = frozenset({"a", "an", "the", "some", "any", "my", "your", "our", "its", "their", "this", "that"})
+NOT_YET = -1  # ``first_phrase_end``: the text so far may still become a phrase
+NEVER = -2  # ``first_phrase_end``: no phrase to speak first, whatever follows
+
+
+def first_phrase_end(text: str, min_words: int = PHRASE_MIN_WORDS) -> int:
+    """The end of ``text``'s first speakable phrase (after the spaces following its boundary),
+    ``NOT_YET`` when more text may make one, or ``NEVER``.
+
+    A boundary counts after at least ``min_words`` words. A comma is one only once the next
+    whole words (two; three for "a struct, a class") show that it does not build a list ("Swift,
+    Kotlin, and Go"; "a struct, a class or an enum"): none of them ends in a comma, none but the
+    first is "and"/"or", and the words since an earlier comma are more than two.
+    """
+    start = len(text) - len(text.lstrip())
+    indent = text[text.rfind("\n", 0, start) + 1 : start]
+    if "\t" in indent or len(indent) >= 4 or start >= PHRASE_MAX_CHARS:  # an indented line is code
+        return NEVER
+    words = 0
+    item = 0  # words since the last comma
+    commas = 0
+    last: list[str] = []  # the last two words, lowercased
+    at = start
+    while True:
+        word = _WORD.match(text, at)
+        if word is None:
+            return NOT_YET if at >= len(text) else NEVER
+        at = word.end()
+        if at >= len(text):
+            return NOT_YET  # the word may go on
+        if at >= PHRASE_MAX_CHARS:
+            return NEVER
+        words += 1
+        item += 1
+        last = [*last[-1:], word[0].lower()]
+        mark, gap_at = text[at], at + 1
+        if mark in " \t":
+            dash = _GAP.match(text, at).end()
+            if dash >= len(text):
+                return NOT_YET
+            if text[dash] not in _DASHES:
+                at = dash
+                continue
+            mark, gap_at = text[dash], dash + 1
+            if gap_at >= len(text):
+                return NOT_YET
+            if text[gap_at] not in " \t":  # "-flag", "x -1": not a dash
+                return NEVER
+        elif mark not in ",;:":
+            return NEVER  # a sentence end, a quote, a bracket, markup, a line end
+        after = _GAP.match(text, gap_at).end()
+        if after >= len(text) or (mark == "," and after == gap_at and text[after:].isdigit() and len(text) - after < 3):
+            return NOT_YET  # "1," or "1,00" may become "1,000"
+        if after == gap_at or text[after] == "\n":
+            return NEVER  # "a:b", "x,y", or the line ends: a list or a block may follow
+        if words >= min_words and text[after].isalpha():
+            if mark != ",":
+                return after
+            parallel = not _DETERMINERS.isdisjoint(last)  # "with a struct," may go on "a class or"
+            verdict = _clause_follows(text, after, parallel) if (item > 2 or not commas) else NEVER
+            if verdict != NEVER:
+                return verdict
+        if mark == ",":
+            commas += 1
+            item = 0
+        at = after
+
+
+def _clause_follows(text: str, cut: int, parallel: bool) -> int:
+    """After a comma at a phrase's end: ``cut`` when the next words start a clause, ``NEVER`` when
+    they continue a list (or the sentence ends: nothing is gained), ``NOT_YET`` while they are not
+    all whole. Two words are looked at; three when a determiner follows a comma that one shortly
+    precedes (``parallel``: "with a struct, a class or an enum")."""
+    at = cut
+    needed = 2
+    count = 0
+    while count < needed:
+        word = _WORD.match(text, at)
+        if word is None:
+            return NOT_YET if at >= len(text) else NEVER
+        if word.end() >= len(text):
+            return NOT_YET
+        count += 1
+        lower = word[0].lower()
+        if count == 1 and parallel and lower in _DETERMINERS:
+            needed = 3
+        if count > 1 and lower in _SERIES_WORDS:
+            return NEVER
+        if text[word.end()] not in " \t":
+            return NEVER
+        at = _GAP.match(text, word.end()).end()
+        if at >= len(text) and count < needed:
+            return NOT_YET
+    return cut
 
 
 _TAIL = 16
@@ -50,6 +164,8 @@ class Pacing:
     # After a segment's first tts.speak, completed sentences go out together at most this often:
     # the app is still playing what it got, and each speak is a commit.
     speak_interval_ms: int = 1000
+    # A segment's first speech may be its first phrase of at least this many words (0: never).
+    phrase_min_words: int = PHRASE_MIN_WORDS
 
 
 class SegmentText:
@@ -76,6 +192,9 @@ class SegmentText:
         self._speakable = 0
         self._flushed_at: float | None = None
         self._spoke_at: float | None = None
+        self._phrase = NOT_YET  # the first phrase's end (see ``first_phrase_end``)
+        self._phrase_looked = 0  # the text's length when the first phrase was last looked for
+        self.after_phrase = False  # the last tts.speak was the segment's first phrase
 
     @property
     def text(self) -> str:
@@ -89,10 +208,11 @@ class SegmentText:
             return
         self._pieces.append(delta)
         self._length += len(delta)
-        self._tail = (self._tail + delta)[-_TAIL:]
+        seen = self._tail + delta  # a mark anywhere in a long delta counts, not only in its end
+        self._tail = seen[-_TAIL:]
         if not delta.isspace():
             self._fresh = True
-        if any(mark in self._tail for mark in _SENTENCE_MARKS):
+        if any(mark in seen for mark in _SENTENCE_MARKS):
             self._maybe_sentence = True
         if "<" in delta:
             self._tagged = True
@@ -126,14 +246,47 @@ class SegmentText:
             self._fresh = False
 
     def speak_due(self, now: float) -> bool:
-        """Whether completed sentences may go to tts.speak now (the first at once)."""
-        return self._spoke_at is None or (now - self._spoke_at) * 1000 >= self.pacing.speak_interval_ms
+        """Whether completed sentences may go to tts.speak now: the first speech at once, and the
+        rest of the sentence after a first phrase as soon as it is complete (the app has only the
+        phrase to play); after that at most once per ``speak_interval_ms``."""
+        return (
+            self._spoke_at is None
+            or self.after_phrase
+            or (now - self._spoke_at) * 1000 >= self.pacing.speak_interval_ms
+        )
 
     def spoke(self, until: int, now: float) -> None:
+        self.after_phrase = self.spoken == 0 and until == self._phrase
         self.spoken = until
         self._spoke_at = now
 
-    def speakable_until(self) -> int:
+    def speakable_until(self, capabilities: Collection[str] | None = None) -> int:
+        """End of the text to speak next: the last complete sentence not yet spoken (``spoken``
+        when there is none), or, for the segment's first speech before its first sentence is
+        complete, the first phrase's end (``first_phrase_end``) when ``capabilities`` (the app's)
+        are given and do not hold ``wholeSentences``. Without ``capabilities``: sentences only."""
+        end = self._sentences_until()
+        if end > self.spoken or self.spoken or capabilities is None or WHOLE_SENTENCES in capabilities:
+            return end
+        phrase = self._first_phrase()
+        return phrase if phrase > end else end
+
+    def _first_phrase(self) -> int:
+        """The first phrase's end, looked for again only when text arrived and it may still come."""
+        if self._phrase == NOT_YET and self._length != self._phrase_looked:
+            self._phrase_looked = self._length
+            if self.pacing.phrase_min_words <= 0:
+                self._phrase = NEVER
+            else:
+                text = self.text
+                found = first_phrase_end(text, self.pacing.phrase_min_words)
+                if found >= 0:
+                    limit = unfinished_block_start(text)
+                    found = found if limit is None or found <= limit else NEVER
+                self._phrase = found
+        return self._phrase
+
+    def _sentences_until(self) -> int:
         """End of the last complete sentence not yet spoken (``spoken`` when there is none).
 
         Only prose is cut into sentences: never inside a code block, list, table, diff or display

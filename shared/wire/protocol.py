@@ -94,6 +94,7 @@ SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
 
 # Capabilities an app may announce in ``sessionStart``.
 SENTENCE_SPEECH = "sentenceSpeech"  # tts.speak per completed sentence while the model still writes
+WHOLE_SENTENCES = "wholeSentences"  # with sentenceSpeech: never a first phrase, each tts.speak whole sentences
 SPEAKING_STATE = "speakingState"  # convo.setState "speaking" when the first tts.speak goes out
 EXECUTING_STATE = "executingState"  # convo.setState "executing" while the app runs the model's tools
 AUTO_APPROVE_CHANGES = "autoApproveChanges"  # the app confirms changes itself: none is held for a yes
