@@ -61,7 +61,6 @@ from benchmarks.bench_stack import NAIVE_ENV, STACK_ENV, Bench, bench_stack
 from benchmarks.cold_import import cold_imports
 from benchmarks.figures import Result, Scenario, TurnFigures, percentile
 from benchmarks.first_phrase import report as report_first_phrase
-from benchmarks.first_phrase import report as report_first_phrase
 from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
 from benchmarks.meters import DynamoRequest, ModelStream
 from benchmarks.report import cell, report_costs, report_scenario
@@ -364,7 +363,6 @@ def main(argv: list[str] | None = None) -> int:
         load = ["--load-only", "--pace", args.pace, "--sessions", str(sessions), "--session-turns", str(session_turns)]
         subprocess.run([sys.executable, str(Path(__file__).resolve()), *load], check=True)
 
-    report_first_phrase(out, pace, sweep=False)
     report_first_phrase(out, pace, sweep=False)
     print(f"\ntotal {time.perf_counter() - began:.1f} s", file=out)
     return 0
