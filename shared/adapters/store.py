@@ -11,7 +11,6 @@ Items (``pk`` / ``sk``):
   ``at``: when it was first written), so no session meets the 400 KB item limit and the recent
   window is one Query.
 * ``SESSION#<id>`` / ``OUTBOX#<seq>`` — server events kept for replay to a reconnecting app.
-* ``SESSION#<id>`` / ``EVENT#<id>`` — client event ids already processed.
 * ``SESSION#<id>`` / ``PART#<digest of the call id>#<index>`` — a part of a tool result sent in
   parts, until all are in (``shared.core.result_parts``).
 
@@ -36,9 +35,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from shared.adapters import state_codec
 from shared.adapters.history_reads import MAX_SEQ, HistoryReads, RecentHistory, _msg_sk, session_pk
 from shared.adapters.person_spend import PersonSpend
 from shared.adapters.session_records import index_attributes
+from shared.core import event_ids
 from shared.core.decision import PartWrite
 from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp, ReplaceMessage
 from shared.core.state import SessionState
@@ -60,7 +61,7 @@ class VersionConflict(Exception):
 
 
 class DuplicateEvent(Exception):
-    """The client event id was already processed for this session."""
+    """The client event id was already taken by this session (``shared.core.event_ids``)."""
 
 
 @dataclass(frozen=True)
@@ -166,11 +167,7 @@ class SessionStore(HistoryReads):
             ConsistentRead=True,
         )
         item = response.get("Item")
-        if item is None:
-            return None
-        state = SessionState.model_validate_json(item["data"]["S"])
-        state.version = int(item["version"]["N"])
-        return state
+        return None if item is None else state_codec.decoded(item)
 
     def commit(
         self,
@@ -178,7 +175,6 @@ class SessionStore(HistoryReads):
         history: Iterable[HistoryOp] = (),
         *,
         claim_event_id: str | None = None,
-        claim_ttl_seconds: int = 24 * 3600,
         outbox: Iterable[tuple[int, str]] = (),
         outbox_ttl_seconds: int = 24 * 3600,
         part_writes: Iterable[PartWrite] = (),
@@ -186,11 +182,12 @@ class SessionStore(HistoryReads):
     ) -> SessionState:
         """Write ``state`` if the stored version is still ``state.version``; returns the new state.
 
-        History ops go in the same transaction, and so does the record of the client event that
-        caused the change (``claim_event_id``): an event is processed exactly when its effects
-        are stored. The decision's events go to the outbox in the same transaction, so they can
-        be replayed to a reconnecting app. Raises ``VersionConflict`` (decide again on fresh
-        state) or ``DuplicateEvent``.
+        History ops go in the same transaction. The client event that caused the change
+        (``claim_event_id``) is recorded in the state written (``shared.core.event_ids``): an event
+        is taken exactly when its effects are stored, and the decision made on the state read
+        before saw whether it was taken already. The decision's events go to the outbox in the same
+        transaction, so they can be replayed to a reconnecting app. Raises ``VersionConflict``
+        (decide again on fresh state).
         """
         history = list(history)
         committed = state.model_copy(update={"version": state.version + 1})
@@ -198,13 +195,15 @@ class SessionStore(HistoryReads):
             committed.incarnation = uuid.uuid4().hex
         if history:
             committed.history_version = committed.version
+        if claim_event_id is not None:
+            event_ids.record(committed, claim_event_id)
         state_put = {
             "TableName": self._table,
             "Item": {
                 "pk": {"S": session_pk(state.session_id)},
                 "sk": {"S": STATE_SK},
                 "version": {"N": str(committed.version)},
-                "data": {"S": committed.model_dump_json(exclude={"version"})},
+                **state_codec.encoded(committed),
                 "incarnation": {"S": committed.incarnation},
                 "expires_at": self._state_expires_at(committed),
                 **index_attributes(committed),
@@ -224,8 +223,6 @@ class SessionStore(HistoryReads):
         extra = self._history_writes(state.session_id, history, committed.version)
         extra.extend(self._outbox_writes(state.session_id, outbox, outbox_ttl_seconds))
         extra.extend(self._part_writes(state.session_id, part_writes, parts_dropped))
-        if claim_event_id is not None:
-            extra.insert(0, {"Put": self._claim_put(state.session_id, claim_event_id, claim_ttl_seconds)})
         try:
             if not extra:
                 self._client.put_item(**state_put)
@@ -237,8 +234,6 @@ class SessionStore(HistoryReads):
                 raise VersionConflict(state.session_id) from error
             if code == "TransactionCanceledException":
                 reasons = _conflict_reasons(error)
-                if claim_event_id is not None and len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
-                    raise DuplicateEvent(claim_event_id) from error
                 if any(reason in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons):
                     raise VersionConflict(state.session_id) from error
             raise
@@ -386,19 +381,6 @@ class SessionStore(HistoryReads):
             "ConsistentRead": True,
         }
         return [(int(item["sk"]["S"].split("#", 1)[1]), item["frame"]["S"]) for item in self._query_all(kwargs)]
-
-    # ---- processed client events (idempotency) --------------------------------------------
-
-    def _claim_put(self, session_id: str, event_id: str, ttl_seconds: int) -> dict[str, Any]:
-        return {
-            "TableName": self._table,
-            "Item": {
-                "pk": {"S": session_pk(session_id)},
-                "sk": {"S": f"EVENT#{event_id}"},
-                "expires_at": self._expires_at(ttl_seconds),
-            },
-            "ConditionExpression": "attribute_not_exists(pk)",
-        }
 
     # ---- what an expired session leaves behind ---------------------------------------------------
 

@@ -26,6 +26,7 @@ from shared.core.decision import (
     close_round,
     error_payload,
     is_unrecorded_own_call,
+    may_resume_the_model,
     new_id,
 )
 from shared.core.messages import INTERRUPTED_MARKER, cap_tool_result, text_block, tool_result_block
@@ -183,8 +184,8 @@ def handle_tool_result(
     decision = Decision(state)
     end_lost_stream(decision, now, settings)
     own = decision.state.own_call(result.call_id)
-    if own is None and is_unrecorded_own_call(result.call_id):
-        return decision.outcome()  # an acknowledgement that changes nothing
+    if own is None and (is_unrecorded_own_call(result.call_id) or not may_resume_the_model(result.call_id)):
+        return decision.outcome()  # an acknowledgement that changes nothing, or one sent again
     if own is not None:
         decision.state.own_calls = [call for call in decision.state.own_calls if call.call_id != result.call_id]
         turn = decision.state.turn

@@ -251,6 +251,8 @@ class SessionState(_Model):
     speculation_output_pending: int = 0
     # The person is speaking: the latest partial transcript since the last final (or None).
     listening: Listening | None = None
+    # Digests of the latest app events taken (``shared.core.event_ids``): a resend is recognised.
+    seen_events: list[str] = Field(default_factory=list)
 
     def own_call(self, call_id: str) -> OwnCall | None:
         return next((call for call in self.own_calls if call.call_id == call_id), None)

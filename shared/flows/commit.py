@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from shared.adapters.person_spend import PersonSpend
-from shared.adapters.store import SessionStore, VersionConflict
+from shared.adapters.store import DuplicateEvent, SessionStore, VersionConflict
+from shared.core import event_ids
 from shared.core.conductor import Outcome
 from shared.core.state import SessionState
 from shared.core.usage import day_of, priced, spender
@@ -99,6 +100,8 @@ class Committer:
                 if not create:
                     return None
                 state = SessionState(session_id=session_id)
+            if claim_event_id is not None and event_ids.taken(state, claim_event_id):
+                raise DuplicateEvent(claim_event_id)
             outcome = decide(state)
             frames = [(seq, make_event(payload, seq=seq).to_json()) for seq, payload in outcome.numbered_events()]
             unchanged = not frames and not outcome.history and outcome.state == state
@@ -114,7 +117,6 @@ class Committer:
                     outcome.state,
                     outcome.history,
                     claim_event_id=claim_event_id,
-                    claim_ttl_seconds=self.settings.session_ttl_seconds,
                     outbox=kept,
                     outbox_ttl_seconds=self.settings.outbox_ttl_seconds,
                     part_writes=outcome.part_writes,

@@ -281,9 +281,14 @@ class ConductorService:
                 outcome.state = admission.counted(outcome.state, now=now)
             return outcome
 
-        # A partial changes nothing when it repeats the last one: it is never claimed (the same words
-        # again decide the same), so it costs a read, not a write.
-        claimed = None if isinstance(payload, UserAudioTranscriptPartial) else event_id
+        # Events that are idempotent by themselves are not recorded as taken: a partial that repeats
+        # the last one changes nothing (the same words decide the same, so it costs a read, not a
+        # write), an acknowledgement of the conductor's own call finds it gone, and a progress
+        # report says the same again.
+        idempotent = isinstance(payload, UserAudioTranscriptPartial | ToolProgress) or (
+            isinstance(payload, ToolResult) and not may_resume_the_model(payload.call_id)
+        )
+        claimed = None if idempotent else event_id
         try:
             committed = self.committer.apply(session_id, deciding, hint=hint, claim_event_id=claimed)
         except DuplicateEvent:

@@ -26,7 +26,9 @@ import pytest
 from websockets.asyncio.client import ClientConnection
 
 from conductor_local.stack import LocalStack
+from shared.adapters import state_codec
 from shared.adapters.store import SessionStore
+from shared.core import event_ids
 from shared.core.messages import Message
 from shared.wire.protocol import (
     AssistantSpeechPartial,
@@ -102,16 +104,18 @@ def stored_history(stack: LocalStack, session_id: str) -> list[Message]:
 
 
 def event_processed(stack: LocalStack, session_id: str, event_id: str) -> bool:
-    """Whether the conductor has committed the effects of a client event (its id is recorded with them).
-
-    Reads the ``SESSION#<id>`` / ``EVENT#<event id>`` item of the store's documented table layout.
-    """
-    item = stack.dynamodb_client().get_item(
-        TableName=stack.table_name,
-        Key={"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": f"EVENT#{event_id}"}},
-        ConsistentRead=True,
+    """Whether the conductor has committed the effects of a client event: its id is recorded in the
+    session's state with them (the ``STATE`` item of the store's documented table layout)."""
+    item = (
+        stack.dynamodb_client()
+        .get_item(
+            TableName=stack.table_name,
+            Key={"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": "STATE"}},
+            ConsistentRead=True,
+        )
+        .get("Item")
     )
-    return "Item" in item
+    return item is not None and event_ids.taken(state_codec.decoded(item), event_id)
 
 
 def brain_requests_for(stack: LocalStack, transcript: str) -> int:

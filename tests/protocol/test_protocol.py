@@ -44,7 +44,14 @@ def frame(kind: str, payload: object, **extra: object) -> str:
 
 
 def test_the_nine_kinds_are_spelled_as_the_spec_and_the_extensions_added() -> None:
-    assert set(KINDS) - set(SPEC_EXAMPLES) == {"sessionReady", "toolProgress", "toolCancel", "turnUsage", "devicesChanged", "confirmChange"}
+    assert set(KINDS) - set(SPEC_EXAMPLES) == {
+        "sessionReady",
+        "toolProgress",
+        "toolCancel",
+        "turnUsage",
+        "devicesChanged",
+        "confirmChange",
+    }
     assert set(SPEC_EXAMPLES) <= set(KINDS)
 
 

@@ -13,7 +13,7 @@ small oracle, written from the spec (not from the parser), says what each frame 
   exists, kind not exactly one key, seq not an integer), a known kind whose payload has a missing field,
   a wrong type or a bad length; a sessionStart for another session;
 * nothing: an unknown kind (the spec's forward compatibility), a kind the app need not send,
-  a duplicate event id;
+  a duplicate of one of the latest event ids taken (``shared.core.event_ids``);
 * ``transcript_too_long`` / ``empty_transcript`` / ``no_pending_tool_call``: as the spec says;
 * a turn (``convo.setState thinking`` first) for a good transcript.
 
@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 
 from conductor_local.bedrock.server import message, tool_call
 from lambdas import runtime
+from shared.core import event_ids
 from shared.wire.protocol import MAX_FRAME_DEPTH, Event
 from tests.handlers.conftest import Connection, Harness, summarize
 from tests.history_check import assert_valid_history
@@ -245,7 +246,7 @@ def has_lone_surrogate(value: Any) -> bool:
 @dataclass
 class Oracle:
     session_id: str
-    claimed: set[str] = field(default_factory=set)
+    claimed: list[str] = field(default_factory=list)  # the latest ids taken, oldest first
     turn_open: bool = False
 
     def expect(self, body: str | None, *, is_base64: bool = False) -> Expect:
@@ -297,7 +298,7 @@ class Oracle:
         """False for an id already processed (a duplicate: no effect, no reply)."""
         if event_id in self.claimed:
             return False
-        self.claimed.add(event_id)
+        self.claimed = [*self.claimed[-(event_ids.REMEMBERED - 1) :], event_id]  # the session's memory
         return True
 
     def expect_event(self, event_id: str, name: str, payload: dict[str, Any]) -> Expect:

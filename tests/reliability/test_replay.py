@@ -16,6 +16,7 @@ import pytest
 
 from conductor_local.bedrock.server import message, tool_call
 from lambdas import runtime
+from shared.core import event_ids
 from tests.handlers.conftest import Connection, Harness, summarize
 from tests.reliability.support import (
     IDLE,
@@ -315,7 +316,7 @@ def test_replayed_frames_are_the_original_events(conductor: Harness) -> None:
 
 
 def test_the_outbox_and_the_processed_ids_expire(conductor: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Kept events carry the outbox TTL, processed client ids the session TTL (DynamoDB TTL)."""
+    """Kept events carry the outbox TTL, the state (which remembers the ids taken) the session TTL."""
     monkeypatch.setenv("CONDUCTOR_OUTBOX_TTL_SECONDS", "3600")
     monkeypatch.setenv("CONDUCTOR_SESSION_TTL_SECONDS", "7200")
     runtime.reset()
@@ -332,5 +333,7 @@ def test_the_outbox_and_the_processed_ids_expire(conductor: Harness, monkeypatch
     kept = [sk for sk in expiry if sk.startswith("OUTBOX#")]
     assert [int(sk.split("#")[1]) for sk in kept] == outbox_seqs(conn.session_id)
     assert all(now + 3600 - 60 <= expiry[sk] <= now + 3600 + 60 for sk in kept)
-    assert now + 7200 - 60 <= expiry[f"EVENT#{event_id}"] <= now + 7200 + 60
+    assert now + 7200 - 60 <= expiry["STATE"] <= now + 7200 + 60
+    stored = runtime.store().load(conn.session_id)
+    assert stored is not None and event_ids.taken(stored, event_id)
     assert all(sk in expiry for sk in ("STATE", "MSG#0000000000", "MSG#0000000001"))
