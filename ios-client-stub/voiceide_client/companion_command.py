@@ -42,7 +42,8 @@ READ_CHUNK = 64 * 1024
 ProgressReport = Callable[[float | None, str], Awaitable[None]]
 """Told (fraction or None, message) while a command runs."""
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
+"""Terminal colours and cursor moves, and the control characters a line may still hold."""
 _PROBLEM = re.compile(r"\b(?:error|fatal)\b|\bFAIL(?:ED|URE)?\b", re.IGNORECASE)
 _STEPS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 _PERCENT = re.compile(r"\[\s*(\d{1,3})%\]")

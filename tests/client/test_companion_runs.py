@@ -196,3 +196,11 @@ async def test_cancelling_a_call_kills_its_command(tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await running
     assert gone(int(pid_file.read_text())) and router.running == [] and router.cancelled == ["tooluse_t1"]
+
+
+@async_test
+async def test_the_output_loses_its_colours_and_control_characters() -> None:
+    script = "print('\\x1b[1;31merror:\\x1b[0m main.swift:3 bad\\x07'); print('[ 50%] half', end='\\r\\n')"
+    outcome = await run_command([PY, "-c", script], Path.cwd(), timeout=10)
+    assert outcome.succeeded and outcome.tail == "error: main.swift:3 bad\n[ 50%] half"
+    assert outcome.problems == ["error: main.swift:3 bad"] and outcome.lines == 2
