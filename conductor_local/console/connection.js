@@ -1,7 +1,8 @@
-/* The connection to the conductor: the WebSocket, sessionStart with lastSeq, reconnecting with
- * backoff, the outbox of events sent while offline, receiving (replays dropped by id), tool results
+/* The connection to the conductor: the WebSocket, sessionStart with lastSeq and this browser's
+ * device (a join's first one asks for everything kept: lastSeq 0), reconnecting with backoff, the outbox of events sent while offline, receiving (replays dropped by id), tool results
  * (resent as they were when a call comes again), and the record of what was sent and received. */
 
+import { deviceField } from "./devices.js";
 import { CAPABILITIES, kindOf, makeEvent, wellFormed } from "./protocol.js";
 import { freshToken, lastSeq, saveLastSeq, settings } from "./settings.js";
 import { logEvent, note, setConnection } from "./view.js";
@@ -11,7 +12,17 @@ const RECONNECT_DELAYS_S = [1, 2, 4, 8, 16];
 /** What the page sent and received, for the browser tests. */
 export const record = { sent: [], received: [], gatewayFrames: [] };
 
-const conn = { ws: null, attempt: 0, timer: null, outbox: [], started: false, userClosed: false, reached: false };
+const conn = {
+  ws: null,
+  attempt: 0,
+  timer: null,
+  outbox: [],
+  started: false,
+  userClosed: false,
+  reached: false,
+  joining: false, // the next connection is a join: its sessionStart asks for every kept event (lastSeq 0)
+  catchingUp: false, // a join's replay is arriving (until its sessionReady): history, not live
+};
 const seenIds = new Set();
 const answered = new Map(); // callId -> the toolResult event (resent as is when the call comes again)
 let handleEvent = () => {};
@@ -36,6 +47,16 @@ export function onEvent(handler) {
 
 export function isConnected() {
   return Boolean(conn.ws && conn.started);
+}
+
+/** The events arriving now are a join's catch-up (the session's past), not live. */
+export function isCatchingUp() {
+  return conn.catchingUp;
+}
+
+/** Whether the next connection joins the session from its start: lastSeq 0, the kept events replayed. */
+export function joinNext(joining = true) {
+  conn.joining = joining;
 }
 
 async function socketUrl() {
@@ -64,8 +85,11 @@ export async function connect() {
     if (conn.ws !== ws) return;
     conn.attempt = 0;
     conn.reached = true;
-    const start = { sessionId: settings.sessionId, capabilities: CAPABILITIES };
-    if (lastSeq() > 0) start.lastSeq = lastSeq();
+    const start = { sessionId: settings.sessionId, capabilities: CAPABILITIES, device: deviceField() };
+    if (conn.joining) start.lastSeq = 0;
+    else if (lastSeq() > 0) start.lastSeq = lastSeq();
+    conn.catchingUp = conn.joining;
+    conn.joining = false;
     sendNow(makeEvent("sessionStart", start));
     conn.started = true;
     setConnection(`connected · session ${settings.sessionId}`, "live");
@@ -79,6 +103,8 @@ export async function connect() {
     if (conn.ws !== ws) return;
     conn.ws = null;
     conn.started = false;
+    if (conn.catchingUp) conn.joining = true; // cut during the replay: the next one joins afresh
+    conn.catchingUp = false;
     if (conn.userClosed) {
       setConnection("disconnected");
       return;
@@ -145,6 +171,7 @@ function receive(data) {
   record.received.push(event);
   logEvent("in", event);
   const [name, payload] = kindOf(event);
+  if (name === "sessionReady") conn.catchingUp = false; // everything kept was sent before it
   try {
     handleEvent(name, payload || {});
   } catch (error) {

@@ -1,6 +1,7 @@
 /* VoiceIDE console: talk to the conductor in a browser, written from docs/protocol.md. This module
- * wires the others together: the events received to the view, the timeline, speech and the tools;
- * the page's controls and the Sessions panel; the start (config.json, sign-in, the earlier
+ * wires the others together: the events received to the view, the timeline, speech, the tools,
+ * the devices on the session and a held change's buttons; a join's catch-up (the session's past,
+ * shown, never spoken or run); the page's controls and the Sessions panel; the start (config.json, sign-in, the earlier
  * conversation, connect); `window.voiceConsole`, which exposes what the page sent and received,
  * for the browser tests.
  *
@@ -8,12 +9,24 @@
  * the browser's (Web Speech API); JSON Patch is the vendored fast-json-patch (global `jsonpatch`).
  */
 
-import { answer, answerAgain, connect, disconnect, isConnected, onEvent, reconnect, record } from "./connection.js";
+import {
+  answer,
+  answerAgain,
+  connect,
+  disconnect,
+  isCatchingUp,
+  isConnected,
+  onEvent,
+  reconnect,
+  record,
+} from "./connection.js";
+import * as devices from "./devices.js";
 import { $, el } from "./dom.js";
+import * as held from "./held.js";
 import { wireSessionList } from "./session_list.js";
 import { newSession, resumeSession, showStartingSession, showTitle } from "./session_switch.js";
 import { cognitoSignIn, defaultUrl, settings, signIn, store } from "./settings.js";
-import { bargeIn, forgetHeardAnswer, sendFinal, speak, watchVoices, wireTalking } from "./speech.js";
+import { applyMode, bargeIn, forgetHeardAnswer, sendFinal, speak, watchVoices, wireTalking } from "./speech.js";
 import { mark, turns } from "./timeline.js";
 import { renderFiles, runTool, wireFolderPicker } from "./tools.js";
 import { turnUsageItem } from "./usage.js";
@@ -23,6 +36,7 @@ import {
   currentUiModel,
   note,
   renderCards,
+  setCardDecorator,
   setConnection,
   setState,
   showFinal,
@@ -45,6 +59,7 @@ function handle(name, payload) {
       break;
     case "assistantSpeechFinal":
       showFinal(payload.text || "", payload.interrupted === true);
+      held.onFinal(payload.text);
       break;
     case "assistantUIPatch": {
       let operations;
@@ -53,7 +68,7 @@ function handle(name, payload) {
       } catch {
         return;
       }
-      applyPatch(operations);
+      onPatch(operations);
       break;
     }
     case "toolCall":
@@ -68,14 +83,28 @@ function handle(name, payload) {
     case "sessionReady":
       if (payload.title) showTitle(payload.title);
       if (payload.resumed) note(`Session resumed${payload.title ? `: ${payload.title}` : ""}.`);
+      devices.onReady(payload);
+      break;
+    case "devicesChanged":
+      devices.onChanged(payload);
       break;
     case "error":
+      if (payload.code === "no_pending_tool_call" && held.onRefused()) break;
       note(`error ${payload.code}: ${payload.message || ""}`, "error");
       onSessionGone(payload.code);
       break;
     default:
       break; // kinds this console does not know are ignored
   }
+}
+
+/** A card appended by a patch may be a held change's (its question follows). */
+function onPatch(operations) {
+  const before = Array.isArray(currentUiModel().cards) ? currentUiModel().cards.length : 0;
+  if (!applyPatch(operations)) return;
+  const cards = currentUiModel().cards;
+  const added = Array.isArray(operations) && operations.some((op) => op && op.op === "add" && op.path === "/cards/-");
+  if (added && Array.isArray(cards) && cards.length > before) held.onCardAdded(cards.length - 1, cards[cards.length - 1]);
 }
 
 /** The session was ended or erased elsewhere (another device, the sessions API): the conductor
@@ -88,6 +117,9 @@ function onSessionGone(code) {
   } else if (code === "session_ended") {
     disconnect();
     note("The session was ended. Connect resumes it; New session starts another.");
+  } else if (code === "too_many_devices") {
+    disconnect(); // nothing of the session comes to a fifth device: no point in staying connected
+    note("This session has as many devices as it may have (4): this browser is not on it. Connect tries again.");
   }
 }
 
@@ -105,6 +137,7 @@ function onToolCancel(payload) {
   const call = running.get(payload.callId);
   if (!call) return;
   running.delete(payload.callId);
+  devices.toolEnded(payload.callId);
   cancelled.add(payload.callId);
   call.controller.abort();
   call.item.classList.add("cancelled");
@@ -112,19 +145,44 @@ function onToolCancel(payload) {
   if (payload.reason) call.item.title = payload.reason;
 }
 
+function parsedArguments(call) {
+  try {
+    const args = JSON.parse(call.arguments || "{}");
+    return args && typeof args === "object" ? args : {};
+  } catch {
+    return null;
+  }
+}
+
+function showState(state) {
+  setState(state);
+  held.onState(state);
+  devices.onState(state);
+}
+
+/** A join's catch-up: the session's past, shown as it happened. Nothing is spoken, run or
+ * answered (those calls were answered by the devices they went to). */
+function replayToolCall(call) {
+  const args = parsedArguments(call) || {};
+  if (call.name === "convo.setState") showState(String(args.state || "idle"));
+  else if (call.name !== "tts.speak") note(`→ ${call.name} ${call.arguments} (earlier)`, "note tool");
+}
+
 function onToolCall(call) {
+  if (isCatchingUp()) {
+    replayToolCall(call);
+    return;
+  }
   if (cancelled.has(call.callId)) return; // the conductor cancelled it: nothing to say any more
   if (answerAgain(call.callId)) return; // the same result again (same id): harmless
   if (running.has(call.callId)) return; // the same call again while it runs: answered once done
-  let args = {};
-  try {
-    args = JSON.parse(call.arguments || "{}");
-  } catch {
+  const args = parsedArguments(call);
+  if (args === null) {
     answer(call.callId, null, "arguments are not JSON");
     return;
   }
   if (call.name === "convo.setState") {
-    setState(String(args.state || "idle"));
+    showState(String(args.state || "idle"));
     if (args.state === "thinking") mark("thinking");
     if (args.state === "idle") {
       mark("idle");
@@ -135,8 +193,13 @@ function onToolCall(call) {
     return;
   }
   if (call.name === "tts.speak") {
-    mark("speak");
+    if (devices.talks()) mark("speak");
     speak(call.callId, String(args.text || ""));
+    return;
+  }
+  if (!devices.runsTools()) {
+    note(`→ ${call.name} ${call.arguments} — not run here: this browser joined without tools`, "note tool");
+    answer(call.callId, null, `this device does not run tools on this session (it joined to ${settings.mode})`);
     return;
   }
   forgetHeardAnswer(); // the model's tools end the answer being spoken
@@ -148,7 +211,9 @@ function onToolCall(call) {
     return;
   }
   running.set(call.callId, { item, controller });
+  devices.toolStarted(call.callId, call.name);
   const done = (value, error = null) => {
+    devices.toolEnded(call.callId);
     if (!running.delete(call.callId)) return; // cancelled meanwhile: not answered
     answer(call.callId, value, error);
   };
@@ -164,6 +229,8 @@ function wire() {
   $("url").value = settings.url;
   $("session-id").value = settings.sessionId;
   $("speak-aloud").checked = settings.speakAloud;
+  $("device-name").value = devices.deviceName();
+  $("device-id").textContent = devices.deviceId();
 
   $("say-form").addEventListener("submit", (e) => {
     e.preventDefault();
@@ -183,6 +250,7 @@ function wire() {
 
   wireTalking();
   watchVoices();
+  applyMode();
 
   $("speak-aloud").addEventListener("change", (e) => {
     settings.speakAloud = e.target.checked;
@@ -191,6 +259,8 @@ function wire() {
   $("settings-form").addEventListener("submit", async (e) => {
     e.preventDefault();
     settings.url = $("url").value.trim() || defaultUrl;
+    devices.setDeviceName($("device-name").value);
+    $("device-name").value = devices.deviceName();
     const sessionId = $("session-id").value.trim().toLowerCase();
     if ($("client-id").value.trim() && $("username").value.trim()) {
       try {
@@ -212,9 +282,11 @@ function wire() {
 
 async function start() {
   onEvent(handle);
+  setCardDecorator(held.decorateCard);
   wire();
   renderFiles();
   renderCards();
+  devices.renderDevices();
   try {
     const response = await fetch("/console/config.json", { cache: "no-store" });
     signIn.config = response.ok ? await response.json() : {};
@@ -269,6 +341,23 @@ window.voiceConsole = {
   },
   say: sendFinal,
   bargeIn,
+  /** This browser as a device: its id, name and roles (what its sessionStart sends). */
+  get device() {
+    return devices.deviceField();
+  },
+  get mode() {
+    return settings.mode;
+  },
+  /** The devices present, as the conductor last listed them (empty: only this browser). */
+  get devices() {
+    return devices.present.devices;
+  },
+  /** Who runs the model's tools now, as far as this browser can tell (null: none running). */
+  get runner() {
+    return devices.runner();
+  },
+  /** The confirmChange payloads sent and the held cards shown. */
+  held: held.heldRecord,
 };
 
 start();

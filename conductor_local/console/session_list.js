@@ -1,12 +1,13 @@
 /* The Sessions panel: the person's sessions from the sessions API, newest activity first (title,
- * last active, turns, status), "More" for the next page; each one can be resumed, renamed in
- * place, ended and erased (after a confirm()). What a session cost so far (its `usage`, which only
+ * last active, turns, status), "More" for the next page; each one can be resumed (as this browser's
+ * own), joined beside the devices already on it (to watch: display only; to talk: voice and
+ * display), renamed in place, ended and erased (after a confirm()). What a session cost so far (its `usage`, which only
  * `GET /sessions/{id}` answers) is shown for the current one, and for another on "Cost". Failures
  * are the console's usual notes. */
 
 import { $, el } from "./dom.js";
 import { describe, endSession, eraseSession, getSession, listSessions, renameSession } from "./sessions.js";
-import { leaveSession, resumeSession, showTitle } from "./session_switch.js";
+import { joinSession, leaveSession, resumeSession, showTitle } from "./session_switch.js";
 import { settings } from "./settings.js";
 import { totalsLine } from "./usage.js";
 import { note } from "./view.js";
@@ -85,6 +86,8 @@ function fill(item, session) {
       "div",
       { class: "buttons" },
       button("resume", current ? "Reload" : "Resume", `Resume ${name}`, () => resume(session)),
+      button("join-watch", "Join to watch", `Join ${name} to watch (display only)`, () => join(session, "watch")),
+      button("join-talk", "Join to talk", `Join ${name} to talk (voice and display)`, () => join(session, "talk")),
       button("cost", "Cost", `What ${name} cost`, () => showCost(item, session)),
       button("rename", "Rename", `Rename ${name}`, () => editTitle(item, session)),
       endButton,
@@ -147,6 +150,12 @@ function resume(session) {
   closePanel();
   $("say").focus();
   resumeSession(session).catch((error) => note(describe(error, "Resuming the session"), "error"));
+}
+
+function join(session, mode) {
+  closePanel();
+  joinSession(session, mode);
+  $(mode === "talk" ? "say" : "sessions-button").focus();
 }
 
 async function endOne(item, session) {

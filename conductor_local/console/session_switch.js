@@ -1,12 +1,16 @@
-/* Which session the console is in: the one kept across reloads (its earlier conversation shown at
- * the start), a new one, one picked from the session list, leaving one that is ended or erased; and
- * the session's title in the header. */
+/* Which session the console is in and how: the one kept across reloads (its earlier conversation
+ * shown at the start, or joined again as it was), a new one, one picked from the session list
+ * (resumed as this browser's own, or joined to talk or to watch beside the devices already on it),
+ * leaving one that is ended or erased; and the session's title in the header. */
 
-import { disconnect, reconnect } from "./connection.js";
+import { disconnect, joinNext, reconnect } from "./connection.js";
+import { forgetDevices } from "./devices.js";
 import { $ } from "./dom.js";
 import { loadEarlier, noteNotShown } from "./earlier.js";
+import { clear as clearHeld } from "./held.js";
 import { uuid4 } from "./protocol.js";
-import { forgetLastSeq, lastSeq, settings, store } from "./settings.js";
+import { forgetLastSeq, keepMode, lastSeq, settings, store } from "./settings.js";
+import { applyMode } from "./speech.js";
 import { clearTimeline } from "./timeline.js";
 import { clearCards, clearTranscript, note, setConnection } from "./view.js";
 
@@ -19,14 +23,20 @@ export function showTitle(title) {
   node.hidden = !title;
 }
 
-function enter(sessionId) {
+function enter(sessionId, mode = "own") {
   switches++;
   settings.sessionId = sessionId;
+  settings.mode = mode;
+  keepMode(sessionId, mode);
   store.set("sessionId", sessionId);
   $("session-id").value = sessionId;
+  joinNext(false);
   clearTranscript();
+  clearHeld();
   clearCards();
   clearTimeline();
+  forgetDevices();
+  applyMode();
   showTitle(null);
 }
 
@@ -54,10 +64,30 @@ export async function resumeSession(session) {
   reconnect();
 }
 
-/** At the page's start, before connecting: the kept session's earlier conversation. Once it is
- * shown (or the session is unknown) the first sessionStart asks for no replay. */
+/** Join session `session` (as the API lists it) beside the devices already on it: "watch"
+ * (display only) or "talk" (voice and display; the tools stay with the devices that run them).
+ * Its sessionStart asks for every kept event (lastSeq 0): the conversation so far is replayed as
+ * it happened, shown but not spoken, and no earlier tool call is run again. */
+export function joinSession(session, mode) {
+  disconnect();
+  enter(session.id, mode);
+  showTitle(session.title);
+  forgetLastSeq(session.id);
+  joinNext(true);
+  note(mode === "watch" ? "Joining this session to watch…" : "Joining this session to talk…");
+  reconnect();
+}
+
+/** At the page's start, before connecting: a joined session is joined again as it was (from its
+ * start); the console's own session shows its earlier conversation, and once it is shown (or the
+ * session is unknown) the first sessionStart asks for no replay. */
 export async function showStartingSession() {
   const id = settings.sessionId;
+  if (settings.mode !== "own") {
+    forgetLastSeq(id);
+    joinNext(true);
+    return;
+  }
   if (settings.newSession) return; // made by this page: the sessions API has nothing of it yet
   const seen = lastSeq();
   const result = await loadEarlier(id);

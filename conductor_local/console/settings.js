@@ -1,6 +1,7 @@
 /* Settings and sign-in: the conductor URL, the sessions API's URL, token and session id (from the
- * page's address or localStorage), the last sequence number seen, and Cognito sign-in for a stage
- * that needs it (with the token renewed before it expires). */
+ * page's address or localStorage), the last sequence number seen, how this browser is on the
+ * session (its own, joined to talk, joined to watch), and Cognito sign-in for a stage that needs it
+ * (with the token renewed before it expires). */
 
 import { $ } from "./dom.js";
 import { uuid4 } from "./protocol.js";
@@ -36,6 +37,23 @@ export const settings = {
   speakAloud: store.get("speakAloud") !== "false",
 };
 store.set("sessionId", settings.sessionId);
+
+/** How this browser is on its session: "own" (it talks and runs the demo project's tools), "talk"
+ * (joined another device's session to talk: voice and display) or "watch" (display only). A join
+ * is kept per session, so a reload rejoins the same way; `?join=watch|talk` joins from the address. */
+export const MODES = ["own", "talk", "watch"];
+const joinParam = params.get("join");
+if (MODES.includes(joinParam) && joinParam !== "own") store.set(`mode.${settings.sessionId}`, joinParam);
+settings.mode = modeOf(settings.sessionId);
+
+export function modeOf(sessionId) {
+  const kept = store.get(`mode.${sessionId}`);
+  return MODES.includes(kept) ? kept : "own";
+}
+
+export function keepMode(sessionId, mode) {
+  store.set(`mode.${sessionId}`, mode === "own" ? null : mode);
+}
 export const signIn = { password: null, expiresAt: 0, config: {} };
 
 export function lastSeq() {

@@ -1,8 +1,10 @@
 /* Speech: the answer spoken aloud (Web Speech synthesis, one tts.speak call after another, with
  * what was heard of it), barge-in, and the user's requests, typed or heard by speech recognition
- * (push-to-talk or hands-free), sent as transcript events. */
+ * (push-to-talk or hands-free), sent as transcript events. A browser that joined to watch has no
+ * microphone's use: it never speaks, listens, barges in or sends a transcript. */
 
 import { answer, send } from "./connection.js";
+import { talks } from "./devices.js";
 import { $ } from "./dom.js";
 import { makeEvent, wellFormed } from "./protocol.js";
 import { settings } from "./settings.js";
@@ -139,6 +141,12 @@ const speech = {
 
 /** A tts.speak call: played after the ones before it, answered once played (or interrupted). */
 export function speak(callId, text) {
+  if (!talks()) {
+    // a display device never speaks: not played, kept whole as shown (the conductor sends tts.speak
+    // only to a voice device; this answers one that a conductor without devices sent anyway)
+    answer(callId, { spoken: false, heardText: "", reason: NO_VOICE });
+    return;
+  }
   speech.enqueue(callId, text);
 }
 
@@ -149,6 +157,7 @@ export function forgetHeardAnswer() {
 
 /** The user talked over the answer (or pressed Escape): stop it, as the protocol says. */
 export function bargeIn(why) {
+  if (!talks()) return false; // a display device does not interrupt the person's answer
   if (!speech.active() && currentState() === "idle") return false;
   const heard = speech.heard();
   send(makeEvent("error", { code: "audio.output.interrupted", message: why, heardText: wellFormed(heard) }));
@@ -162,6 +171,7 @@ export function bargeIn(why) {
 let lastPartialAt = -Infinity; // the first partial goes at once, however soon after the page loaded
 
 function sendPartial(text) {
+  if (!talks()) return;
   const now = performance.now();
   if (now - lastPartialAt < PARTIAL_EVERY_MS) return;
   lastPartialAt = now;
@@ -172,6 +182,10 @@ function sendPartial(text) {
 export function sendFinal(text) {
   text = wellFormed(text.trim());
   if (!text) return;
+  if (!talks()) {
+    note("Watching: this browser sends nothing. Join the session to talk to say something.");
+    return;
+  }
   if (speech.active()) bargeIn("the user started a new request");
   speech.dropping = false;
   speech.heardParts = [];
@@ -184,7 +198,7 @@ const Recognition = window.SpeechRecognition || window.webkitSpeechRecognition;
 const mic = { rec: null, mode: null, heardInterim: false };
 
 function startListening(mode) {
-  if (!Recognition || mic.rec) return;
+  if (!Recognition || mic.rec || !talks()) return;
   const rec = new Recognition();
   rec.lang = navigator.language || "en-US";
   rec.interimResults = true;
@@ -223,6 +237,18 @@ function startListening(mode) {
 
 function stopListening() {
   if (mic.rec) mic.rec.stop();
+}
+
+/** The controls that talk follow the way this browser is on the session: watching, they are off
+ * (and listening or speaking stops). */
+export function applyMode() {
+  const on = talks();
+  for (const id of ["say", "send", "barge-in"]) $(id).disabled = !on;
+  $("talk").disabled = !on || !Recognition;
+  $("hands-free").disabled = !on || !Recognition;
+  if (on) return;
+  $("hands-free").checked = false;
+  stopListening();
 }
 
 /** The talk button (hold to talk: mouse, Space or Enter) and the hands-free switch, when the

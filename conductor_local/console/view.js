@@ -119,6 +119,11 @@ export function showUnder(answer, item) {
 // ---- cards --------------------------------------------------------------------------------------
 
 let uiModel = { cards: [] };
+let decorate = () => {}; // (article, index, card): what else a card shows (a held change's buttons)
+
+export function setCardDecorator(fn) {
+  decorate = fn;
+}
 
 export function currentUiModel() {
   return uiModel;
@@ -152,7 +157,9 @@ export function renderCards() {
     if (card.file) title.append(el("span", { class: "file", text: ` · ${card.file}` }));
     const code = el("code", { text: card.body || "" });
     if (card.language) code.setAttribute("data-language", card.language);
-    box.append(el("article", { class: `card card-${card.type}`, "aria-labelledby": `card-${i}` }, title, el("pre", {}, code)));
+    const article = el("article", { class: `card card-${card.type}`, "aria-labelledby": `card-${i}` }, title, el("pre", {}, code));
+    decorate(article, i, card);
+    box.append(article);
   });
 }
 
