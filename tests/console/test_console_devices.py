@@ -31,6 +31,7 @@ CHANGE = (
     'call editor.replaceText {"path": "Sources/Demo/main.swift", "startLine": 1, "endLine": 1, "text": "let x = 42"}'
 )
 CHANGE_TITLE = "Replace line 1 of main.swift"
+PHONE = {"id": "iphone-test", "name": "Test iPhone", "roles": ["voice", "display", "tools"]}
 
 
 class Phone:
@@ -42,6 +43,7 @@ class Phone:
         self.thread.start()
         kwargs.setdefault("capabilities", ())
         kwargs.setdefault("backoff", scaled_backoff(0.01))
+        kwargs.setdefault("device", PHONE)
         self.client = ConductorClient(stack.ws_url, session_id=str(uuid.uuid4()), **kwargs)
 
     def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float = 20.0) -> Any:
@@ -283,6 +285,17 @@ def test_who_runs_a_tool_follows_the_devices_and_the_routing_rule(console: Conso
     assert "MacBook joined this session." in notes and "MacBook left this session." in notes
 
 
+def tap(console: Console, button: str) -> dict[str, Any]:
+    """Click a held card's button; what the cards show right after (in the same task)."""
+    return console.js(
+        """document.querySelector('#cards article.held button.' + arguments[0]).click();
+        const answer = document.querySelector('#cards .held-answer');
+        return {buttons: [...document.querySelectorAll('#cards article.held button')].map(b => b.textContent),
+                answer: answer && answer.textContent};""",
+        button,
+    )
+
+
 def replaced(console: Console) -> list[str]:
     """The results of the demo project's editor.replaceText this page sent."""
     return [r["result"] for r in console.sent("toolResult") if "replaced" in (r.get("result") or "")]
@@ -298,18 +311,16 @@ def test_a_held_change_gets_approve_and_decline(console: Console) -> None:
     assert held_card_buttons(console) == ["Approve", "Decline"]
     assert replaced(console) == []  # held: not run before the answer
 
-    console.driver.find_element("css selector", "#cards article.held button.approve").click()
+    # the page at once (before any answer of the conductor can change it): the buttons give way
+    assert tap(console, "approve") == {"buttons": [], "answer": "Approved: the change is being made."}
     assert console.sent("confirmChange") == [{"approve": True}]
-    assert held_card_buttons(console) == []  # answered once
-    assert console.js("return document.querySelector('#cards .held-answer').textContent").startswith("Approved")
 
     # the same change asked again (a new request ends any question still open): Decline this time
     console.js("voiceConsole.say(arguments[0])", CHANGE)
     console.until(lambda: held_card_buttons(console) == ["Approve", "Decline"])
     assert len(console.js("return document.querySelectorAll('#cards article.held')")) == 1  # only the new card
-    console.driver.find_element("css selector", "#cards article.held button.decline").click()
+    assert tap(console, "decline") == {"buttons": [], "answer": "Declined."}
     assert console.sent("confirmChange") == [{"approve": True}, {"approve": False}]
-    assert console.js("return document.querySelector('#cards .held-answer').textContent") == "Declined."
     no_page_errors(console)
 
 
@@ -330,13 +341,14 @@ def test_a_watching_console_sees_the_phones_conversation_and_both_devices(
         lambda: finals_shown(console) == ["You said: hello from the phone", "You said: what is on the screen"]
     )
 
-    # both devices: the stub (a sessionStart without device is the device "app") and this browser
+    # both devices: the stub, as its sessionStart said, and this browser
     other, roles = phone_device(phone)
     ready = console.received("sessionReady")[-1]
     assert {d["id"] for d in ready["devices"]} == {other, me}
     console.until(lambda: len(device_rows(console)) == 2)
     rows = {row["id"]: row for row in device_rows(console)}
     assert rows[other]["roles"] == " · ".join(roles) and not rows[other]["self"]
+    assert rows[other]["name"] == PHONE["name"]
     assert rows[me]["roles"] == "display" and rows[me]["self"]
     assert console.js("return document.getElementById('devices-help').textContent") == "2 devices on this session."
 
