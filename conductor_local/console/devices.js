@@ -184,6 +184,7 @@ function render() {
   const where = $("running-on");
   where.hidden = !now;
   where.textContent = now ? `tools running on ${now.text}` : "";
+  $("no-tools").hidden = runsTools();
   const mode = $("device-mode");
   mode.textContent = MODE_LINES[settings.mode] || "";
   mode.hidden = !mode.textContent;
