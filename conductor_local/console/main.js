@@ -1,8 +1,8 @@
 /* VoiceIDE console: talk to the conductor in a browser, written from docs/protocol.md. This module
  * wires the others together: the events received to the view, the timeline, speech, the tools,
  * the devices on the session and a held change's buttons; a join's catch-up (the session's past,
- * shown, never spoken or run); the page's controls and the Sessions panel; the start (config.json, sign-in, the earlier
- * conversation, connect); `window.voiceConsole`, which exposes what the page sent and received,
+ * shown, never spoken or run); the page's controls and the Sessions panel; the start (config.json,
+ * sign-in, the earlier conversation, connect); `window.voiceConsole`, which exposes what the page sent and received,
  * for the browser tests.
  *
  * Plain JavaScript modules, no build step, nothing from a CDN. Speech recognition and synthesis are
