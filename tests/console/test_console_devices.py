@@ -210,6 +210,12 @@ def test_joining_to_watch_catches_up_and_never_talks(console: Console, stack: Lo
     assert console.sent("sessionStart")[1]["device"]["roles"] == ["voice", "display", "tools"]
     assert console.js("return document.getElementById('say').disabled") is False
     assert console.js("return document.getElementById('device-mode').hidden") is True
+
+    # joined from the address
+    console.driver.get(f"{stack.console_url}?sessionId={session}&join=watch")
+    console.wait("window.voiceConsole && voiceConsole.connected")
+    (linked,) = console.sent("sessionStart")
+    assert linked["lastSeq"] == 0 and linked["device"]["roles"] == ["display"]
     no_page_errors(console)
 
 
