@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from lambdas.events import DisconnectEvent
 from lambdas.runtime import logger, metrics, service, tracer
+from shared.adapters.gateway import callback_endpoint
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
@@ -23,6 +24,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return {"statusCode": 400}
     connection_id = parsed.request_context.connection_id
     logger.thread_safe_append_keys(connection_id=connection_id)
-    service().disconnect(connection_id)
+    raw_context = event.get("requestContext") or {}
+    endpoint = callback_endpoint(str(raw_context.get("domainName", "")), str(raw_context.get("stage", "")))
+    service().disconnect(connection_id, endpoint)
     logger.info("connection closed", extra={"reason": parsed.request_context.disconnect_reason})
     return {"statusCode": 200}

@@ -9,6 +9,7 @@ of small items, and keeping it current costs no request of its own: it is writte
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from shared.core import devices
 from shared.core.session_index import Status, is_listed, owner_of, status_of
 from shared.core.state import SessionState
 
@@ -42,6 +44,8 @@ def index_attributes(state: SessionState) -> dict[str, dict[str, str]]:
         attributes["title"] = {"S": state.title}
     if state.last_utterance:
         attributes["last_said"] = {"S": state.last_utterance}
+    # How many devices are present (not projected into the index: the list reads it for the active).
+    attributes["devices_n"] = {"N": str(len(devices.seen(state)))}
     return attributes
 
 
@@ -57,6 +61,7 @@ class SessionRow:
     status: Status
     origin: str
     last_utterance: str | None
+    devices: int = 0  # present now (0 for a session no connection is open on)
 
     @classmethod
     def of_item(cls, item: dict[str, Any]) -> SessionRow:
@@ -69,6 +74,7 @@ class SessionRow:
             status=item["status"]["S"],  # type: ignore[arg-type]
             origin=item["origin"]["S"],
             last_utterance=item.get("last_said", {}).get("S"),
+            devices=int(item.get("devices_n", {}).get("N", "0")),
         )
 
     @classmethod
@@ -118,11 +124,30 @@ class SessionRecords:
             rows.extend(SessionRow.of_item(item) for item in items)
             last = response.get("LastEvaluatedKey")
             if not last:
-                return SessionPage(rows, None)
+                return SessionPage(self._with_devices(rows), None)
             if len(rows) >= limit:
                 key = {"pk": last["pk"], "sk": last["sk"], "owner": last["owner"], "last_active": last["last_active"]}
-                return SessionPage(rows, key)
+                return SessionPage(self._with_devices(rows), key)
             kwargs["ExclusiveStartKey"] = last
+
+    def _with_devices(self, rows: list[SessionRow]) -> list[SessionRow]:
+        """The active sessions' device counts, read from their state items in one batch (the
+        index does not hold them: a count changes with every connection)."""
+        active = [row.session_id for row in rows if row.status == "active"]
+        if not active:
+            return rows
+        keys = [{"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": "STATE"}} for session_id in active[:100]]
+        request = {self._table: {"Keys": keys, "ProjectionExpression": "session_id, devices_n"}}
+        counts: dict[str, int] = {}
+        for attempt in range(ERASE_ATTEMPTS):
+            response = self._client.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(self._table, []):
+                counts[item["session_id"]["S"]] = int(item.get("devices_n", {}).get("N", "0"))
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            self._sleep(min(2.0, 0.05 * 2**attempt))
+        return [dataclasses.replace(row, devices=counts.get(row.session_id, row.devices)) for row in rows]
 
     def erase(self, session_pk: str, connection_ids: list[str]) -> int:
         """Delete every item of the session: its state first (so no writer can commit after it:

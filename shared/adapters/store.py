@@ -69,6 +69,7 @@ class ConnectionInfo:
     connection_id: str
     session_id: str
     principal: str | None
+    arrived_seq: int | None = None  # arrived beside a live connection: the next seq then
 
 
 def _outbox_sk(seq: int) -> str:
@@ -126,7 +127,11 @@ class SessionStore(HistoryReads):
 
     # ---- connections ---------------------------------------------------------------------
 
-    def put_connection(self, connection_id: str, session_id: str, principal: str | None) -> None:
+    def put_connection(
+        self, connection_id: str, session_id: str, principal: str | None, *, arrived_seq: int | None = None
+    ) -> None:
+        """``arrived_seq``: the session's next seq when the connection arrived beside a live one (it
+        is caught up from there if it takes the session over)."""
         item = {
             "pk": {"S": f"CONN#{connection_id}"},
             "sk": {"S": CONN_SK},
@@ -136,6 +141,8 @@ class SessionStore(HistoryReads):
         }
         if principal:
             item["principal"] = {"S": principal}
+        if arrived_seq is not None:
+            item["arrived_seq"] = {"N": str(arrived_seq)}
         self._client.put_item(TableName=self._table, Item=item)
 
     def get_connection(self, connection_id: str) -> ConnectionInfo | None:
@@ -147,10 +154,12 @@ class SessionStore(HistoryReads):
         item = response.get("Item")
         if item is None:
             return None
+        arrived = item.get("arrived_seq", {}).get("N")
         return ConnectionInfo(
             connection_id=connection_id,
             session_id=item["session_id"]["S"],
             principal=item.get("principal", {}).get("S"),
+            arrived_seq=int(arrived) if arrived is not None else None,
         )
 
     def delete_connection(self, connection_id: str) -> None:
@@ -179,6 +188,8 @@ class SessionStore(HistoryReads):
         outbox_ttl_seconds: int = 24 * 3600,
         part_writes: Iterable[PartWrite] = (),
         parts_dropped: Iterable[tuple[str, int]] = (),
+        prepared: SessionState | None = None,
+        outbox_targets: dict[int, str] | None = None,
     ) -> SessionState:
         """Write ``state`` if the stored version is still ``state.version``; returns the new state.
 
@@ -186,17 +197,12 @@ class SessionStore(HistoryReads):
         (``claim_event_id``) is recorded in the state written (``shared.core.event_ids``): an event
         is taken exactly when its effects are stored, and the decision made on the state read
         before saw whether it was taken already. The decision's events go to the outbox in the same
-        transaction, so they can be replayed to a reconnecting app. Raises ``VersionConflict``
-        (decide again on fresh state).
+        transaction, so they can be replayed to a reconnecting app. ``prepared``: the state as it
+        will be written, from ``prepared`` (when it was handed on before the write). Raises
+        ``VersionConflict`` (decide again on fresh state).
         """
         history = list(history)
-        committed = state.model_copy(update={"version": state.version + 1})
-        if not committed.incarnation:
-            committed.incarnation = uuid.uuid4().hex
-        if history:
-            committed.history_version = committed.version
-        if claim_event_id is not None:
-            event_ids.record(committed, claim_event_id)
+        committed = prepared if prepared is not None else self.prepared(state, bool(history), claim_event_id)
         state_put = {
             "TableName": self._table,
             "Item": {
@@ -205,12 +211,20 @@ class SessionStore(HistoryReads):
                 "version": {"N": str(committed.version)},
                 **state_codec.encoded(committed),
                 "incarnation": {"S": committed.incarnation},
+                "wid": {"S": committed.write_id},
                 "expires_at": self._state_expires_at(committed),
                 **index_attributes(committed),
             },
         }
         if state.version == 0:
             state_put["ConditionExpression"] = "attribute_not_exists(pk)"
+        elif state.incarnation and state.write_id:
+            state_put["ConditionExpression"] = "version = :expected AND incarnation = :incarnation AND wid = :wid"
+            state_put["ExpressionAttributeValues"] = {
+                ":expected": {"N": str(state.version)},
+                ":incarnation": {"S": state.incarnation},
+                ":wid": {"S": state.write_id},
+            }
         elif state.incarnation:
             state_put["ConditionExpression"] = "version = :expected AND incarnation = :incarnation"
             state_put["ExpressionAttributeValues"] = {
@@ -221,7 +235,7 @@ class SessionStore(HistoryReads):
             state_put["ConditionExpression"] = "version = :expected"
             state_put["ExpressionAttributeValues"] = {":expected": {"N": str(state.version)}}
         extra = self._history_writes(state.session_id, history, committed.version)
-        extra.extend(self._outbox_writes(state.session_id, outbox, outbox_ttl_seconds))
+        extra.extend(self._outbox_writes(state.session_id, outbox, outbox_ttl_seconds, outbox_targets or {}))
         extra.extend(self._part_writes(state.session_id, part_writes, parts_dropped))
         try:
             if not extra:
@@ -237,6 +251,20 @@ class SessionStore(HistoryReads):
                 if any(reason in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons):
                     raise VersionConflict(state.session_id) from error
             raise
+        return committed
+
+    @staticmethod
+    def prepared(state: SessionState, writes_history: bool, claim_event_id: str | None = None) -> SessionState:
+        """``state`` exactly as ``commit`` writes it: the next version (and the session's
+        incarnation when it has none), the history version when history is written, the event
+        taken. A decision's state can so be handed on while its write is still on its way."""
+        committed = state.model_copy(update={"version": state.version + 1, "write_id": uuid.uuid4().hex[:16]})
+        if not committed.incarnation:
+            committed.incarnation = uuid.uuid4().hex
+        if writes_history:
+            committed.history_version = committed.version
+        if claim_event_id is not None:
+            event_ids.record(committed, claim_event_id)
         return committed
 
     def _history_writes(self, session_id: str, ops: Iterable[HistoryOp], version: int) -> list[dict[str, Any]]:
@@ -348,25 +376,35 @@ class SessionStore(HistoryReads):
     # ---- outbox (server events kept for replay) ----------------------------------------------
 
     def _outbox_writes(
-        self, session_id: str, entries: Iterable[tuple[int, str]], ttl_seconds: int
+        self, session_id: str, entries: Iterable[tuple[int, str]], ttl_seconds: int, targets: dict[int, str]
     ) -> list[dict[str, Any]]:
-        return [
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": {
-                        "pk": {"S": session_pk(session_id)},
-                        "sk": {"S": _outbox_sk(seq)},
-                        "frame": {"S": frame},
-                        "expires_at": self._expires_at(ttl_seconds),
-                    },
-                }
+        """One item per kept event; ``to``: the one device it is for, when it is for one only."""
+        writes = []
+        for seq, frame in entries:
+            item = {
+                "pk": {"S": session_pk(session_id)},
+                "sk": {"S": _outbox_sk(seq)},
+                "frame": {"S": frame},
+                "expires_at": self._expires_at(ttl_seconds),
             }
-            for seq, frame in entries
-        ]
+            if seq in targets:
+                item["to"] = {"S": targets[seq]}
+            writes.append({"Put": {"TableName": self._table, "Item": item}})
+        return writes
 
     def outbox(self, session_id: str, after_seq: int = 0, before_seq: int = MAX_SEQ + 1) -> list[tuple[int, str]]:
         """The kept frames with ``after_seq < seq < before_seq``, in seq order."""
+        return [(seq, frame) for seq, frame, _to in self._kept(session_id, after_seq, before_seq)]
+
+    def outbox_for(
+        self, session_id: str, device_id: str, after_seq: int = 0, before_seq: int = MAX_SEQ + 1
+    ) -> list[tuple[int, str]]:
+        """The kept frames with ``after_seq < seq < before_seq`` that device ``device_id`` hears
+        (those for every device, and those for it alone), in seq order."""
+        kept = self._kept(session_id, after_seq, before_seq)
+        return [(seq, frame) for seq, frame, to in kept if to is None or to == device_id]
+
+    def _kept(self, session_id: str, after_seq: int, before_seq: int) -> list[tuple[int, str, str | None]]:
         before_seq = min(before_seq, MAX_SEQ + 1)
         if after_seq + 1 > before_seq - 1:
             return []
@@ -380,7 +418,10 @@ class SessionStore(HistoryReads):
             },
             "ConsistentRead": True,
         }
-        return [(int(item["sk"]["S"].split("#", 1)[1]), item["frame"]["S"]) for item in self._query_all(kwargs)]
+        return [
+            (int(item["sk"]["S"].split("#", 1)[1]), item["frame"]["S"], item.get("to", {}).get("S"))
+            for item in self._query_all(kwargs)
+        ]
 
     # ---- what an expired session leaves behind ---------------------------------------------------
 

@@ -38,6 +38,10 @@ class TurnTask(BaseModel):
     # The history window for the stream's first request (JSON), read by ``$default`` beside the
     # state: the runner then calls the model without reading it again.
     history: str | None = Field(default=None, max_length=ASYNC_PAYLOAD_LIMIT)
+    # The events of the decision that started the stream (JSON list of ``[seq, frame]``) when it was
+    # launched alongside its write: the runner posts them first, once its claim shows the write
+    # landed, so the app hears them before anything of the stream.
+    frames: str | None = Field(default=None, max_length=ASYNC_PAYLOAD_LIMIT)
     # A watcher of the person's speech (``shared.flows.speculation_watcher``): ``stream_id`` is then the
     # watch's id, and a stream is started only if a partial transcript stays the same.
     watch: bool = False
@@ -74,6 +78,22 @@ class TurnTask(BaseModel):
         ):
             return None
         return window
+
+    def decision_frames(self) -> list[tuple[int, str]]:
+        """The carried events of the decision that started the stream (none when not carried)."""
+        if self.frames is None:
+            return []
+        try:
+            pairs = json.loads(self.frames)
+        except ValueError:
+            return []
+        if not isinstance(pairs, list):
+            return []
+        return [
+            (pair[0], pair[1])
+            for pair in pairs
+            if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int) and isinstance(pair[1], str)
+        ]
 
     def session_state(self) -> SessionState | None:
         """The carried state; None when there is none or it does not parse (then it is read)."""

@@ -37,7 +37,12 @@ def start_in_background(decision: Decision, call: ModelCall, now: float) -> None
     call.result = tool_result_block(call.tool_use_id, json.dumps(started), error=False)
     decision.state.background.append(
         BackgroundJob(
-            call_id=call.call_id, name=call.name, arguments=call.arguments, started_at=now, deadline=call.deadline
+            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+            device=call.device,
+            started_at=now,
+            deadline=call.deadline,
         )
     )
 

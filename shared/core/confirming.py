@@ -21,11 +21,11 @@ import json
 
 from shared.core import background
 from shared.core.confirmation import Verdict, change_card, describe_change
-from shared.core.decision import CoreSettings, Decision, Outcome, close_round, deadline_of
+from shared.core.decision import CoreSettings, Decision, Outcome, close_round, deadline_of, error_payload
 from shared.core.messages import tool_result_block
 from shared.core.speakable import card_patch
 from shared.core.state import ModelCall, OwnPurpose, SessionState, Turn
-from shared.wire.protocol import AUTO_APPROVE_CHANGES, AssistantUIPatch, ToolCall
+from shared.wire.protocol import AUTO_APPROVE_CHANGES, AssistantUIPatch, ErrorCode, ToolCall
 
 CONFIRM_WAIT_S = 120.0  # how long a held change waits for the person's answer
 DECLINED = "declined by the user: the change was not made"
@@ -109,3 +109,14 @@ def _decline(calls: list[ModelCall], reason: str) -> None:
     for call in calls:
         call.held = False
         call.result = tool_result_block(call.tool_use_id, reason, error=True)
+
+
+def handle_tap(state: SessionState, approve: bool, settings: CoreSettings, *, now: float) -> Outcome:
+    """A tap on a held change's card (``confirmChange``) answers it as a spoken yes or no would."""
+    turn = state.turn
+    held = [call for call in turn.tools.pending() if call.held] if turn is not None and turn.tools is not None else []
+    if not held:
+        decision = Decision(state)
+        decision.send(error_payload(ErrorCode.NO_PENDING_TOOL_CALL, "no change is waiting for a yes"))
+        return decision.outcome()
+    return handle_answer(state, Verdict.YES if approve else Verdict.NO, settings, now=now)

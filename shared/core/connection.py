@@ -8,9 +8,10 @@ reconnects in the middle of a turn never hears a live event before the ones it m
 
 from __future__ import annotations
 
+from shared.core import devices
 from shared.core.conductor import Outcome
 from shared.core.state import SessionState
-from shared.wire.protocol import SessionReady, SessionStart
+from shared.wire.protocol import DEFAULT_DEVICE_ID, SessionReady, SessionStart
 
 # A catcher-up that has not finished in this time (its invocation died) may be replaced.
 CATCH_UP_TAKEOVER_S = 10.0
@@ -32,6 +33,7 @@ def bind(state: SessionState, connection_id: str, principal: str | None, *, now:
                 "last_active_at": max(state.last_active_at, now),
                 "ended_at": None,
                 "connection_id": connection_id,
+                "device_connected_at": now,
                 "connection_start_seq": state.next_seq,
                 "connection_live": False,
                 "catch_up_owner": None,
@@ -40,6 +42,20 @@ def bind(state: SessionState, connection_id: str, principal: str | None, *, now:
             }
         )
     )
+
+
+def arrive(state: SessionState, connection_id: str, principal: str | None, *, now: float = 0.0) -> Outcome:
+    """``$connect``: the connection is bound (``bind``: it takes the session over), unless the
+    session's live connection is a device that said which it is (``sessionStart.device``): then
+    the new one may be another device, or the same one back, and its first event says which
+    (``shared.flows.device_decisions``): it joins beside the live one or takes the session over.
+    An app that does not know devices reconnects exactly as it always did."""
+    if state.principal and state.principal != principal:
+        raise SessionOwnedElsewhere(state.session_id)
+    others_live = state.connection_id not in (None, connection_id) and state.connection_live
+    if others_live and state.device_id != DEFAULT_DEVICE_ID:
+        return Outcome(state)
+    return bind(state, connection_id, principal, now=now)
 
 
 def unbind(state: SessionState, connection_id: str) -> Outcome:
@@ -106,4 +122,5 @@ def session_ready(
         title=after.title,
         lastSeq=after.next_seq - 1,
         capabilities=tuple(after.capabilities),
+        devices=devices.seen(after, after.device_id) if after.devices else None,
     )

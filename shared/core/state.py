@@ -64,6 +64,8 @@ class ModelCall(_Model):
     arguments: str
     result: Block | None = None
     sent_to: str | None = None  # the connection the toolCall was sent to
+    # The device that runs it, when the session has several (``shared.core.devices``).
+    device: str | None = None
     deadline: float = 0.0  # epoch seconds: past it, the model gets a timeout error for the call
     parts: ResultParts | None = None  # its result, while it arrives in parts
     held: bool = False  # a change waiting for the person's yes: not sent to the app yet
@@ -77,6 +79,7 @@ class BackgroundJob(_Model):
     call_id: str
     name: str
     arguments: str
+    device: str | None = None  # the device running it, when the session has several
     started_at: float  # epoch seconds
     deadline: float = 0.0
     progress: Progress | None = None
@@ -133,6 +136,10 @@ class ActiveStream(_Model):
     launched_at: float = 0.0  # epoch seconds
     runner: str | None = None
     deadline: float | None = None  # epoch seconds
+    # The seqs (first, last) of the events of the decision that launched the stream alongside its
+    # write: its runner posts them when it claims the stream; a decision that ends the stream
+    # before any runner claimed it posts them first (``shared.flows.early_launch``).
+    unposted: tuple[int, int] | None = None
 
 
 class Usage(_Model):
@@ -200,6 +207,18 @@ class Listening(_Model):
     speculated: str | None = None  # the key of the last one started (never twice on the same text)
 
 
+class DeviceEntry(_Model):
+    """One more device of the session's person, beside the session's connection (``shared.core.devices``)."""
+
+    device_id: str
+    name: str = ""
+    roles: list[str] = Field(default_factory=list)
+    connection_id: str
+    connected_at: float = 0.0  # epoch seconds
+    live: bool = False  # caught up: events go to it as they are made
+    tools: list[ClientTool] | None = None  # what it declared it runs (None: the catalog)
+
+
 class SessionState(_Model):
     session_id: str
     version: int = 0
@@ -239,6 +258,9 @@ class SessionState(_Model):
     last_utterance: str | None = None
     ended_at: float | None = None  # the person ended it; a later connect resumes it
     incarnation: str = ""  # made by the store when the state is first written
+    # Made by the store for each write: two writers that both decided on version N write different
+    # states numbered N + 1; a write conditional on a state handed on names which one it means.
+    write_id: str = ""
     # The tools the app declared in its latest sessionStart that had some (None: the catalog).
     tools: list[ClientTool] | None = None
     # Background tools still running on the app, and outcomes waiting for idle to be reported.
@@ -253,6 +275,15 @@ class SessionState(_Model):
     listening: Listening | None = None
     # Digests of the latest app events taken (``shared.core.event_ids``): a resend is recognised.
     seen_events: list[str] = Field(default_factory=list)
+    # Several devices (``shared.core.devices``): the session's connection is the device ``device_id``
+    # (an app that names none is "app", with every role); ``devices`` are the others present.
+    device_id: str = "app"
+    device_name: str = ""
+    device_roles: list[str] = Field(default_factory=lambda: ["voice", "display", "tools"])
+    device_connected_at: float = 0.0
+    device_tools: list[ClientTool] | None = None  # what the session's connection declared, once others joined
+    devices: list[DeviceEntry] = Field(default_factory=list)
+    voice_device: str | None = None  # the device whose words started the latest turn (None: the session's)
 
     def own_call(self, call_id: str) -> OwnCall | None:
         return next((call for call in self.own_calls if call.call_id == call_id), None)

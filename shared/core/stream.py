@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.core import background, confirming, progress
+from shared.core import background, confirming, devices, progress
 from shared.core.decision import (
     CoreSettings,
     Decision,
@@ -73,6 +73,7 @@ def _current_stream(decision: Decision, stream_id: str, claim: RunnerClaim | Non
         if stream.runner is not None and stream.runner != claim.runner:
             raise StreamTaken(stream_id)
         stream.runner, stream.deadline = claim.runner, claim.deadline
+        stream.unposted = None  # the runner posts them as it claims
     return turn, stream
 
 
@@ -212,12 +213,19 @@ def stream_finished(
             decision.send(error_payload(ErrorCode.INVALID_TOOL_CALL, unwrapped.reason))
             continue
         taken.add(unwrapped.call_id)
+        runs_it = devices.tool_device(decision.state, unwrapped.name, settings)
+        if runs_it is None and unwrapped.name not in CONDUCTOR_TOOL_NAMES:
+            reason = f"no device of the session runs {unwrapped.name} right now: it is unavailable"
+            round_.rejected[use.tool_use_id] = tool_result_block(use.tool_use_id, reason, error=True)
+            decision.notes.append(f"{unwrapped.name}: no device runs it")
+            continue
         call = ModelCall(
             call_id=unwrapped.call_id,
             tool_use_id=use.tool_use_id,
             name=unwrapped.name,
             arguments=unwrapped.arguments,
             sent_to=decision.state.connection_id,
+            device=runs_it if decision.state.devices else None,
             deadline=now + deadline_of(decision.state, settings, unwrapped.name) if now else 0.0,
         )
         round_.calls.append(call)

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from shared.adapters.person_spend import PersonSpend
 from shared.adapters.store import DuplicateEvent, SessionStore, VersionConflict
-from shared.core import event_ids
+from shared.core import devices, event_ids
 from shared.core.conductor import Outcome
 from shared.core.state import SessionState
 from shared.core.usage import day_of, priced, spender
@@ -23,6 +23,10 @@ from shared.flows.config import Settings
 from shared.wire.protocol import AssistantSpeechPartial, ErrorPayload, TurnUsage, make_event
 
 COMMIT_ATTEMPTS = 12
+# How long a decision made on a state handed on before its write (a turn launched alongside the
+# write that starts it) waits for that write, and its first pause between reads.
+LANDING_WAIT_S = 3.0
+LANDING_PAUSE_S = 0.005
 ERROR_EVENTS_METRIC = "ErrorEvents"
 
 
@@ -57,6 +61,11 @@ class Committed:
     frames: list[tuple[int, str]]
     # Unnumbered events posted after the frames and never kept (a turn's usage, priced).
     after: list[str] = field(default_factory=list)
+    # The one device each frame is for (None: every device present), in the frames' order.
+    targets: list[str | None] = field(default_factory=list)
+    # Kept events posted before the frames: those of a decision whose stream this one ended before
+    # its runner claimed it (the runner would have posted them; ``shared.flows.early_launch``).
+    before: list[str] = field(default_factory=list)
 
     @property
     def state(self) -> SessionState:
@@ -88,11 +97,18 @@ class Committer:
         hint: SessionState | None = None,
         create: bool = False,
         claim_event_id: str | None = None,
+        before_write: Callable[[Outcome, SessionState, list[tuple[int, str]]], None] | None = None,
     ) -> Committed | None:
         """Decide and commit with optimistic locking; None when the session does not exist.
 
         The decision's events are kept in the outbox in the same transaction, except partials:
         each partial carries the whole text so far, so the next one (or the final) supersedes it.
+        ``before_write`` gets the first decision, its state as it will be written and its kept
+        events, just before the write goes out (to start what needs them alongside the write).
+
+        A ``hint`` newer than the stored state was handed on by an invocation whose write is still
+        on its way: a lost race against it waits for it to land (``LANDING_WAIT_S``) before
+        deciding again.
         """
         state = hint if hint is not None else self.store.load(session_id)
         for attempt in range(COMMIT_ATTEMPTS):
@@ -112,6 +128,10 @@ class Committer:
                 for frame, payload in zip(frames, outcome.events, strict=True)
                 if not isinstance(payload, AssistantSpeechPartial)
             ]
+            targets = [devices.target_of(outcome.state, payload) for payload in outcome.events]
+            prepared = self.store.prepared(outcome.state, bool(outcome.history), claim_event_id)
+            if before_write is not None and attempt == 0:
+                before_write(outcome, prepared, kept)
             try:
                 outcome.state = self.store.commit(
                     outcome.state,
@@ -121,14 +141,49 @@ class Committer:
                     outbox_ttl_seconds=self.settings.outbox_ttl_seconds,
                     part_writes=outcome.part_writes,
                     parts_dropped=outcome.parts_dropped,
+                    prepared=prepared,
+                    outbox_targets={seq: to for (seq, _frame), to in zip(frames, targets, strict=True) if to},
                 )
                 self._count_errors(outcome)
-                return Committed(outcome, frames, self._after(outcome))
+                return Committed(
+                    outcome, frames, self._after(outcome), targets=targets, before=self._unposted(state, outcome)
+                )
             except VersionConflict:
                 self.metrics.count("StateConflicts")
                 backoff(attempt)
-                state = self.store.load(session_id)
+                state = self._landed(session_id, hint if attempt == 0 else None)
         raise ConductorBusy(session_id)
+
+    def _landed(self, session_id: str, hint: SessionState | None) -> SessionState | None:
+        """The stored state after a lost race; when the hint is newer (its write is still on its
+        way), once it has landed or ``LANDING_WAIT_S`` has passed."""
+        state = self.store.load(session_id)
+        if hint is None:
+            return state
+        waited, pause = 0.0, LANDING_PAUSE_S
+        while (
+            state is not None
+            and state.incarnation == hint.incarnation
+            and state.version < hint.version  # the same version written by another is no wait
+            and waited < LANDING_WAIT_S
+        ):
+            time.sleep(pause)
+            waited += pause
+            pause = min(pause * 2, 0.1)
+            state = self.store.load(session_id)
+        return state
+
+    def _unposted(self, base: SessionState, outcome: Outcome) -> list[str]:
+        """The kept events of the decision that launched ``base``'s stream, when no runner claimed
+        it (so none posted them) and this decision ended it."""
+        stream = base.turn.stream if base.turn is not None else None
+        if stream is None or stream.unposted is None:
+            return []
+        after = outcome.state.turn.stream if outcome.state.turn is not None else None
+        if after is not None and after.stream_id == stream.stream_id:
+            return []
+        first, last = stream.unposted
+        return [frame for _seq, frame in self.store.outbox(base.session_id, after_seq=first - 1, before_seq=last + 1)]
 
     def _after(self, outcome: Outcome) -> list[str]:
         """The unnumbered events, a turn's usage priced (and added to the person's day's spend)."""

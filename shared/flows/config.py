@@ -84,6 +84,10 @@ class Settings(BaseModel):
     # transcript stopped it (a commit counts): the bound on model output generated for nobody.
     # The speak interval's second: a spoken answer's sentence commits already check about as often.
     stop_check_ms: int = Field(default=1000, ge=50)
+    # Once the answer is shown or heard, a barge-in (or the person speaking again) may come at any
+    # moment: the stream reads the session this often, between the model's deltas, so the model is
+    # stopped within about this plus one read and one delta (and no tokens are spent for nobody).
+    barge_in_check_ms: int = Field(default=150, ge=20)
     # Sentence speech: after a segment's first tts.speak, the next ones at most this often.
     speak_interval_ms: int = Field(default=1000, ge=0)
     # Bedrock prompt caching: "auto" = on for models that support it.
@@ -204,6 +208,7 @@ class Settings(BaseModel):
             "partial_flush_ms": "CONDUCTOR_PARTIAL_FLUSH_MS",
             "partial_growth": "CONDUCTOR_PARTIAL_GROWTH",
             "stop_check_ms": "CONDUCTOR_STOP_CHECK_MS",
+            "barge_in_check_ms": "CONDUCTOR_BARGE_IN_CHECK_MS",
             "speak_interval_ms": "CONDUCTOR_SPEAK_INTERVAL_MS",
             "prompt_cache": "BEDROCK_PROMPT_CACHE",
             "tool_deadline_s": "CONDUCTOR_TOOL_DEADLINE_S",

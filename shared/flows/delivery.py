@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.adapters.store import SessionStore, VersionConflict
-from shared.core import connection
+from shared.core import connection, devices
 from shared.core.state import SessionState
 from shared.flows.commit import (
     COMMIT_ATTEMPTS,
@@ -26,7 +26,7 @@ from shared.flows.commit import (
     backoff,
     error_metric_name,
 )
-from shared.wire.protocol import ErrorCode, error_event
+from shared.wire.protocol import DEFAULT_DEVICE_ID, ErrorCode, error_event
 
 
 class Gateway(Protocol):
@@ -53,28 +53,79 @@ class Delivery:
         self.log = logger
         self.metrics = metrics
 
-    def deliver(self, endpoint: str, committed: Committed) -> None:
-        """Post the events to the session's current connection (the outbox already has them)."""
+    def deliver(self, endpoint: str, committed: Committed, *, numbered: bool = True) -> None:
+        """Post the events to the session's current connection (the outbox already has them);
+        without ``numbered``, only the unnumbered ones (the turn runner posts the others)."""
         for frame in committed.after:  # one line a turn, for the dashboard's spend per person
             usage = json.loads(frame)["kind"].get("turnUsage")
             if usage is not None:
                 person = committed.state.principal or ""
                 self.log.info("turn usage", extra={"principal": person, "turn_usage": usage})
-        connection_id = committed.state.connection_id
-        if connection_id is None or not committed.state.connection_live:
+        state = committed.state
+        present = devices.recipients(state)
+        if not present:
             if committed.frames:
                 self.log.debug(
                     "no live connection: nothing posted (the outbox keeps all but partials)",
-                    extra={"session_id": committed.state.session_id},
+                    extra={"session_id": state.session_id},
                 )
             return
-        for frame in [*(frame for _seq, frame in committed.frames), *committed.after]:
-            if not self.gateway.post(endpoint, connection_id, frame):
-                self.log.info(
-                    "connection gone: events kept for replay",
-                    extra={"session_id": committed.state.session_id, "connection_id": connection_id},
-                )
-                return
+        targets = committed.targets or [None] * len(committed.frames)
+        numbered_frames = list(zip(committed.frames, targets, strict=True)) if numbered else []
+        after = [(frame, _about_other(frame)) for frame in committed.after]
+        for recipient in present:
+            frames = [
+                *committed.before,
+                *(frame for (_seq, frame), to in numbered_frames if devices.hears(recipient, to)),
+                *(frame for frame, about in after if about != recipient.device_id),
+            ]
+            for frame in frames:
+                if not self.gateway.post(endpoint, recipient.connection_id, frame):
+                    self.log.info(
+                        "connection gone: events kept for replay",
+                        extra={"session_id": state.session_id, "connection_id": recipient.connection_id},
+                    )
+                    break
+
+    def post_partial(self, endpoint: str, state: SessionState, frame: str) -> bool:
+        """An unnumbered partial to the devices that show the answer; whether any got it."""
+        posted = False
+        for recipient in devices.recipients(state):
+            if devices.shows_partials(state, recipient):
+                posted = self.gateway.post(endpoint, recipient.connection_id, frame) or posted
+        return posted
+
+    def catch_up_device(
+        self, request: Request, state: SessionState, device_id: str, last_seq: int | None
+    ) -> SessionState:
+        """A device that joined gets the kept events it missed (from its ``lastSeq``; none before
+        it joined without one), then goes live: marked on the version whose events were posted,
+        so nothing reaches it live before its catch-up is through."""
+        posted_until = state.next_seq - 1 if last_seq is None else min(last_seq, state.next_seq - 1)
+        for attempt in range(COMMIT_ATTEMPTS):
+            for _seq, frame in self.store.outbox_for(
+                state.session_id, device_id, after_seq=posted_until, before_seq=state.next_seq
+            ):
+                if not self.gateway.post(request.endpoint, request.connection_id, frame):
+                    return state
+            posted_until = state.next_seq - 1
+            try:
+                return self.store.commit(devices.mark_live(state, device_id))
+            except VersionConflict:
+                self.metrics.count("StateConflicts")
+                backoff(attempt)
+                fresh = self.store.load(state.session_id)
+                if fresh is None or devices.entry_of(fresh, request.connection_id) is None:
+                    return state
+                state = fresh
+        return state
+
+    def post_to_session(self, endpoint: str, state: SessionState, frames: list[str]) -> None:
+        """Post frames already stored (for every device) to the devices present (as ``deliver`` does)."""
+        for recipient in devices.recipients(state):
+            for frame in frames:
+                if not self.gateway.post(endpoint, recipient.connection_id, frame):
+                    break
 
     def reply(self, request: Request, code: ErrorCode, message: str) -> None:
         """An error about the frame itself, to the connection that sent it."""
@@ -106,7 +157,7 @@ class Delivery:
         state = claimed.state
         posted_until = connection.catch_up_after(state, last_seq)
         for attempt in range(COMMIT_ATTEMPTS):
-            if not self._post_kept(request, state.session_id, posted_until, state.next_seq):
+            if not self._post_kept(request, state.session_id, posted_until, state.next_seq, state.device_id):
                 return None
             posted_until = state.next_seq - 1
             try:
@@ -131,11 +182,24 @@ class Delivery:
     def replay(self, request: Request, state: SessionState, last_seq: int) -> None:
         """Re-send, in order, the kept events after ``last_seq`` that came before this (live)
         connection's first live event."""
-        self._post_kept(request, state.session_id, last_seq, state.connection_start_seq)
+        self._post_kept(request, state.session_id, last_seq, state.connection_start_seq, state.device_id)
 
-    def _post_kept(self, request: Request, session_id: str, after_seq: int, before_seq: int) -> bool:
-        """Post the kept events with ``after_seq < seq < before_seq`` to the requesting connection."""
-        for _seq, frame in self.store.outbox(session_id, after_seq=after_seq, before_seq=before_seq):
+    def _post_kept(
+        self, request: Request, session_id: str, after_seq: int, before_seq: int, device_id: str = DEFAULT_DEVICE_ID
+    ) -> bool:
+        """Post the kept events with ``after_seq < seq < before_seq`` that the session's own device
+        hears to the requesting connection."""
+        for _seq, frame in self.store.outbox_for(session_id, device_id, after_seq=after_seq, before_seq=before_seq):
             if not self.gateway.post(request.endpoint, request.connection_id, frame):
                 return False
         return True
+
+
+def _about_other(frame: str) -> str | None:
+    """The device a ``devicesChanged`` announces as joined (it hears its own ``sessionReady``)."""
+    if '"devicesChanged"' not in frame:
+        return None
+    try:
+        return json.loads(frame)["kind"]["devicesChanged"].get("joined")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None

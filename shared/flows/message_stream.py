@@ -8,8 +8,9 @@ use starts and when the message ends (by the caller). Before each coalesced part
 commit has just checked, the session state is read once (consistent GetItem) to see whether the
 stream is still the session's, so no partial goes out for a stream that was stopped. Between
 partials (which grow further apart as the answer grows) the stream is read at least every
-``stop_check_s`` (a commit counts): a barge-in or a new turn stops the model within that time
-plus one read and one model delta.
+``stop_check_s`` (a commit counts) until something was shown or said, then every
+``barge_in_check_s``, between the model's deltas: a barge-in or a new turn stops the model (its
+stream closed, no more tokens spent) within that time plus one read and one model delta.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from shared.wire.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, make_e
 
 STOP_CHECK_S = 1.0
 """How often, at least, a running stream reads whether it was stopped (``stop_check_ms``)."""
+BARGE_IN_CHECK_S = 0.15
+"""As often once the answer is shown or heard (``barge_in_check_ms``)."""
 
 
 class OutOfTime(Exception):
@@ -67,7 +70,9 @@ class MessageStream:
         figures: TurnFigures,
         out_of_time: Callable[[], bool],
         clock: Callable[[], float] = time.time,
+        decision_frames: list[tuple[int, str]] | None = None,
         stop_check_s: float = STOP_CHECK_S,
+        barge_in_check_s: float = BARGE_IN_CHECK_S,
         confirmed: bool = False,
     ) -> None:
         self.task = task
@@ -81,6 +86,10 @@ class MessageStream:
         self.out_of_time = out_of_time
         self.clock = clock
         self.stop_check_s = stop_check_s
+        self.barge_in_check_s = barge_in_check_s
+        # The events of the decision that launched this stream alongside its write (posted here,
+        # first, once the claim shows the write landed); emptied when posted.
+        self.decision_frames = decision_frames if decision_frames is not None else []
         stream = state.turn.stream if state.turn is not None else None
         self._launched_at = stream.launched_at if stream is not None else 0.0
         self._claiming: Future[Committed | None] | None = None
@@ -148,6 +157,10 @@ class MessageStream:
         self._checked = True
         self._checked_at = self.clock()
         self.state = committed.state
+        if self.decision_frames:
+            frames = [frame for _seq, frame in self.decision_frames]
+            self.decision_frames.clear()
+            self.delivery.post_to_session(self.task.endpoint, committed.state, frames)
         self.delivery.deliver(self.task.endpoint, committed)
 
     # ---- pieces ------------------------------------------------------------------------------
@@ -171,7 +184,7 @@ class MessageStream:
         self.claimed()
         now = self.clock()
         speaks = self._speaks_sentences() and self.segment.speak_due(now)
-        speak_until = self.segment.speakable_until() if speaks else self.segment.spoken
+        speak_until = self.segment.speakable_until(self.state.capabilities) if speaks else self.segment.spoken
         text = self.segment.partial
         shows = bool(text) and text != self._last_partial
         spoken: Committed | None = None
@@ -194,11 +207,12 @@ class MessageStream:
             self._checked = False
 
     def _stop_check_due(self) -> bool:
-        """Whether the stream has gone ``stop_check_s`` without a read or commit confirming it
-        (once claimed: until then the claim itself is the check)."""
-        return (
-            self._claiming is None and self._holds(self.state) and self.clock() - self._checked_at >= self.stop_check_s
-        )
+        """Whether the stream has gone ``stop_check_s`` (``barge_in_check_s`` once something was
+        shown or said) without a read or commit confirming it (once claimed: until then the claim
+        itself is the check)."""
+        heard = bool(self._last_partial) or self.segment.spoken > 0 or self.figures.first_speak_ms is not None
+        interval = self.barge_in_check_s if heard else self.stop_check_s
+        return self._claiming is None and self._holds(self.state) and self.clock() - self._checked_at >= interval
 
     def _check(self) -> None:
         """One consistent read: raises StreamSuperseded/StreamTaken when the stream was stopped."""
@@ -231,13 +245,11 @@ class MessageStream:
 
     def _post_partial(self, text: str) -> None:
         """Partials are not kept (the next one or the final supersedes each), so they are posted
-        straight away, unnumbered, to the connection the latest state knows."""
+        straight away, unnumbered, to the devices the latest state knows that show them."""
         self._last_partial = text
-        state = self.state
-        if state.connection_id is None or not state.connection_live:
-            return
         frame = make_event(AssistantSpeechPartial(text=text)).to_json()
-        self.delivery.gateway.post(self.task.endpoint, state.connection_id, frame)
+        if not self.delivery.post_partial(self.task.endpoint, self.state, frame):
+            return
         if self.figures.first_partial_ms is None:
             self.figures.first_partial_ms = self._since_launch()
             self.figures.first_partial_at = time.time()
@@ -245,7 +257,8 @@ class MessageStream:
     def _first_sentence_ready(self) -> bool:
         """The segment's first sentence is complete: the app starts speaking at once (the rest
         goes on the partials' cadence)."""
-        return self.segment.spoken == 0 and self._speaks_sentences() and self.segment.speakable_until() > 0
+        first = self.segment.spoken == 0 and self._speaks_sentences()
+        return first and self.segment.speakable_until(self.state.capabilities) > 0
 
     def _speaks_sentences(self) -> bool:
         return SENTENCE_SPEECH in self.state.capabilities

@@ -18,22 +18,37 @@ from typing import Any, Protocol
 
 from shared.adapters.store import ConnectionInfo, DuplicateEvent, RecentHistory, SessionStore
 from shared.adapters.turn_launcher import TurnTask
-from shared.core import admission, conductor, connection, progress, result_parts, speculation, usage
+from shared.core import (
+    admission,
+    conductor,
+    confirming,
+    connection,
+    devices,
+    progress,
+    result_parts,
+    speculation,
+    usage,
+)
 from shared.core.conductor import Outcome
 from shared.core.decision import is_unrecorded_own_call, may_resume_the_model
 from shared.core.history_ops import history_after
 from shared.core.messages import Message, fit_window
 from shared.core.state import SessionState
+from shared.flows import device_decisions
 from shared.flows.commit import Committed, ConductorBusy, Metrics, NullMetrics
 from shared.flows.config import Settings
 from shared.flows.delivery import Gateway, Request
+from shared.flows.early_launch import EarlyLaunch
 from shared.flows.turn_runner import TurnRunner
 from shared.wire.protocol import (
+    MAX_DEVICES,
+    ConfirmChange,
     ErrorCode,
     ErrorPayload,
     Event,
     IgnoredEvent,
     ProtocolError,
+    SessionReady,
     SessionStart,
     ToolProgress,
     ToolResult,
@@ -86,6 +101,7 @@ class ConductorService:
         self.delivery = runner.delivery
         self._connections: dict[str, ConnectionInfo] = {}
         self._reads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="read")
+        self._launches = ThreadPoolExecutor(max_workers=2, thread_name_prefix="launch")
 
     # ---- $connect / $disconnect ---------------------------------------------------------
 
@@ -95,23 +111,35 @@ class ConductorService:
             return ConnectResult(401, "an authenticated principal is required")
 
         try:
-            self.committer.apply(
+            committed = self.committer.apply(
                 session_id,
-                lambda state: connection.bind(state, connection_id, principal, now=time.time()),
+                lambda state: connection.arrive(state, connection_id, principal, now=time.time()),
                 create=True,
             )
         except connection.SessionOwnedElsewhere:
             return ConnectResult(403, "this session belongs to another user")
-        self.store.put_connection(connection_id, session_id, principal)
+        beside = committed is not None and committed.state.connection_id != connection_id
+        arrived = committed.state.next_seq if committed is not None and beside else None
+        self.store.put_connection(connection_id, session_id, principal, arrived_seq=arrived)
         return ConnectResult(200)
 
-    def disconnect(self, connection_id: str) -> None:
+    def disconnect(self, connection_id: str, endpoint: str | None = None) -> None:
+        """The connection closed: the session forgets it (a device of several leaves, and the
+        others hear it; its calls that only read go to another device that runs the tool)."""
         info = self.store.get_connection(connection_id)
         self.store.delete_connection(connection_id)
         if info is None:
             return
+        core = self.settings.core
 
-        self.committer.apply(info.session_id, lambda state: connection.unbind(state, connection_id))
+        def leaving(state: SessionState) -> Outcome:
+            if devices.entry_of(state, connection_id) is not None:
+                return devices.leave(state, connection_id, core)
+            return connection.unbind(state, connection_id)
+
+        committed = self.committer.apply(info.session_id, leaving)
+        if committed is not None and endpoint:
+            self.delivery.deliver(endpoint, committed)
 
     # ---- tool deadlines ----------------------------------------------------------------------
 
@@ -158,7 +186,7 @@ class ConductorService:
         keys = {"event_id": str(parsed.id), "session_id": connection.session_id}
         self.log.info("event received", extra={"kind": parsed.kind_name, **keys})
         try:
-            self._dispatch(request, connection.session_id, parsed)
+            self._dispatch(request, connection.session_id, parsed, connection.arrived_seq)
         except Exception:
             self.log.exception("event handling failed", extra=keys)
             raise
@@ -203,7 +231,7 @@ class ConductorService:
         )
         return None
 
-    def _dispatch(self, request: Request, session_id: str, event: Event) -> None:
+    def _dispatch(self, request: Request, session_id: str, event: Event, arrived_seq: int | None = None) -> None:
         payload = event.payload
         event_id = str(event.id)
         decide: Callable[[SessionState], Outcome]
@@ -256,6 +284,9 @@ class ConductorService:
             decide = lambda state: conductor.handle_session_start(  # noqa: E731
                 state, start, request.connection_id, self.settings.core, now=now
             )
+        elif isinstance(payload, ConfirmChange):
+            approve = payload.approve
+            decide = lambda state: confirming.handle_tap(state, approve, self.settings.core, now=now)  # noqa: E731
         else:
             self.log.info("event needs no action", extra={"kind": event.kind_name, "event_id": event_id})
             return
@@ -271,12 +302,22 @@ class ConductorService:
         # kept in the state their own commit writes (partials are limited where they are decided).
         limited = not isinstance(payload, UserAudioTranscriptPartial)
         per_second = self.settings.max_events_per_second
+        core = self.settings.core
 
         def deciding(state: SessionState) -> Outcome:
             if limited:
                 admission.admit(state, now=now, per_second=per_second)
             decided_on.append(state)
-            outcome = decide(state)
+            outcome = device_decisions.deciding(
+                state,
+                request.connection_id,
+                payload,
+                decide,
+                core,
+                principal=request.principal,
+                now=now,
+                arrived_seq=arrived_seq,
+            )
             if limited:
                 outcome.state = admission.counted(outcome.state, now=now)
             return outcome
@@ -289,8 +330,25 @@ class ConductorService:
             isinstance(payload, ToolResult) and not may_resume_the_model(payload.call_id)
         )
         claimed = None if idempotent else event_id
+        early = (
+            EarlyLaunch(
+                request,
+                decided_on,
+                window=lambda base, outcome: self._window_for(recent, base, outcome),
+                launch=lambda task: self._launches.submit(self.launcher.launch, task),
+                failed=self._launch_failed,
+            )
+            if recent is not None
+            else None
+        )
         try:
-            committed = self.committer.apply(session_id, deciding, hint=hint, claim_event_id=claimed)
+            committed = self.committer.apply(
+                session_id,
+                deciding,
+                hint=hint,
+                claim_event_id=claimed,
+                before_write=early.before_write if early is not None else None,
+            )
         except DuplicateEvent:
             self.log.info("duplicate event ignored", extra={"event_id": event_id, "session_id": session_id})
             stored = self.store.load(session_id)  # a retry after a reconnect still catches the app up
@@ -298,6 +356,11 @@ class ConductorService:
                 stored = self.delivery.catch_up(request, stored, last_seq=None) or stored
             if stored is not None and isinstance(payload, SessionStart):
                 self._ready(request, stored, stored, payload)  # the app resent it: it missed the answer
+            return
+        except devices.TooManyDevices:
+            self.delivery.reply(
+                request, ErrorCode.TOO_MANY_DEVICES, f"a session has at most {MAX_DEVICES} devices at once"
+            )
             return
         except admission.RateExceeded as refused:
             self.log.warning("event over the session's rate; not applied", extra={"event_id": event_id})
@@ -320,6 +383,13 @@ class ConductorService:
         last_seq = (
             payload.last_seq if isinstance(payload, SessionStart) and payload.session_id.lower() == session_id else None
         )
+        runner_posts = early is not None and early.carries(committed)
+        joined = devices.entry_of(state, request.connection_id)
+        if joined is not None and not joined.live and isinstance(payload, SessionStart):
+            self.delivery.deliver(request.endpoint, committed)  # to the others: it is not live yet
+            state = self.delivery.catch_up_device(request, state, joined.device_id, payload.last_seq)
+            self._ready_device(request, decided_on[-1], state, joined.device_id)
+            return
         if state.connection_id != request.connection_id:
             self.delivery.deliver(request.endpoint, committed)  # the session moved on to a newer connection
         elif connection.needs_catch_up(state, request.connection_id):
@@ -327,7 +397,7 @@ class ConductorService:
         else:
             if last_seq is not None:
                 self.delivery.replay(request, state, last_seq)
-            self.delivery.deliver(request.endpoint, committed)
+            self.delivery.deliver(request.endpoint, committed, numbered=not runner_posts)
         if isinstance(payload, SessionStart):
             self._ready(request, decided_on[-1], state, payload)
         if isinstance(payload, UserAudioTranscriptFinal) and self.settings.speculation:
@@ -336,8 +406,24 @@ class ConductorService:
             self._launch_watcher(TurnTask.for_watch(state, committed.outcome.watch, request.endpoint))
         if committed.run_model:
             self._time_tool_round(decided_on[-1], now)
+            if early is not None and runner_posts:
+                early.confirm(committed)
+                return
             window = self._window_after(recent, decided_on[-1], committed) if recent is not None else None
             self._launch(TurnTask.for_stream(state, committed.run_model, request.endpoint, window))
+
+    def _window_for(self, recent: RecentHistory, base: SessionState, outcome: Outcome) -> list[Message] | None:
+        """The model's history window after ``outcome``, from the window read beside the state;
+        None when that read did not see the same history as the state the decision was made on."""
+        if recent.last_version != base.history_version:
+            return None
+        if recent.first_seq + len(recent.messages) != base.history_len:
+            return None
+        after = history_after(recent.messages, recent.first_seq, outcome.history)
+        if after is None:
+            return None
+        cap = outcome.state.window_cap or self.settings.history_window
+        return fit_window(after, min(self.settings.history_window, cap))
 
     def _over_budget(self, request: Request, session_id: str, now: float) -> bool:
         """Whether the person has spent the stage's daily ceiling (read only when there is one)."""
@@ -377,6 +463,17 @@ class ConductorService:
         if ready is not None:
             self.delivery.gateway.post(request.endpoint, request.connection_id, make_event(ready).to_json())
 
+    def _ready_device(self, request: Request, before: SessionState, after: SessionState, device_id: str) -> None:
+        """Answer a joining device's sessionStart once it is caught up, with the devices present."""
+        ready = SessionReady(
+            resumed=bool(before.history_len or before.summary),
+            title=after.title,
+            lastSeq=after.next_seq - 1,
+            capabilities=(),
+            devices=devices.seen(after, device_id),
+        )
+        self.delivery.gateway.post(request.endpoint, request.connection_id, make_event(ready).to_json())
+
     def _time_tool_round(self, base: SessionState, now: float) -> None:
         """A round of the model's tool calls is complete: from the calls sent to the last result."""
         tools = base.turn.tools if base.turn is not None else None
@@ -397,17 +494,7 @@ class ConductorService:
         return state, history.result()
 
     def _window_after(self, recent: RecentHistory, base: SessionState, committed: Committed) -> list[Message] | None:
-        """The model's history window after this commit, from the window read beside the state;
-        None when that read did not see the same history as the state the decision was made on."""
-        if recent.last_version != base.history_version:
-            return None
-        if recent.first_seq + len(recent.messages) != base.history_len:
-            return None
-        after = history_after(recent.messages, recent.first_seq, committed.outcome.history)
-        if after is None:
-            return None
-        cap = committed.state.window_cap or self.settings.history_window
-        return fit_window(after, min(self.settings.history_window, cap))
+        return self._window_for(recent, base, committed.outcome)
 
     def _count_speculation(self, before: SessionState, after: SessionState) -> None:
         """Per final transcript: whether a speculation was running, and whether the final promoted it."""
@@ -423,6 +510,13 @@ class ConductorService:
         except Exception:
             self.log.exception("watcher not launched", extra={"session_id": task.session_id})
             self.metrics.count("WatcherLaunchFailures")
+
+    def _launch_failed(self, task: TurnTask, _committed: Committed) -> None:
+        """A turn launched alongside its write could not be launched: the turn ends at once (the
+        decision that ends it posts the launching decision's events first: no runner did)."""
+        self.log.exception("turn not launched", extra={"session_id": task.session_id})
+        self.metrics.count("TurnLaunchFailures")
+        self.runner.fail(task, ErrorCode.CONDUCTOR_ERROR, "the turn could not be started; please say that again")
 
     def _launch(self, task: TurnTask) -> None:
         """Hand the stream to the turn runner; if it cannot be launched, the turn ends at once."""

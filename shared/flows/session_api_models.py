@@ -52,6 +52,7 @@ class Session(_Wire):
     status: Status = Field(description="active while a connection is open, idle, or ended")
     origin: Literal["voice", "handoff"]
     last_utterance: str | None = Field(description="the last thing the person said (at most 120 characters)")
+    devices: int = Field(ge=0, description="how many of the person's devices are on it now")
 
     @classmethod
     def of_row(cls, row: SessionRow) -> Session:
@@ -64,6 +65,7 @@ class Session(_Wire):
             status=row.status,
             origin="handoff" if row.origin == "handoff" else "voice",
             last_utterance=row.last_utterance,
+            devices=row.devices,
         )
 
 
@@ -133,8 +135,17 @@ class UsageTotals(_Wire):
     prices_as_of: str | None = Field(description="the day those prices were read")
 
 
+class DeviceInfo(_Wire):
+    """One of the person's devices on the session now."""
+
+    name: str = Field(description="what the device calls itself (may be empty)")
+    roles: list[Literal["voice", "display", "tools"]]
+    connected_since: Timestamp
+
+
 class SessionDetail(_Wire):
     session: Session
+    devices: list[DeviceInfo] = Field(default_factory=list, description="the devices on it now")
     usage: UsageTotals | None = Field(default=None, description="what the session's turns cost so far")
     transcript: list[Entry] = Field(description="oldest first")
     next_cursor: str | None = Field(description="the next page's cursor, or null at the end")

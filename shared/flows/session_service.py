@@ -14,6 +14,7 @@ from typing import Protocol
 
 from shared.adapters.session_records import SessionRecords, SessionRow
 from shared.adapters.store import SessionStore, session_pk
+from shared.core import devices
 from shared.core.conductor import handle_barge_in
 from shared.core.decision import Outcome
 from shared.core.session_index import STATUSES, EmptyTitle, end_session, owner_of, rename
@@ -24,6 +25,7 @@ from shared.flows.commit import Committer
 from shared.flows.session_api_models import (
     LIST_LIMIT_MAX,
     TRANSCRIPT_LIMIT_MAX,
+    DeviceInfo,
     Session,
     SessionDetail,
     SessionList,
@@ -131,6 +133,10 @@ class SessionService:
         following = entries[limit] if len(entries) > limit else None
         return SessionDetail(
             session=_session(state),
+            devices=[
+                DeviceInfo(name=seen.name, roles=list(seen.roles), connected_since=seen.connected_at)  # type: ignore[arg-type]
+                for seen in devices.seen(state)
+            ],
             usage=self._usage(state),
             transcript=[entry_of(entry) for entry in entries[:limit]],
             next_cursor=(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from shared.adapters.brain import BrainError
@@ -42,6 +42,8 @@ RemainingMs = Callable[[], int]
 FIRST_PARTIAL_METRIC = "FirstPartialMs"
 FIRST_SPEAK_METRIC = "FirstSpeakMs"
 MODEL_FIRST_TOKEN_METRIC = "ModelFirstTokenMs"  # from the request to the model to its first text
+# A turn launched alongside its write whose write lost its race (its model request was wasted).
+EARLY_LAUNCH_LOST_METRIC = "EarlyLaunchesLost"
 TOKEN_METRICS = {
     "InputTokens": "inputTokens",
     "OutputTokens": "outputTokens",
@@ -84,6 +86,8 @@ class _Run:
     fitted: Fitted | None = None  # the last request's window, as the memory budget cut it
     state: SessionState | None = None  # the last state this run committed
     prefetched: Prefetch | None = None  # the first message, already streaming (a promoted speculation)
+    # The events of the decision that launched the task alongside its write, until posted.
+    decision_frames: list[tuple[int, str]] = field(default_factory=list)
 
 
 class TurnRunner:
@@ -109,6 +113,7 @@ class TurnRunner:
         self.settings = settings
         self.log = logger
         self.metrics = metrics
+        self.clock: Callable[[], float] = time.time  # the streams' clock (partials, stop checks)
 
     def run(self, task: TurnTask, remaining_ms: RemainingMs) -> TurnFigures | None:
         """Run the model for the task's stream, resuming as long as the core asks.
@@ -122,6 +127,7 @@ class TurnRunner:
             return None
         claim = RunnerClaim(uuid.uuid4().hex, time.time() + remaining_ms() / 1000)
         run = _Run(task, claim, remaining_ms, SegmentText(self._pacing()), TurnFigures(), task.history_window())
+        run.decision_frames = task.decision_frames()
         return self._run(run, state)
 
     def run_promoted(
@@ -236,6 +242,8 @@ class TurnRunner:
                 run.state = state
             except StreamSuperseded:
                 self.log.info("model stream stopped: superseded", extra={"session_id": task.session_id})
+                if run.decision_frames:  # launched alongside a write that lost its race: asked for nothing
+                    self.metrics.count(EARLY_LAUNCH_LOST_METRIC)
                 return
             except StreamTaken:
                 self.log.warning(
@@ -378,7 +386,10 @@ class TurnRunner:
             figures=run.figures,
             out_of_time=lambda: run.remaining_ms() < self.settings.turn_reserve_ms,
             stop_check_s=self.settings.stop_check_ms / 1000,
+            barge_in_check_s=self.settings.barge_in_check_ms / 1000,
+            clock=self.clock,
             confirmed=run.prefetched is not None,  # its runner read the state that promoted it
+            decision_frames=run.decision_frames,
         )
         prefetched, run.prefetched = run.prefetched, None
         if prefetched is not None:

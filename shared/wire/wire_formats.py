@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 
 UUID_V4_PATTERN = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", re.IGNORECASE | re.ASCII
@@ -71,3 +71,9 @@ def timestamp_seconds(value: str) -> float | None:
         start = match.start(6)
         text = f"{text[:start]}59{text[start + 2 :]}"
     return datetime.fromisoformat(text).timestamp()
+
+
+def format_timestamp(epoch_seconds: float) -> str:
+    """An epoch time as the protocol writes timestamps: UTC, milliseconds, ``Z``."""
+    moment = datetime.fromtimestamp(max(0.0, epoch_seconds), UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

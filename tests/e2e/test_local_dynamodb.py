@@ -82,10 +82,8 @@ def test_a_commit_survives_a_concurrent_commit_that_loses_its_version_race(
         except BaseException as exc:
             outcomes[name] = exc
 
-    # A claimed client event makes it a transaction, as for every client frame.
-    loser = threading.Thread(
-        target=run, args=("loser", lambda: store.commit(stale, [], claim_event_id=str(uuid.uuid4())))
-    )
+    # A kept event makes it a transaction, as for every decision that sends one.
+    loser = threading.Thread(target=run, args=("loser", lambda: store.commit(stale, [], outbox=[(1, "{}")])))
     winner_store = SessionStore(stack.dynamodb_client(), stack.table_name, ttl_seconds=3600)
     winner = threading.Thread(
         target=run, args=("winner", lambda: winner_store.commit(SessionState(session_id=winner_id), []))
@@ -124,10 +122,11 @@ def test_commits_do_not_keep_copies_of_the_table_alive(stack: LocalStack) -> Non
     before = live_moto_items()
     commits = 10
     for _ in range(commits):
-        # A claimed client event makes it a transaction (two actions), as for every client frame.
-        state = store.commit(state, [], claim_event_id=str(uuid.uuid4()))
+        # A kept event makes it a transaction (two actions), as for every decision that sends one.
+        state = store.commit(state, [], outbox=[(state.next_seq, "{}")])
+        state = state.model_copy(update={"next_seq": state.next_seq + 1})
     grown = live_moto_items() - before
-    # What the commits stored: one claim each (the state item is replaced). Allow for slack.
+    # What the commits stored: one kept event each (the state item is replaced). Allow for slack.
     assert grown <= 3 * commits, f"{grown} more live items after {commits} commits to a {table_size}-item table"
 
 

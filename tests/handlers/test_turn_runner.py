@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +30,8 @@ from shared.adapters.turn_launcher import TurnTask
 from shared.core.conductor import RUNNER_LOST_LINE
 from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import ERROR_MARKER
-from tests.handlers.conftest import Connection, Harness
+from shared.wire.protocol import parse_event
+from tests.handlers.conftest import Connection, Harness, summarize
 from tests.reliability.support import (
     IDLE,
     THINKING,
@@ -87,7 +90,9 @@ def launched_turn(harness: Harness, text: str = "hello", *, titled: bool = True)
     with launches_held(harness) as tasks:
         harness.say(conn, text)
     assert len(tasks) == 1
-    assert harness.summary(conn) == [THINKING]
+    # Launched alongside its write: the runner posts the decision's events as it claims the stream.
+    assert harness.summary(conn) == []
+    assert summarize([parse_event(frame) for _seq, frame in json.loads(tasks[0]["frames"])]) == [THINKING]
     return conn, tasks[0]
 
 
@@ -411,7 +416,8 @@ def test_the_runner_starts_from_the_tasks_state_without_reading_it(conductor: Ha
     log: list[str] = []
     with dynamodb_calls(log):
         assert turn.handler(task, turn_context()) == {"ran": True}
-    assert before_first_partial(log) == ["PutItem"], log  # the claiming commit: the history came with the task
+    # the claiming commit (the history came with the task), then the decision's events it carried
+    assert before_first_partial(log) == ["PutItem", "post:toolCall"], log
     # nothing is written per delta: one read checks the stream before each later partial (here
     # one partial per delta), and the message's end is the only other write
     assert log.count("GetItem") == len(PARTIALS) - 1, log
@@ -453,7 +459,7 @@ def test_the_last_tool_result_of_a_round_hands_the_history_window_over_too(condu
     log: list[str] = []
     with dynamodb_calls(log):
         assert turn.handler(task, turn_context()) == {"ran": True}
-    assert before_first_partial(log) == ["PutItem"], log  # the claim only: no history Query
+    assert before_first_partial(log) == ["PutItem"], log  # the claim only: no history Query (no events carried)
     assert ("final", ANSWER) in kinds_said(conductor, conn)
 
 
@@ -464,7 +470,7 @@ def test_without_a_carried_history_the_runner_reads_it(conductor: Harness) -> No
     log: list[str] = []
     with dynamodb_calls(log):
         assert turn.handler(task, turn_context()) == {"ran": True}
-    assert before_first_partial(log) == ["Query", "PutItem"], log
+    assert before_first_partial(log) == ["Query", "PutItem", "post:toolCall"], log
     assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]
     assert conductor.script.requests[-1].body["messages"] == [{"role": "user", "content": [{"text": "hello"}]}]
 
@@ -511,15 +517,19 @@ def test_a_paced_answer_gets_coalesced_partials_and_no_write_per_delta(
     conductor.start_session(conn)
     named(conn)
     log: list[str] = []
+    started = time.monotonic()
     with dynamodb_calls(log):
         conductor.say(conn, "talk")
+    streamed_s = time.monotonic() - started
     partials = [item[1] for item in conductor.summary(conn) if item[0] == "partial"]
     assert 2 <= len(partials) <= 30, partials  # coalesced, not one per delta
     assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(partials))
     assert ("final", words) in conductor.summary(conn)
     writes = [call for call in log if call in ("PutItem", "TransactWriteItems", "UpdateItem")]
     assert len(writes) == 3, log  # the transcript's commit, the claim, the message's end
-    assert log.count("GetItem") <= len(partials), log  # at most one check per partial
+    # at most one check per partial, and one per barge-in check interval once the answer shows
+    checks = len(partials) + math.ceil(streamed_s / (runtime.settings().barge_in_check_ms / 1000))
+    assert log.count("GetItem") <= checks, log
 
 
 def test_the_title_is_made_after_the_first_answers_last_write(conductor: Harness) -> None:
@@ -573,7 +583,8 @@ def test_the_model_request_goes_out_before_the_claiming_write(conductor: Harness
             assert turn.handler(task, turn_context()) == {"ran": True}
     finally:
         events.unregister("before-send.bedrock-runtime.ConverseStream", unique_id=unique_id)
-    assert before_first_partial(log) == ["ConverseStream", "PutItem"], log  # the claim, in the model's shadow
+    # the claim, in the model's shadow, then the events of the decision that launched the stream
+    assert before_first_partial(log) == ["ConverseStream", "PutItem", "post:toolCall"], log
     assert kinds_said(conductor, conn) == [*PARTIALS, ("final", ANSWER)]
 
 
@@ -644,7 +655,7 @@ def test_a_failed_watcher_is_counted_as_a_watcher_failure_not_an_abandoned_turn(
     assert turn_abandoned.handler(record, LocalLambdaContext(function_name="turn-abandoned")) == {"ended": True}
     figures = emitted(capsys)
     assert figures.total("WatcherFailures") == 1 and figures.total("TurnsAbandoned") == 0
-    assert conductor.summary(conn) == [THINKING]  # the turn itself is untouched
+    assert conductor.summary(conn) == []  # the turn itself is untouched (its runner would post THINKING)
 
     record = {"requestContext": {"condition": "RetriesExhausted"}, "requestPayload": task}
     assert turn_abandoned.handler(record, LocalLambdaContext(function_name="turn-abandoned")) == {"ended": True}

@@ -49,6 +49,7 @@ def test_a_listed_session_has_the_documented_fields(api: Api) -> None:
             "status": "idle",
             "origin": "voice",
             "lastUtterance": "run the tests again",
+            "devices": 0,
         }
     ]
 
