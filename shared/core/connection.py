@@ -62,7 +62,11 @@ def unbind(state: SessionState, connection_id: str) -> Outcome:
     """``$disconnect``: only the session's current connection is forgotten, not an older one."""
     if state.connection_id != connection_id:
         return Outcome(state)
-    return Outcome(state.model_copy(update={"connection_id": None, "catch_up_owner": None, "catch_up_since": None}))
+    left = state.model_copy(update={"connection_id": None, "catch_up_owner": None, "catch_up_since": None})
+    outcome = Outcome(left)
+    if left.devices:  # the others hear that the session's own device left
+        outcome.unnumbered.append(devices.changed(left, left=state.device_id))
+    return outcome
 
 
 def needs_catch_up(state: SessionState, connection_id: str) -> bool:

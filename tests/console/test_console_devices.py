@@ -23,10 +23,6 @@ from voiceide_client import ConductorClient, scaled_backoff
 
 pytestmark = pytest.mark.browser
 
-SERVER_DEVICES = (
-    "needs the conductor's several-devices support (sessionReady.devices, devicesChanged, routing, "
-    "confirmChange); until it lands, a second connection takes the session over"
-)
 CHANGE = (
     'call editor.replaceText {"path": "Sources/Demo/main.swift", "startLine": 1, "endLine": 1, "text": "let x = 42"}'
 )
@@ -333,7 +329,6 @@ def test_a_held_change_gets_approve_and_decline(console: Console) -> None:
 # ---- with the conductor's several devices -------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason=SERVER_DEVICES)
 def test_a_watching_console_sees_the_phones_conversation_and_both_devices(
     console: Console, stack: LocalStack, phone: Phone
 ) -> None:
@@ -371,7 +366,6 @@ def test_a_watching_console_sees_the_phones_conversation_and_both_devices(
     no_page_errors(console)
 
 
-@pytest.mark.xfail(strict=False, reason=SERVER_DEVICES)
 def test_a_watching_console_approves_the_phones_change(console: Console, stack: LocalStack) -> None:
     edits: list[dict[str, Any]] = []
 
