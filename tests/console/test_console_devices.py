@@ -388,8 +388,11 @@ def test_a_watching_console_approves_the_phones_change(console: Console, stack: 
         assert console.sent("confirmChange") == [{"approve": True}]
         phone.run(phone.client.wait_until(lambda: len(edits) == 1, timeout=WAIT_S))
         assert edits[0]["text"] == "let x = 42"  # made on the phone, the device that runs the tool
-        console.until(lambda: any("replaceText" in text for text in finals_shown(console)))
+        # the model's answer about the phone's result shows here ("Editor replace text: …", or
+        # "editor.replaceText returned …" word for word)
+        console.until(lambda: any(re.search(r"replace ?text", text, re.IGNORECASE) for text in finals_shown(console)))
         assert held_card_buttons(console) == []
+        assert len(edits) == 1  # run once, on the phone only
         assert "userAudioTranscriptFinal" not in sent_after(console, 0)
     finally:
         phone.close()
