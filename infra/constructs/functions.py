@@ -25,19 +25,23 @@ RETENTION: dict[int, logs.RetentionDays] = dict(
 # authorizes each item of a TransactWriteItems as its own action (a Put as PutItem, an Update as
 # UpdateItem), so these cover the store's transactions too; state commits are transactions, and a
 # commit may delete the stored parts of a tool result sent in parts (Delete items: DeleteItem).
-_GET, _PUT, _UPDATE, _DELETE, _QUERY, _BATCH_WRITE = (
-    f"dynamodb:{action}" for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "BatchWriteItem")
+_GET, _PUT, _UPDATE, _DELETE, _QUERY, _BATCH_WRITE, _BATCH_GET = (
+    f"dynamodb:{action}"
+    for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "BatchWriteItem", "BatchGetItem")
 )
+# Every function that commits may Query the outbox: a decision that ends a stream launched alongside
+# its write before any runner claimed it posts that decision's kept events (shared/flows/early_launch.py).
 TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
-    "connect": (_GET, _PUT, _UPDATE, _DELETE),  # binds the connection and the session's principal
-    "disconnect": (_GET, _PUT, _UPDATE, _DELETE),  # forgets the connection
+    "connect": (_GET, _PUT, _UPDATE, _DELETE, _QUERY),  # binds the connection and the session's principal
+    "disconnect": (_GET, _PUT, _UPDATE, _DELETE, _QUERY),  # forgets the connection (a device leaves)
     "message": (_GET, _PUT, _UPDATE, _DELETE, _QUERY),  # reads the history window and the outbox
     "turn": (_GET, _PUT, _UPDATE, _DELETE, _QUERY),  # reads the history and what a summary folds
-    "turnAbandoned": (_GET, _PUT, _UPDATE, _DELETE),
-    "toolDeadline": (_GET, _PUT, _UPDATE, _DELETE),
+    "turnAbandoned": (_GET, _PUT, _UPDATE, _DELETE, _QUERY),
+    "toolDeadline": (_GET, _PUT, _UPDATE, _DELETE, _QUERY),
     # reads a session and its transcript, renames and ends it (rewriting its items' expiry), erases it
-    # (BatchWriteItem deletes); its Query on the sessions index is granted on the index alone.
-    "sessionsApi": (_GET, _PUT, _UPDATE, _DELETE, _QUERY, _BATCH_WRITE),
+    # (BatchWriteItem deletes), counts the devices of the active ones it lists (BatchGetItem); its
+    # Query on the sessions index is granted on the index alone.
+    "sessionsApi": (_GET, _PUT, _UPDATE, _DELETE, _QUERY, _BATCH_WRITE, _BATCH_GET),
 }
 # Actions on the sessions index (``by-owner``), granted on the index's ARN only: a page of sessions.
 INDEX_ACTIONS: dict[str, tuple[str, ...]] = {"sessionsApi": (_QUERY,)}
@@ -328,8 +332,9 @@ class ConductorFunctions(Construct):
 
     @property
     def posting(self) -> tuple[lambda_.Function, ...]:
-        """The functions that post events to the app's connection."""
-        return (self.message, self.turn, self.turn_abandoned, self.tool_deadline)
+        """The functions that post events to the app's connections (``$disconnect``: to the
+        devices that stay, when one leaves)."""
+        return (self.message, self.disconnect, self.turn, self.turn_abandoned, self.tool_deadline)
 
     def _function(self, spec: FunctionSpec, environment: dict[str, str] | None = None) -> lambda_.Function:
         scope = Construct(self, spec.name.capitalize())

@@ -99,7 +99,8 @@ CONDUCTOR_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.CONDUCTOR_ERROR, Error
 BEDROCK_FAULT_CODES: tuple[ErrorCode, ...] = (ErrorCode.BEDROCK_ERROR,)
 # The table operations the store and the sessions API's records use (ThrottledRequests has an
 # Operation dimension; shared/adapters/session_records.py: ending rewrites each item's expiry, erasing deletes
-# in batches). With the read and write throttle events, 9 metrics: an alarm's metric math takes 10.
+# in batches, listing reads the active sessions' device counts in a batch). With the read and write
+# throttle events, 10 metrics: as many as an alarm's metric math takes.
 TABLE_OPERATIONS: tuple[dynamodb.Operation, ...] = (
     dynamodb.Operation.GET_ITEM,
     dynamodb.Operation.PUT_ITEM,
@@ -108,6 +109,7 @@ TABLE_OPERATIONS: tuple[dynamodb.Operation, ...] = (
     dynamodb.Operation.QUERY,
     dynamodb.Operation.TRANSACT_WRITE_ITEMS,
     dynamodb.Operation.BATCH_WRITE_ITEM,
+    dynamodb.Operation.BATCH_GET_ITEM,
 )
 ROUTE_FUNCTIONS = ("connect", "message", "disconnect")
 TIMED_FUNCTIONS = ("message", "turn")

@@ -536,13 +536,18 @@ class ClientUse:
 
 
 def _boto3_client_service(node: ast.AST) -> str | None:
-    if (
+    """The service of a client built here: ``boto3.client("x")``, or the handlers' own factory
+    ``aws_client("x")`` (``lambdas.runtime``: a botocore client built as boto3 builds it)."""
+    boto3_client = (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == "client"
         and isinstance(node.func.value, ast.Name)
         and node.func.value.id == "boto3"
-    ):
+    )
+    own_factory = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "aws_client"
+    if boto3_client or own_factory:
+        assert isinstance(node, ast.Call)
         if not node.args or not isinstance(node.args[0], ast.Constant) or not isinstance(node.args[0].value, str):
             raise AnalysisError("boto3.client() with a service name that is not a literal")
         return node.args[0].value

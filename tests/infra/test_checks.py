@@ -22,6 +22,7 @@ ANNOTATIONS_PLUGIN = "Construct Annotations"
 SESSIONS_API_HANDLER = "lambdas.sessions_api.handler"
 POSTING_HANDLERS = (
     "lambdas.message.handler",
+    "lambdas.disconnect.handler",  # tells the devices that stay when one leaves
     "lambdas.turn.handler",
     "lambdas.turn_abandoned.handler",
     "lambdas.tool_deadline.handler",

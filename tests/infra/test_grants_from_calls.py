@@ -137,10 +137,10 @@ def test_a_missing_or_an_extra_grant_is_found(prod: Synth) -> None:
             if turn_role in roles and "bedrock:InvokeModel" in actions:
                 statement["Action"] = [a for a in actions if a != "bedrock:InvokeModel"]
             if connect_role in roles and "dynamodb:GetItem" in actions:
-                statement["Action"] = [*actions, "dynamodb:Query"]
+                statement["Action"] = [*actions, "dynamodb:BatchWriteItem"]
     assert mismatches(tampered) == {
         "lambdas.turn.handler": {"missing": ["bedrock:InvokeModel"], "extra": []},
-        "lambdas.connect.handler": {"missing": [], "extra": ["dynamodb:Query"]},
+        "lambdas.connect.handler": {"missing": [], "extra": ["dynamodb:BatchWriteItem"]},
     }
 
 
@@ -158,9 +158,17 @@ def test_the_analysis_sees_every_client_and_every_handler_calls_something() -> N
             "sessions_api",
         )
     }
-    # A commit may delete the stored parts of a tool result sent in parts (a transaction's Delete items).
-    assert figures["connect"] == ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    # A commit may delete the stored parts of a tool result sent in parts (a transaction's Delete items),
+    # and read the outbox (the events of a decision whose stream it ended before a runner claimed it).
+    assert figures["connect"] == [
+        "dynamodb:DeleteItem",
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:Query",
+        "dynamodb:UpdateItem",
+    ]
     assert "dynamodb:DeleteItem" in figures["disconnect"]  # forgets the connection
+    assert "execute-api:ManageConnections" in figures["disconnect"]  # the devices that stay hear it
     assert {"lambda:InvokeFunction", "execute-api:ManageConnections", "dynamodb:Query"} <= set(figures["message"])
     assert "sqs:SendMessage" in figures["turn"] and "sqs:SendMessage" in figures["tool_deadline"]
     assert figures["authorizer"] == ["secretsmanager:GetSecretValue"]
@@ -172,6 +180,7 @@ def test_the_analysis_sees_every_client_and_every_handler_calls_something() -> N
         "dynamodb:Query",  # the index, the transcript, a session's keys
         "dynamodb:DeleteItem",  # erasing: the state first
         "dynamodb:BatchWriteItem",  # ...then the rest in batches
+        "dynamodb:BatchGetItem",  # the active sessions' device counts
         "execute-api:ManageConnections",
         "secretsmanager:GetSecretValue",  # the cursor key, once per cold start
     }

@@ -553,15 +553,14 @@ def test_turn_runner_is_never_retried_and_hands_failures_to_its_destination(any_
 def test_posting_functions_post_only_to_their_own_stage(any_stage: Synth) -> None:
     api_id = any_stage.api_id("WEBSOCKET")
     region, stage = any_stage.config.region, any_stage.config.name
-    for handler in (HANDLERS["$default"], TURN_HANDLER, TURN_ABANDONED_HANDLER):
+    for handler in (HANDLERS["$default"], HANDLERS["$disconnect"], TURN_HANDLER, TURN_ABANDONED_HANDLER):
         assert service_grants(any_stage, handler, "execute-api") == {
             (
                 "execute-api:ManageConnections",
                 f"arn:aws:execute-api:{region}:<AWS::AccountId>:<{api_id}>/{stage}/POST/@connections/*",
             )
         }
-    for handler in (HANDLERS["$connect"], HANDLERS["$disconnect"]):
-        assert not service_grants(any_stage, handler, "execute-api")
+    assert not service_grants(any_stage, HANDLERS["$connect"], "execute-api")
 
 
 def test_table_access_is_item_level_on_this_table_only(any_stage: Synth) -> None:
