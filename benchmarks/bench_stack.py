@@ -130,7 +130,7 @@ def bench_stack(pace: ModelPace | None, naive: bool, extra_env: dict[str, str] |
             model.prefix_of = PrefixMeter(stack).take
             model.watch_sends(runtime.turn_runner().brain._client)
             lambdas = LambdaMeter(stack.gateway)
-            dynamo = DynamoMeter(stack, client=runtime.store()._client)
+            dynamo = DynamoMeter(stack, client=runtime.store()._client, launcher=runtime.service().launcher._client)
             try:
                 yield Bench(stack, dynamo, PostMeter(stack.gateway), model, lambdas)
             finally:

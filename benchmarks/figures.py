@@ -26,6 +26,8 @@ class TurnFigures:
     streams: list[ModelStream]
     lambda_calls: list[tuple[str, float, float]]
     client_frames: int
+    # From the tool result the app sent (a tool round) to the answer's first partial after it.
+    blocking_after_result: int | None = None
 
 
 @dataclass

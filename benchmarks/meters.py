@@ -37,7 +37,7 @@ class DynamoMeter:
     when this one-process stack gets to the second only after the first (one Python thread runs
     at a time): deployed, each is a network round trip and they overlap."""
 
-    def __init__(self, stack: Any, *, sizing: bool = True, client: Any = None) -> None:
+    def __init__(self, stack: Any, *, sizing: bool = True, client: Any = None, launcher: Any = None) -> None:
         from moto.core.models import DEFAULT_ACCOUNT_ID
         from moto.dynamodb.models import dynamodb_backends
 
@@ -53,10 +53,26 @@ class DynamoMeter:
             serialized._app = lambda environ, start_response: self._sized(inner, environ, start_response)
         server.app = lambda environ, start_response: self._timed(outer, environ, start_response)
         self.round_trips: list[DynamoRequest] = []
+        # The turn runner's launches (Lambda Invoke), as ``$default``'s client issues and gets them:
+        # a DynamoDB round trip in flight alongside one is not on the path to the model.
+        self.invokes: list[tuple[float, float]] = []
+        if launcher is not None:
+            launcher.meta.events.register("before-call.lambda.Invoke", self._invoke_issued, unique_id="bench-invoke")
+            for answered in ("after-call.lambda.Invoke", "after-call-error.lambda.Invoke"):
+                launcher.meta.events.register(answered, self._invoke_answered, unique_id=f"bench-{answered}")
         if client is not None:
             client.meta.events.register("before-call.dynamodb", self._issued, unique_id="bench-round-trip-issued")
             for answered in ("after-call.dynamodb", "after-call-error.dynamodb"):
                 client.meta.events.register(answered, self._answered, unique_id=f"bench-{answered}")
+
+    def _invoke_issued(self, context: dict[str, Any], **_: Any) -> None:
+        context["bench_invoke"] = time.perf_counter()
+
+    def _invoke_answered(self, context: dict[str, Any], **_: Any) -> None:
+        issued = context.pop("bench_invoke", None)
+        if issued is not None:
+            with self._lock:
+                self.invokes.append((issued, time.perf_counter()))
 
     def _issued(self, context: dict[str, Any], model: Any = None, **_: Any) -> None:
         context["bench_issued"] = (getattr(model, "name", "?"), time.perf_counter())

@@ -29,6 +29,7 @@ ROWS: list[Row] = [
     ("first tts.speak p99 (ms)", _ms(lambda t: t.first_speak_ms, 99), ".0f"),
     ("DynamoDB requests / turn", _per_turn(lambda t: len(t.dynamo)), ".1f"),
     ("  blocking before 1st partial", _per_turn(lambda t: t.blocking), ".1f"),
+    ("  blocking after the tool result", _per_turn(lambda t: t.blocking_after_result), ".1f"),
     ("WRU / turn", _per_turn(lambda t: sum(r.wru for r in t.dynamo)), ".1f"),
     ("RRU / turn", _per_turn(lambda t: sum(r.rru for r in t.dynamo)), ".1f"),
     ("posts / turn", _per_turn(lambda t: len(t.posts)), ".1f"),

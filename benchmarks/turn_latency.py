@@ -78,6 +78,7 @@ from voiceide_client import TurnTimeout
 RAMBLE = "ramble 100"
 RAMBLE_NAME = "plain 100-delta answer"
 THINKING_TURNS = 3  # a thinking turn on the paced model takes seconds: a few show the difference
+TOOL_NAME = "editor.openFile"
 TOOL = 'call editor.openFile {"path": "Sources/App/main.swift"}'
 PACE_ENV = "CONDUCTOR_LOCAL_MODEL_PACE"
 
@@ -95,13 +96,22 @@ def longest_chain(requests: list[DynamoRequest]) -> int:
 
 
 def blocking_chain(
-    round_trips: list[DynamoRequest], streams: list[ModelStream], sends: list[float], partial_at: float
+    round_trips: list[DynamoRequest],
+    streams: list[ModelStream],
+    sends: list[float],
+    partial_at: float,
+    invokes: list[tuple[float, float]] = (),  # type: ignore[assignment]
 ) -> int:
     """The DynamoDB round trips the first partial waited for: the longest chain of one-after-another
     round trips (as the conductor's client issued and got them) that ended before it, leaving out
     those that ended while the model was working on the stream that spoke (after its request went
-    out, before its first text: they cost the user nothing)."""
-    before = [r for r in round_trips if r.ended <= partial_at]
+    out, before its first text: they cost the user nothing) and those in flight alongside a launch
+    of the turn runner (a write issued with the Invoke that starts the turn: the runner does not
+    wait for it before asking the model)."""
+    alongside = [
+        r for r in round_trips if any(r.started <= answered and r.ended >= issued for issued, answered in invokes)
+    ]
+    before = [r for r in round_trips if r.ended <= partial_at and r not in alongside]
     speaking = [s for s in streams if s.requested <= partial_at and s.first_text is not None]
     if not speaking:
         return longest_chain(before)
@@ -148,6 +158,23 @@ async def measured_turn(bench: Bench, timed: TimedClient, text: str) -> TurnFigu
     finals = [e.payload.text for _, e in arrivals if isinstance(e.payload, AssistantSpeechFinal)]
     said = "".join(stream.text for stream in streams)
     partial_post = next((p.at for p in posts if p.kind == "assistantSpeechPartial"), None)
+    invokes = [(issued, answered) for issued, answered in bench.dynamo.invokes if issued >= sent]
+    # A tool round: from the $default invocation that took the app's result to the answer's first partial.
+    asked_tool = next(
+        (at for at, e in arrivals if isinstance(e.payload, ToolCall) and e.payload.name == TOOL_NAME), None
+    )
+    result_at = (
+        None
+        if asked_tool is None
+        else next(
+            (start for fn, start, _ in bench.lambdas.since(marks[3]) if fn == "message" and start >= asked_tool), None
+        )
+    )
+    partial_after = (
+        None
+        if result_at is None
+        else next((p.at for p in posts if p.kind == "assistantSpeechPartial" and p.at >= result_at), None)
+    )
     return TurnFigures(
         completed=completed,
         final_complete=bool(finals) and " ".join(finals[-1].split()) == " ".join(streams[-1].text.split())
@@ -162,7 +189,16 @@ async def measured_turn(bench: Bench, timed: TimedClient, text: str) -> TurnFigu
         dynamo=dynamo,
         blocking=None
         if partial_post is None
-        else blocking_chain(round_trips, streams, bench.model.sends_since(sent), partial_post),
+        else blocking_chain(round_trips, streams, bench.model.sends_since(sent), partial_post, invokes),
+        blocking_after_result=None
+        if result_at is None or partial_after is None
+        else blocking_chain(
+            [r for r in round_trips if r.started >= result_at],
+            [s for s in streams if s.requested >= result_at],
+            bench.model.sends_since(result_at),
+            partial_after,
+            invokes,
+        ),
         posts=posts,
         streams=streams,
         lambda_calls=bench.lambdas.since(marks[3]),

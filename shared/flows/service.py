@@ -338,7 +338,7 @@ class ConductorService:
                 launch=lambda task: self._launches.submit(self.launcher.launch, task),
                 failed=self._launch_failed,
             )
-            if recent is not None
+            if recent is not None and isinstance(payload, UserAudioTranscriptFinal)
             else None
         )
         try:

@@ -46,7 +46,11 @@ def test_a_sixty_turn_session_with_big_tool_results_stays_within_the_budget() ->
 
         session_id = asyncio.run(asyncio.wait_for(session(), 600))
         streamed = [r.body for r in stack.bedrock_server.requests if "toolConfig" in r.body]
-        assert len(streamed) == 2 * TURNS  # the call, then the read-back, every turn
+        # The call, then the read-back, every turn; a transcript said the instant the last turn
+        # went idle may race the memory's own write after it: its turn, launched alongside its
+        # write, is then asked again on the newer state (the first stream closed at its claim).
+        user_turns = [body for body in streamed if "toolResult" not in json.dumps(body["messages"][-1])]
+        assert len(streamed) - len(user_turns) == TURNS and TURNS <= len(user_turns) <= TURNS * 1.25
         for body in streamed:
             chars = (
                 len(json.dumps(body["messages"]))

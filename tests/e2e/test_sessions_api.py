@@ -21,6 +21,7 @@ import signal
 import sys
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -120,6 +121,13 @@ def status_of(call: Callable[[], Any]) -> int:
     return 200
 
 
+def readable(item: dict[str, Any]) -> dict[str, Any]:
+    """An item with its compressed state (``z``: shared/adapters/state_codec.py) as the JSON it holds."""
+    if "z" not in item:
+        return item
+    return {**item, "z": {"S": zlib.decompress(item["z"]["B"]).decode("utf-8")}}
+
+
 def items_of(stack: LocalStack, session_id: str) -> list[dict[str, Any]]:
     """Every item of the conductor's table that mentions the session anywhere (a full scan)."""
     dynamodb = stack.dynamodb_client()
@@ -127,7 +135,7 @@ def items_of(stack: LocalStack, session_id: str) -> list[dict[str, Any]]:
     kwargs: dict[str, Any] = {"TableName": stack.table_name, "ConsistentRead": True}
     while True:
         page = dynamodb.scan(**kwargs)
-        found += [item for item in page["Items"] if session_id in json.dumps(item)]
+        found += [readable(item) for item in page["Items"] if session_id in json.dumps(item, default=repr)]
         if "LastEvaluatedKey" not in page:
             return found
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -227,7 +227,10 @@ async def test_a_transcript_delivered_twice_starts_one_turn(stack: LocalStack) -
     assert finals == [f"You said: {transcript}", "You said: fence"]
     assert sum(is_state(e, "thinking") for e in client.events) == 2
     assert sum(is_tool_call(e, "tts.speak") for e in client.events) == 2
-    assert brain_requests_for(stack, transcript) == 1
+    # The two copies may be decided at once: each launches its turn alongside its write, and the
+    # copy whose write loses the race is found taken (its runner closes the model stream at its
+    # claim, having said nothing). The model may so be asked twice; it answers once.
+    assert brain_requests_for(stack, transcript) in (1, 2)
     assert [e for e in client.events if e.kind_name == "error"] == []
     assert client.duplicates == []
     assert_seq_counts_up_by_one(client.events)
