@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.barge_in import BargeIn, barge_in_turns, report_barge_in
 from benchmarks.bench_stack import NAIVE_ENV, STACK_ENV, Bench, bench_stack
 from benchmarks.cold_import import cold_imports
+from benchmarks.devices_bench import report_devices, three_devices
 from benchmarks.figures import Result, Scenario, TurnFigures, percentile
 from benchmarks.first_phrase import report as report_first_phrase
 from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
@@ -400,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([sys.executable, str(Path(__file__).resolve()), *load], check=True)
 
     report_first_phrase(out, pace, sweep=False)
+    report_devices(three_devices(2 if args.quick else 5), out)
     print(f"\ntotal {time.perf_counter() - began:.1f} s", file=out)
     return 0
 
