@@ -88,12 +88,12 @@ async def _turns(bench: Bench, meter: PostsByConnection, turns: int) -> dict[str
                     mark, dynamo_mark = meter.mark(), bench.dynamo.mark()
                     await phone.say(text, timeout=20)
                     await asyncio.sleep(0.1)  # the turn's last posts
+                    dynamo += len(bench.dynamo.since(dynamo_mark))
                     names = _connections(bench, session_id)
                     for connection, size in meter.since(mark):
                         device = names.get(connection, "?")
                         counts[device] += 1
                         sizes[device] += size
-                    dynamo += len(bench.dynamo.since(dynamo_mark))
                 row = {f"{d} posts": counts[d] / turns for d in ("phone", "desk", "screen")}
                 row |= {f"{d} bytes": sizes[d] / turns for d in ("phone", "desk", "screen")}
                 row["DynamoDB requests"] = dynamo / turns
