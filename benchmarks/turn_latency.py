@@ -376,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
             barge_ins[flow] = asyncio.run(
                 barge_in_turns(bench, turns, stop_check_ms / 1000, sentence_speech=sentence_speech)
             )
-    report_barge_in(barge_ins, stop_check_ms, out)
+    barge_in_check_ms = Settings.from_env({**os.environ, **STACK_ENV}).barge_in_check_ms
+    report_barge_in(barge_ins, stop_check_ms, out, barge_in_check_ms=barge_in_check_ms)
     out.flush()
 
     if not args.skip_speculation:
