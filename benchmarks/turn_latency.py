@@ -62,6 +62,7 @@ from benchmarks.cold_import import cold_imports
 from benchmarks.devices_bench import report_devices, three_devices
 from benchmarks.figures import Result, Scenario, TurnFigures, percentile
 from benchmarks.first_phrase import report as report_first_phrase
+from benchmarks.hot_path_table import measured, report_table
 from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
 from benchmarks.meters import DynamoRequest, ModelStream
 from benchmarks.report import cell, report_costs, report_scenario
@@ -387,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         report_speculation(speculation, out, stable_ms=stable_ms, sessions=at_once, processes=speculation_processes)
         out.flush()
 
+    imports: dict[str, tuple[float, float]] | None = None
     if not args.skip_imports:
         print("\n== cold import of the handlers (ms, best of a few, fresh interpreter) ==", file=out)
         imports = cold_imports(1 if args.quick else 3)
@@ -403,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report_first_phrase(out, pace, sweep=False)
     report_devices(three_devices(2 if args.quick else 5), out)
+    report_table(measured(results, barge_ins, imports, pace), out)
     print(f"\ntotal {time.perf_counter() - began:.1f} s", file=out)
     return 0
 
