@@ -28,6 +28,8 @@ from tests.e2e.conftest import (
     poll_until,
     session_store,
 )
+from tests.e2e.test_sign_in import SECOND_USER, handshake_status, sign_in_as
+from tests.e2e.test_sign_in import auth_stack as auth_stack  # the signed-in stack, a fixture
 from voiceide_client import ConductorClient
 from voiceide_client.companion import Companion
 from voiceide_client.companion_device import companion_device
@@ -164,3 +166,27 @@ async def test_a_fifth_device_is_refused(stack: LocalStack) -> None:
     assert refused.payload.code == ErrorCode.TOO_MANY_DEVICES
     for client in clients:
         await client.close()
+
+
+@async_test
+async def test_under_sign_in_a_second_persons_device_is_refused_and_the_first_persons_join(
+    auth_stack: LocalStack,
+) -> None:
+    ana, other = sign_in_as(auth_stack), sign_in_as(auth_stack, *SECOND_USER)
+    session_id = str(uuid.uuid4())
+    phone = client_for(auth_stack, session_id, device=PHONE, handshake_headers=ana.headers)
+    screen = client_for(auth_stack, session_id, device=SCREEN, handshake_headers=ana.headers)
+    async with phone:
+        await ready(phone)
+        async with screen:
+            await ready(screen)  # the same person's second device joins
+            assert screen.session_ready is not None and screen.session_ready.devices is not None
+            assert {d.id for d in screen.session_ready.devices} == {PHONE["id"], SCREEN["id"]}
+            # another person's device, for the same session: refused at the handshake, as any foreign session
+            assert await handshake_status(auth_stack.session_url(session_id), dict(await other.headers())) == 403
+            turn = await phone.say("still mine", timeout=TURN_TIMEOUT_S)
+            assert turn.completed and turn.final_text == "You said: still mine"
+            await screen.wait_for(
+                lambda e: isinstance(e.payload, AssistantSpeechFinal) and e.payload.text == "You said: still mine",
+                WAIT_S,
+            )
