@@ -53,6 +53,8 @@ class EarlyLaunch:
             return
         if prepared.connection_id != self.connection_id or not prepared.connection_live:
             return  # the connection is caught up first: the runner starts from the state that made it live
+        if self.bases[-1].listening is not None:
+            return  # partials came before: a watcher writes meanwhile (and speculation hides the wait)
         if len(outcome.events) != len(kept):
             return  # partials among the events: they go out from the frame's invocation, as usual
         window = self._window(self.bases[-1], outcome)
