@@ -43,7 +43,7 @@ from .project_file import (
     missing_command,
 )
 from .tools import ToolError, ToolHandler
-from .workspace_tools import MAX_FILE_BYTES, SKIPPED_DIRS, Workspace
+from .workspace_tools import Workspace
 
 SendProgress = Callable[[str, float | None, str], Awaitable[None]]
 """Sends a ``toolProgress`` (callId, fraction, message)."""
@@ -108,26 +108,8 @@ class CompanionWorkspace(Workspace):
             raise ToolError(f"{relative} is outside the workspace: it leads out through a symbolic link")
         return path
 
-    def _inside(self, path: Path) -> bool:
-        return path == self.root or self.root in path.parents
-
     def _name(self, path: Path) -> str:
         return str(path.relative_to(self.root)) or "."
-
-    def _text_files(self) -> list[Path]:
-        found: list[Path] = []
-        for folder, dirs, files in os.walk(self.root):
-            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
-            for name in sorted(files):
-                path = Path(folder) / name
-                try:
-                    if path.is_symlink() and not self._inside(path.resolve()):
-                        continue
-                    if path.is_file() and path.stat().st_size <= MAX_FILE_BYTES:
-                        found.append(path)
-                except OSError:
-                    continue
-        return found
 
     # ---- reading and editing -----------------------------------------------------------------
 

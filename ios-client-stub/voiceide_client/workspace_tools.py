@@ -39,18 +39,28 @@ class Workspace:
         if not isinstance(relative, str) or not relative.strip():
             raise ToolError("a path is required")
         path = (self.root / relative).resolve()
-        if path != self.root and self.root not in path.parents:
+        if not self._inside(path):
             raise ToolError(f"{relative} is outside the workspace")
         return path
 
+    def _inside(self, path: Path) -> bool:
+        return path == self.root or self.root in path.parents
+
     def _text_files(self) -> list[Path]:
+        """The files a search reads: not in the skipped folders, not behind a link leading out of
+        the workspace, not too big, and readable."""
         found: list[Path] = []
         for folder, dirs, files in os.walk(self.root):
             dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
             for name in sorted(files):
                 path = Path(folder) / name
-                if path.stat().st_size <= MAX_FILE_BYTES:
-                    found.append(path)
+                try:
+                    if path.is_symlink() and not self._inside(path.resolve()):
+                        continue
+                    if path.is_file() and path.stat().st_size <= MAX_FILE_BYTES:
+                        found.append(path)
+                except OSError:
+                    continue
         return found
 
     async def open_file(self, args: dict[str, Any]) -> dict[str, Any]:
