@@ -48,7 +48,7 @@ def arrive(state: SessionState, connection_id: str, principal: str | None, *, no
     """``$connect``: the connection is bound (``bind``: it takes the session over), unless the
     session's live connection is a device that said which it is (``sessionStart.device``): then
     the new one may be another device, or the same one back, and its first event says which
-    (``shared.flows.device_decisions``): it joins beside the live one or takes the session over.
+    (``shared.core.device_decisions``): it joins beside the live one or takes the session over.
     An app that does not know devices reconnects exactly as it always did."""
     if state.principal and state.principal != principal:
         raise SessionOwnedElsewhere(state.session_id)

@@ -23,6 +23,7 @@ from shared.core import (
     conductor,
     confirming,
     connection,
+    device_decisions,
     devices,
     progress,
     result_parts,
@@ -34,7 +35,6 @@ from shared.core.decision import is_unrecorded_own_call, may_resume_the_model
 from shared.core.history_ops import history_after
 from shared.core.messages import Message, fit_window
 from shared.core.state import SessionState
-from shared.flows import device_decisions
 from shared.flows.commit import Committed, ConductorBusy, Metrics, NullMetrics
 from shared.flows.config import Settings
 from shared.flows.delivery import Gateway, Request

@@ -5,25 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from conductor_local.stack import LocalStack
-from shared.adapters import state_codec
-from shared.core import event_ids
 from shared.wire.protocol import SessionStart
+from tests.e2e.conftest import event_processed
 from voiceide_client import ConductorClient
-
-
-def event_processed(stack: LocalStack, session_id: str, event_id: str) -> bool:
-    """Whether the conductor has committed the effects of a client event: its id is recorded in the
-    session's state with them (the ``STATE`` item of the store's documented table layout)."""
-    item = (
-        stack.dynamodb_client()
-        .get_item(
-            TableName=stack.table_name,
-            Key={"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": "STATE"}},
-            ConsistentRead=True,
-        )
-        .get("Item")
-    )
-    return item is not None and event_ids.taken(state_codec.decoded(item), event_id)
 
 
 async def session_started(stack: LocalStack, client: ConductorClient, timeout: float = 5.0) -> None:
