@@ -70,6 +70,7 @@ class ConnectionInfo:
     session_id: str
     principal: str | None
     arrived_seq: int | None = None  # arrived beside a live connection: the next seq then
+    replaces: str | None = None  # the connection it took the session over from at $connect
 
 
 def _outbox_sk(seq: int) -> str:
@@ -128,10 +129,17 @@ class SessionStore(HistoryReads):
     # ---- connections ---------------------------------------------------------------------
 
     def put_connection(
-        self, connection_id: str, session_id: str, principal: str | None, *, arrived_seq: int | None = None
+        self,
+        connection_id: str,
+        session_id: str,
+        principal: str | None,
+        *,
+        arrived_seq: int | None = None,
+        replaces: str | None = None,
     ) -> None:
         """``arrived_seq``: the session's next seq when the connection arrived beside a live one (it
-        is caught up from there if it takes the session over)."""
+        is caught up from there if it takes the session over); ``replaces``: the connection it took
+        the session over from (told so on this one's first event)."""
         item = {
             "pk": {"S": f"CONN#{connection_id}"},
             "sk": {"S": CONN_SK},
@@ -143,6 +151,8 @@ class SessionStore(HistoryReads):
             item["principal"] = {"S": principal}
         if arrived_seq is not None:
             item["arrived_seq"] = {"N": str(arrived_seq)}
+        if replaces is not None:
+            item["replaces"] = {"S": replaces}
         self._client.put_item(TableName=self._table, Item=item)
 
     def get_connection(self, connection_id: str) -> ConnectionInfo | None:
@@ -160,6 +170,7 @@ class SessionStore(HistoryReads):
             session_id=item["session_id"]["S"],
             principal=item.get("principal", {}).get("S"),
             arrived_seq=int(arrived) if arrived is not None else None,
+            replaces=item.get("replaces", {}).get("S"),
         )
 
     def delete_connection(self, connection_id: str) -> None:

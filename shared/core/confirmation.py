@@ -122,15 +122,37 @@ def change_card(change: Change) -> Card:
     return Card(change.card_type, change.card_title, change.card_body, change.language, change.file)
 
 
-def describe_change(name: str, arguments: dict[str, Any]) -> Change:
+def describe_change(name: str, arguments: dict[str, Any], current: list[str] | str | None = None) -> Change:
     """The question and card for a call of tool ``name``; arguments that make no sense for the tool
-    (missing, mistyped, a backwards range) give the generic question. Never raises."""
-    if name == REPLACE_TEXT and isinstance(arguments, dict) and (change := _replace_text(arguments)):
+    (missing, mistyped, a backwards range) give the generic question. ``current``: for an edit, the
+    lines it replaces as they are now (read from the device that runs it), or a note saying why they
+    could not be read; None: not read (the card says so). Never raises."""
+    if name == REPLACE_TEXT and isinstance(arguments, dict) and (change := _replace_text(arguments, current)):
         return change
     return _generic(name, arguments)
 
 
-def _replace_text(arguments: dict[str, Any]) -> Change | None:
+def replaced_range(arguments: dict[str, Any]) -> tuple[str, int, int] | None:
+    """An edit's path and its first and last line, when they make sense."""
+    path = arguments.get("path")
+    start, end = _line_number(arguments.get("startLine")), _line_number(arguments.get("endLine"))
+    if not isinstance(path, str) or not _file_name(path) or start is None or end is None or end < start:
+        return None
+    return path, start, end
+
+
+def _old_lines(start: int, end: int, current: list[str] | str | None) -> list[str]:
+    if isinstance(current, list):
+        shown = [f"-{line}" for line in current[:SHOWN_LINES]]
+        if (more := len(current) - SHOWN_LINES) > 0:
+            shown.append(f"… {more} more line{'s' * (more != 1)}")
+        return shown
+    if isinstance(current, str):
+        return [f"- ({_clip(' '.join(current.split()), 200)})"]
+    return [f"- (line {start} as it is now)" if start == end else f"- (lines {start}\u2013{end} as they are now)"]
+
+
+def _replace_text(arguments: dict[str, Any], current: list[str] | str | None = None) -> Change | None:
     path, text = arguments.get("path"), arguments.get("text")
     start, end = _line_number(arguments.get("startLine")), _line_number(arguments.get("endLine"))
     if not isinstance(path, str) or not isinstance(text, str) or start is None or end is None or end < start:
@@ -143,12 +165,11 @@ def _replace_text(arguments: dict[str, Any]) -> Change | None:
         (f"line {start}", f"line {start}") if start == end else (f"lines {start} to {end}", f"lines {start}\u2013{end}")
     )
     new = re.split(r"\r?\n", text.removesuffix("\n").removesuffix("\r")) if text else []
-    old_note = f"- (line {start} as it is now)" if start == end else f"- (lines {start}\u2013{end} as they are now)"
     body = [
         f"--- {path}",
         f"+++ {path}",
         f"@@ -{start},{end - start + 1} +{start if new else start - 1},{len(new)} @@",
-        old_note,
+        *_old_lines(start, end, current),
         *(f"+{line}" for line in new[:SHOWN_LINES]),
     ]
     if (more := len(new) - SHOWN_LINES) > 0:

@@ -19,30 +19,30 @@ from __future__ import annotations
 
 import json
 
-from shared.core import background
-from shared.core.confirmation import Verdict, change_card, describe_change
+from shared.core import background, change_preview, devices
+from shared.core.confirmation import Verdict, describe_change
 from shared.core.decision import CoreSettings, Decision, Outcome, close_round, deadline_of, error_payload
 from shared.core.messages import tool_result_block
-from shared.core.speakable import card_patch
 from shared.core.state import ModelCall, OwnPurpose, SessionState, Turn
-from shared.wire.protocol import AUTO_APPROVE_CHANGES, AssistantUIPatch, ErrorCode, ToolCall
+from shared.wire.protocol import AUTO_APPROVE_CHANGES, ErrorCode, ToolCall
 
 CONFIRM_WAIT_S = 120.0  # how long a held change waits for the person's answer
 DECLINED = "declined by the user: the change was not made"
 NOT_CONFIRMED = "not confirmed: the user did not answer the question, so the change was not made"
 
 
-def needs_confirmation(state: SessionState, settings: CoreSettings, name: str) -> bool:
-    """Whether a call of ``name`` waits for the person's yes in this session."""
-    if AUTO_APPROVE_CHANGES in state.capabilities:
+def needs_confirmation(state: SessionState, settings: CoreSettings, name: str, device: str | None = None) -> bool:
+    """Whether a call of ``name`` that ``device`` will run waits for the person's yes: it changes
+    the project by any declaration of it, and that device does not confirm changes on its own screen
+    (``autoApproveChanges`` counts only for the device that runs the change)."""
+    if AUTO_APPROVE_CHANGES in devices.capabilities_of(state, device):
         return False
-    if state.tools is not None:
-        return any(tool.name == name and tool.effects == "changes" for tool in state.tools)
-    return name in settings.changing_tools
+    return devices.changes_project(state, name, settings)
 
 
-def hold(decision: Decision, turn: Turn, call: ModelCall, now: float) -> None:
-    """Keep the call from the app, and ask the person about it (a sentence and a card)."""
+def hold(decision: Decision, turn: Turn, call: ModelCall, now: float, settings: CoreSettings) -> None:
+    """Keep the call from the app, and ask the person about it (a sentence and a card, the card
+    with the lines an edit replaces once the device that runs it has read them)."""
     call.held = True
     call.sent_to = None
     call.deadline = now + CONFIRM_WAIT_S if now else 0.0
@@ -50,9 +50,9 @@ def hold(decision: Decision, turn: Turn, call: ModelCall, now: float) -> None:
         arguments = json.loads(call.arguments)
     except ValueError:
         arguments = {}
-    change = describe_change(call.name, arguments if isinstance(arguments, dict) else {})
-    decision.send(AssistantUIPatch(patch=card_patch(change_card(change))))
-    decision.speak(change.question, OwnPurpose.SPEAK_BEFORE_TOOLS, turn.turn_id)
+    arguments = arguments if isinstance(arguments, dict) else {}
+    change_preview.show_or_ask(decision, call, arguments, settings)
+    decision.speak(describe_change(call.name, arguments).question, OwnPurpose.SPEAK_BEFORE_TOOLS, turn.turn_id)
 
 
 def asking(state: SessionState) -> bool:

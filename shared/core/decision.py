@@ -115,6 +115,8 @@ class Outcome:
     watch: str | None = None
     # Events posted after the numbered ones and never kept (a turn's ``turnUsage``).
     unnumbered: list[Payload] = field(default_factory=list)
+    # Connections another one took over (``taken_over``): each is told so, once, after the commit.
+    taken_over: list[str] = field(default_factory=list)
 
     def numbered_events(self) -> list[tuple[int, Payload]]:
         return [(self.first_seq + index, payload) for index, payload in enumerate(self.events)]
@@ -152,6 +154,7 @@ class Decision:
         self.parts_complete: list[str] = []
         self.parts_dropped: list[tuple[str, int]] = []
         self.unnumbered: list[Payload] = []
+        self.taken_over: list[str] = []
         self.now: float | None = None  # when known: the time of a turn's first tts.speak
 
     def send(self, payload: Payload) -> None:
@@ -253,6 +256,7 @@ class Decision:
             self.parts_complete,
             self.parts_dropped,
             unnumbered=self.unnumbered,
+            taken_over=self.taken_over,
         )
 
 

@@ -18,6 +18,7 @@ from shared.core.decision import CoreSettings, Decision, error_payload
 from shared.core.state import SessionState
 from shared.wire.protocol import (
     VOICE,
+    ConfirmChange,
     ErrorCode,
     ErrorPayload,
     Payload,
@@ -46,20 +47,42 @@ def deciding(
     """The decision on ``payload`` from ``connection_id`` (``arrived_seq``: the next seq when it
     connected beside a live connection). Raises ``devices.TooManyDevices``."""
     device = devices.device_of(state, connection_id)
+    if device is None and connection_id in state.refused_connections:
+        raise devices.TooManyDevices(state.session_id)  # refused once: nothing of the session for it
     if device is None and arrived_seq is None:
         return decide(_spoken_here(state, payload, None))  # an older connection of the session's own device
+    taken_over: str | None = None
     if device is None:  # it connected beside a live device: its first event says what it is
         if isinstance(payload, SessionStart) and devices.is_joining(state, connection_id, payload):
             return devices.join(state, connection_id, payload, settings, now=now)
+        taken_over = state.connection_id
         state = connection.bind(state, connection_id, principal, now=now).state  # it takes the session over
         state.connection_start_seq = min(arrived_seq or state.next_seq, state.connection_start_seq)
         device = state.device_id
     if device != state.device_id:
         return _from_other_device(state, connection_id, device, payload, decide, settings, now=now)
+    if (refused := _refused_to(state, connection_id, payload)) is not None:
+        return refused
     outcome = decide(_spoken_here(state, payload, None))
     if isinstance(payload, SessionStart) and payload.session_id.lower() == state.session_id:
         _own_device(outcome.state, payload)
+    if taken_over is not None and taken_over != connection_id:
+        outcome.taken_over.append(taken_over)
     return outcome
+
+
+def _refused_to(state: SessionState, connection_id: str, payload: Payload) -> Outcome | None:
+    """The answer to what this device may not do (None: it may): answer or report progress on a
+    call sent to another device, or tap a held change without showing it."""
+    if isinstance(payload, ToolResult | ToolProgress | ToolCancel) and not devices.may_answer(
+        state, connection_id, payload.call_id
+    ):
+        decision = Decision(state)
+        decision.send(error_payload(ErrorCode.NO_PENDING_TOOL_CALL, f"no pending tool call {payload.call_id!r}"))
+        return decision.outcome()
+    if isinstance(payload, ConfirmChange) and not devices.may_confirm(state, connection_id):
+        return _refused(state, "confirmChange comes from a device that displays the change (the display role)")
+    return None
 
 
 def _from_other_device(
@@ -76,12 +99,8 @@ def _from_other_device(
         if payload.device is None or payload.device.id != device:
             return _refused(state, "this connection is already another device of the session")
         return devices.join(state, connection_id, payload, settings, now=now)  # sent again: caught up again
-    if isinstance(payload, ToolResult | ToolProgress | ToolCancel) and not devices.may_answer(
-        state, connection_id, payload.call_id
-    ):
-        decision = Decision(state)
-        decision.send(error_payload(ErrorCode.NO_PENDING_TOOL_CALL, f"no pending tool call {payload.call_id!r}"))
-        return decision.outcome()
+    if (refused := _refused_to(state, connection_id, payload)) is not None:
+        return refused
     speaks = isinstance(payload, UserAudioTranscriptFinal | UserAudioTranscriptPartial) or (
         isinstance(payload, ErrorPayload) and payload.code == ErrorCode.AUDIO_OUTPUT_INTERRUPTED
     )

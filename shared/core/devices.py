@@ -95,11 +95,14 @@ def join(
         connected_at=now,
         live=False,
         tools=tools,
+        capabilities=list(start.capabilities or ()),
     )
     known = next((index for index, old in enumerate(devices) if old.device_id == entry.device_id), None)
     if known is not None:
+        if devices[known].connection_id != connection_id:
+            decision.taken_over.append(devices[known].connection_id)  # the device is back elsewhere
         devices[known] = entry
-    elif 1 + len(devices) >= MAX_DEVICES:
+    elif 1 + len(devices) >= MAX_DEVICES or connection_id in state.refused_connections:
         raise TooManyDevices(state.session_id)
     else:
         if not devices and decision.state.device_tools is None:
@@ -179,12 +182,54 @@ def merged_tools(state: SessionState) -> list[ClientTool] | None:
         if tools is None:
             continue
         any_declared = True
-        declared.extend(tool for tool in tools if all(tool.name != known.name for known in declared))
+        for tool in tools:
+            index = next((at for at, known in enumerate(declared) if known.name == tool.name), None)
+            if index is None:
+                declared.append(tool)
+            elif tool.effects == "changes" or tool.background:  # the strictest declaration counts
+                known = declared[index]
+                declared[index] = known.model_copy(
+                    update={
+                        "effects": "changes" if "changes" in (known.effects, tool.effects) else "none",
+                        "background": known.background or tool.background,
+                    }
+                )
     return declared if any_declared else None
+
+
+def changes_project(state: SessionState, name: str, settings: CoreSettings) -> bool:
+    """Whether a call of ``name`` changes the person's project: so says any declaration of it by
+    any device present (or the catalog, for a device that runs the catalog's tools)."""
+    sources: list[list[ClientTool] | None] = [state.device_tools if state.devices else state.tools]
+    sources.extend(entry.tools for entry in state.devices)
+    for tools in sources:
+        if tools is None:
+            if name in settings.changing_tools:
+                return True
+        elif any(tool.name == name and tool.effects == "changes" for tool in tools):
+            return True
+    return False
+
+
+def capabilities_of(state: SessionState, device_id: str | None) -> list[str]:
+    """What a device announced in its ``sessionStart`` (the session's own: the session's)."""
+    if device_id is None or device_id == state.device_id:
+        return state.capabilities
+    entry = next((entry for entry in state.devices if entry.device_id == device_id), None)
+    return entry.capabilities if entry is not None else []
 
 
 def _runs(tools: list[ClientTool] | None, name: str, settings: CoreSettings) -> bool:
     return name in settings.catalog_names if tools is None else any(tool.name == name for tool in tools)
+
+
+def runs_tool(state: SessionState, device_id: str, name: str, settings: CoreSettings) -> bool:
+    """Whether the device runs tool ``name`` (what it declared, else the catalog)."""
+    if device_id == state.device_id:
+        own = state.device_tools if state.devices else state.tools
+        return TOOLS in state.device_roles and _runs(own, name, settings)
+    entry = next((entry for entry in state.devices if entry.device_id == device_id), None)
+    return entry is not None and TOOLS in entry.roles and _runs(entry.tools, name, settings)
 
 
 def tool_device(state: SessionState, name: str, settings: CoreSettings) -> str | None:
@@ -220,6 +265,9 @@ def target_of(state: SessionState, payload: Payload) -> str | None:
     call = state.model_call(payload.call_id) if state.turn is not None else None
     if call is not None:
         return call.device or state.device_id
+    held = previewed(state, payload.call_id)
+    if held is not None:
+        return held.device or state.device_id
     job = next((job for job in state.background if job.call_id == payload.call_id), None)
     if job is not None:
         return job.device or state.device_id
@@ -254,6 +302,8 @@ def may_answer(state: SessionState, connection_id: str, call_id: str) -> bool:
     device = device_of(state, connection_id)
     turn = state.turn
     call = state.model_call(call_id) if turn is not None else None
+    if call is None:
+        call = previewed(state, call_id)
     owner = call.device if call is not None else None
     if owner is None:
         job = next((job for job in state.background if job.call_id == call_id), None)
@@ -261,9 +311,33 @@ def may_answer(state: SessionState, connection_id: str, call_id: str) -> bool:
     return owner is None or owner == device
 
 
+def previewed(state: SessionState, call_id: str) -> ModelCall | None:
+    """The held change whose card waits for the read ``call_id`` (``shared.core.change_preview``)."""
+    turn = state.turn
+    if turn is None or turn.tools is None:
+        return None
+    return next((call for call in turn.tools.calls if call.held and call.preview == call_id), None)
+
+
 def may_speak(state: SessionState, connection_id: str) -> bool:
     """Transcripts and barge-ins come from voice devices."""
     return VOICE in roles_of(state, device_of(state, connection_id))
+
+
+def may_confirm(state: SessionState, connection_id: str) -> bool:
+    """A tap on a held change (``confirmChange``) comes from a device that shows it."""
+    return DISPLAY in roles_of(state, device_of(state, connection_id))
+
+
+REFUSED_KEPT = 8
+
+
+def refuse(state: SessionState, connection_id: str) -> Outcome:
+    """A connection refused as a device too many: later events from it are refused too."""
+    decision = Decision(state)
+    kept = [known for known in decision.state.refused_connections if known != connection_id]
+    decision.state.refused_connections = [*kept, connection_id][-REFUSED_KEPT:]
+    return decision.outcome()
 
 
 # ---- who is present ------------------------------------------------------------------------------

@@ -48,6 +48,15 @@ def handle_tool_progress(
     if kept is not None and (kept.said_at, kept.fraction or 0.0) > (said, progress.fraction or 0.0):
         return decision.outcome()
     target.progress = Progress(fraction=progress.fraction, message=progress.message.strip(), at=now, said_at=said)
+    if decision.state.devices:  # the other devices show it (``shared.flows.delivery`` leaves out the runner)
+        decision.unnumbered.append(
+            ToolProgress(
+                callId=progress.call_id,
+                name=target.name,
+                fraction=progress.fraction,
+                message=target.progress.message,
+            )
+        )
     return decision.outcome()
 
 

@@ -69,6 +69,7 @@ class ModelCall(_Model):
     deadline: float = 0.0  # epoch seconds: past it, the model gets a timeout error for the call
     parts: ResultParts | None = None  # its result, while it arrives in parts
     held: bool = False  # a change waiting for the person's yes: not sent to the app yet
+    preview: str | None = None  # held: the call id of the read its card waits for
     progress: Progress | None = None
 
 
@@ -217,6 +218,7 @@ class DeviceEntry(_Model):
     connected_at: float = 0.0  # epoch seconds
     live: bool = False  # caught up: events go to it as they are made
     tools: list[ClientTool] | None = None  # what it declared it runs (None: the catalog)
+    capabilities: list[str] = Field(default_factory=list)  # what its sessionStart announced
 
 
 class SessionState(_Model):
@@ -284,6 +286,9 @@ class SessionState(_Model):
     device_tools: list[ClientTool] | None = None  # what the session's connection declared, once others joined
     devices: list[DeviceEntry] = Field(default_factory=list)
     voice_device: str | None = None  # the device whose words started the latest turn (None: the session's)
+    # Connections refused as a device too many: they get nothing of the session, not even by
+    # sending another event (the latest few; a refused app reconnects to try again).
+    refused_connections: list[str] = Field(default_factory=list)
 
     def own_call(self, call_id: str) -> OwnCall | None:
         return next((call for call in self.own_calls if call.call_id == call_id), None)

@@ -232,8 +232,8 @@ def stream_finished(
         if call.name in CONDUCTOR_TOOL_NAMES:  # the conductor's own tools: answered here, never sent
             progress.answer_own_tool(decision, call, now)
             continue
-        if confirming.needs_confirmation(decision.state, settings, call.name):
-            confirming.hold(decision, turn, call, now)
+        if confirming.needs_confirmation(decision.state, settings, call.name, runs_it):
+            confirming.hold(decision, turn, call, now, settings)
             continue
         decision.show("executing")
         decision.send(ToolCall(call_id=unwrapped.call_id, name=unwrapped.name, arguments=unwrapped.arguments))

@@ -26,7 +26,11 @@ from shared.flows.commit import (
     backoff,
     error_metric_name,
 )
-from shared.wire.protocol import DEFAULT_DEVICE_ID, ErrorCode, error_event
+from shared.wire.protocol import DEFAULT_DEVICE_ID, DISPLAY, VOICE, ErrorCode, error_event
+
+TAKEN_OVER_MESSAGE = (
+    "another connection took this session over: this one hears nothing more of it (do not reconnect on your own)"
+)
 
 
 class Gateway(Protocol):
@@ -72,12 +76,12 @@ class Delivery:
             return
         targets = committed.targets or [None] * len(committed.frames)
         numbered_frames = list(zip(committed.frames, targets, strict=True)) if numbered else []
-        after = [(frame, _about_other(frame)) for frame in committed.after]
+        after = [(frame, _about_other(frame, state)) for frame in committed.after]
         for recipient in present:
             frames = [
                 *committed.before,
                 *(frame for (_seq, frame), to in numbered_frames if devices.hears(recipient, to)),
-                *(frame for frame, about in after if about != recipient.device_id),
+                *(frame for frame, about in after if _hears_about(recipient, about)),
             ]
             for frame in frames:
                 if not self.gateway.post(endpoint, recipient.connection_id, frame):
@@ -126,6 +130,14 @@ class Delivery:
             for frame in frames:
                 if not self.gateway.post(endpoint, recipient.connection_id, frame):
                     break
+
+    def tell_taken_over(self, endpoint: str, connection_ids: list[str]) -> None:
+        """Tell each connection another one took its place: it hears nothing more of the session
+        (a connection already gone is simply not told)."""
+        for connection_id in connection_ids:
+            self.metrics.count(error_metric_name(ErrorCode.TAKEN_OVER))
+            frame = error_event(ErrorCode.TAKEN_OVER, TAKEN_OVER_MESSAGE).to_json()
+            self.gateway.post(endpoint, connection_id, frame)
 
     def reply(self, request: Request, code: ErrorCode, message: str) -> None:
         """An error about the frame itself, to the connection that sent it."""
@@ -195,11 +207,30 @@ class Delivery:
         return True
 
 
-def _about_other(frame: str) -> str | None:
-    """The device a ``devicesChanged`` announces as joined (it hears its own ``sessionReady``)."""
-    if '"devicesChanged"' not in frame:
+_PROGRESS = "progress"  # an unnumbered frame for the devices that show or say progress
+
+
+def _about_other(frame: str, state: SessionState) -> str | None:
+    """Whom an unnumbered frame is not for: the device a ``devicesChanged`` announces as joined (it
+    hears its own ``sessionReady``); for a forwarded ``toolProgress``, the device that runs the call
+    (it sent it), prefixed ``_PROGRESS`` so only devices that display or speak get it."""
+    if '"devicesChanged"' not in frame and '"toolProgress"' not in frame:
         return None
     try:
-        return json.loads(frame)["kind"]["devicesChanged"].get("joined")
+        kind = json.loads(frame)["kind"]
+        if "toolProgress" in kind:
+            call_id = kind["toolProgress"]["callId"]
+            call = state.model_call(call_id)
+            job = next((job for job in state.background if job.call_id == call_id), None)
+            runner = call.device if call is not None else job.device if job is not None else None
+            return f"{_PROGRESS}:{runner or state.device_id}"
+        return kind["devicesChanged"].get("joined")
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _hears_about(recipient: devices.Recipient, about: str | None) -> bool:
+    if about is not None and about.startswith(f"{_PROGRESS}:"):
+        shows = DISPLAY in recipient.roles or VOICE in recipient.roles
+        return shows and about != f"{_PROGRESS}:{recipient.device_id}"
+    return about != recipient.device_id

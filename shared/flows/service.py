@@ -20,6 +20,7 @@ from shared.adapters.store import ConnectionInfo, DuplicateEvent, RecentHistory,
 from shared.adapters.turn_launcher import TurnTask
 from shared.core import (
     admission,
+    change_preview,
     conductor,
     confirming,
     connection,
@@ -110,17 +111,26 @@ class ConductorService:
         if self.settings.require_principal and not principal:
             return ConnectResult(401, "an authenticated principal is required")
 
+        before: list[SessionState] = []
+
+        def arriving(state: SessionState) -> Outcome:
+            before.append(state)
+            return connection.arrive(state, connection_id, principal, now=time.time())
+
         try:
-            committed = self.committer.apply(
-                session_id,
-                lambda state: connection.arrive(state, connection_id, principal, now=time.time()),
-                create=True,
-            )
+            committed = self.committer.apply(session_id, arriving, create=True)
         except connection.SessionOwnedElsewhere:
             return ConnectResult(403, "this session belongs to another user")
         beside = committed is not None and committed.state.connection_id != connection_id
         arrived = committed.state.next_seq if committed is not None and beside else None
-        self.store.put_connection(connection_id, session_id, principal, arrived_seq=arrived)
+        replaced = before[-1].connection_id if before and not beside and committed is not None else None
+        self.store.put_connection(
+            connection_id,
+            session_id,
+            principal,
+            arrived_seq=arrived,
+            replaces=replaced if replaced != connection_id else None,
+        )
         return ConnectResult(200)
 
     def disconnect(self, connection_id: str, endpoint: str | None = None) -> None:
@@ -186,7 +196,7 @@ class ConductorService:
         keys = {"event_id": str(parsed.id), "session_id": connection.session_id}
         self.log.info("event received", extra={"kind": parsed.kind_name, **keys})
         try:
-            self._dispatch(request, connection.session_id, parsed, connection.arrived_seq)
+            self._dispatch(request, connection, parsed)
         except Exception:
             self.log.exception("event handling failed", extra=keys)
             raise
@@ -231,7 +241,8 @@ class ConductorService:
         )
         return None
 
-    def _dispatch(self, request: Request, session_id: str, event: Event, arrived_seq: int | None = None) -> None:
+    def _dispatch(self, request: Request, info: ConnectionInfo, event: Event) -> None:
+        session_id, arrived_seq = info.session_id, info.arrived_seq
         payload = event.payload
         event_id = str(event.id)
         decide: Callable[[SessionState], Outcome]
@@ -253,6 +264,9 @@ class ConductorService:
                 decide = lambda state: conductor.refuse_over_budget(state, now=now)  # noqa: E731
             else:
                 self.metrics.count("Turns")
+        elif isinstance(payload, ToolResult) and change_preview.is_preview(payload.call_id):
+            previewed = payload
+            decide = lambda state: change_preview.handle_preview(state, previewed)  # noqa: E731
         elif isinstance(payload, ToolResult) and payload.part is not None:
             part = payload
             decide = lambda state: result_parts.handle_tool_result_part(  # noqa: E731
@@ -358,9 +372,7 @@ class ConductorService:
                 self._ready(request, stored, stored, payload)  # the app resent it: it missed the answer
             return
         except devices.TooManyDevices:
-            self.delivery.reply(
-                request, ErrorCode.TOO_MANY_DEVICES, f"a session has at most {MAX_DEVICES} devices at once"
-            )
+            self._refuse_device(request, session_id)
             return
         except admission.RateExceeded as refused:
             self.log.warning("event over the session's rate; not applied", extra={"event_id": event_id})
@@ -380,6 +392,7 @@ class ConductorService:
             committed = self._assembled(session_id, call_id, committed, now)
             decided_on.append(committed.state)
         state = committed.state
+        self.delivery.tell_taken_over(request.endpoint, committed.outcome.taken_over)
         last_seq = (
             payload.last_seq if isinstance(payload, SessionStart) and payload.session_id.lower() == session_id else None
         )
@@ -387,12 +400,17 @@ class ConductorService:
         joined = devices.entry_of(state, request.connection_id)
         if joined is not None and not joined.live and isinstance(payload, SessionStart):
             self.delivery.deliver(request.endpoint, committed)  # to the others: it is not live yet
-            state = self.delivery.catch_up_device(request, state, joined.device_id, payload.last_seq)
+            since = payload.last_seq
+            if since is None and committed.frames:  # back without lastSeq: its unanswered calls again
+                since = committed.frames[0][0] - 1
+            state = self.delivery.catch_up_device(request, state, joined.device_id, since)
             self._ready_device(request, decided_on[-1], state, joined.device_id)
             return
         if state.connection_id != request.connection_id:
             self.delivery.deliver(request.endpoint, committed)  # the session moved on to a newer connection
         elif connection.needs_catch_up(state, request.connection_id):
+            if info.replaces:  # it took the session over at $connect
+                self.delivery.tell_taken_over(request.endpoint, [info.replaces])
             state = self.delivery.catch_up(request, state, last_seq=last_seq) or state
         else:
             if last_seq is not None:
@@ -411,6 +429,14 @@ class ConductorService:
                 return
             window = self._window_after(recent, decided_on[-1], committed) if recent is not None else None
             self._launch(TurnTask.for_stream(state, committed.run_model, request.endpoint, window))
+
+    def _refuse_device(self, request: Request, session_id: str) -> None:
+        """A device too many: told so, and remembered, so nothing it sends later takes a place."""
+        self.delivery.reply(request, ErrorCode.TOO_MANY_DEVICES, f"a session has at most {MAX_DEVICES} devices at once")
+        try:
+            self.committer.apply(session_id, lambda state: devices.refuse(state, request.connection_id))
+        except ConductorBusy:
+            self.log.warning("refused device not recorded", extra={"session_id": session_id})
 
     def _window_for(self, recent: RecentHistory, base: SessionState, outcome: Outcome) -> list[Message] | None:
         """The model's history window after ``outcome``, from the window read beside the state;

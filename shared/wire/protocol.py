@@ -59,6 +59,8 @@ class ErrorCode(StrEnum):
     BUDGET_EXCEEDED = "budget_exceeded"
     # a session has as many devices as it may: this sessionStart's device was not added
     TOO_MANY_DEVICES = "too_many_devices"
+    # another connection took this session (or this device) over: this one hears nothing more
+    TAKEN_OVER = "taken_over"
     # client-side codes
     WS_ERROR = "ws_error"
     WS_CONNECT_FAILED = "ws_connect_failed"
@@ -89,6 +91,7 @@ SENT_ERROR_CODES: tuple[ErrorCode, ...] = (
     ErrorCode.SESSION_ERASED,
     ErrorCode.BUDGET_EXCEEDED,
     ErrorCode.TOO_MANY_DEVICES,
+    ErrorCode.TAKEN_OVER,
 )
 
 
@@ -125,6 +128,7 @@ _OMITTED_WHEN_NONE = frozenset(
         "devices",
         "joined",
         "left",
+        "name",
     }
 )
 MAX_PROGRESS_MESSAGE = 200
@@ -301,9 +305,11 @@ class ToolResult(_Payload):
 
 
 class ToolProgress(_Payload):
-    """Extension, from the app: how far a call it runs has got (the latest one counts)."""
+    """Extension, from the app: how far a call it runs has got (the latest one counts). The
+    conductor forwards it, unnumbered and with the tool's ``name``, to the session's other devices."""
 
     call_id: StrictStr = Field(alias="callId", min_length=1, max_length=256)
+    name: StrictStr | None = Field(default=None, max_length=64)
     fraction: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
     message: StrictStr = Field(default="", max_length=MAX_PROGRESS_MESSAGE)
 

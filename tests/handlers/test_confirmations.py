@@ -10,6 +10,7 @@ from lambdas import runtime
 from shared.core import conductor as core
 from tests.handlers.conftest import Connection, Harness
 
+READ = "editor.readFile"
 EDIT = {"path": "Sources/App/main.swift", "startLine": 10, "endLine": 20, "text": "let x = 1\nlet y = 2\n"}
 
 
@@ -44,9 +45,20 @@ def test_the_edit_waits_for_a_yes_with_a_spoken_question_and_a_diff_card(conduct
     assert ("final", "Replace lines 10 to 20 of main.swift?") in summary
     assert ("toolCall", "tts.speak", {"text": "Replace lines 10 to 20 of main.swift?"}) in summary
     assert summary[-1] == ("toolCall", "convo.setState", {"state": "idle"})  # the app listens
+    # The card waits for the file as the app has it: the conductor asks the app to read it first.
+    assert not [e for e in conductor.events(conn) if e.kind_name == "assistantUIPatch"]
+    (preview,) = [e.payload for e in conductor.events(conn) if e.kind_name == "toolCall" and e.payload.name == READ]
+    assert preview.call_id.startswith("conductor-preview-") and json.loads(preview.arguments) == {"path": EDIT["path"]}
+    text = "".join(f"line {n} as it is\n" for n in range(1, 26))
+    conductor.answer(conn, preview.call_id, json.dumps({"path": EDIT["path"], "text": text, "truncated": False}))
     (patch,) = [json.loads(e.payload.patch) for e in conductor.events(conn) if e.kind_name == "assistantUIPatch"]
     card = patch[0]["value"]
     assert card["type"] == "diff" and "+let x = 1" in card["body"] and "@@ -10,11" in card["body"]
+    shown = card["body"].splitlines()
+    assert [line for line in shown if line.startswith("-") and not line.startswith("---")] == [
+        f"-line {n} as it is" for n in range(10, 21)
+    ]
+    assert edits_sent(conductor, conn) == []  # still waiting for the yes
     conductor.script.push(message("Done: lines 10 to 20 are replaced."))
     conductor.say(conn, "yes, go ahead")
     (edit,) = edits_sent(conductor, conn)
