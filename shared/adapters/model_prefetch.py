@@ -33,6 +33,7 @@ class Prefetch:
         self.first_text_at: float | None = None
         self.output_chars = 0
         self.usage: dict[str, int] = {}
+        self.reservation: object = None  # what the request holds of the person's ceiling, to settle
         self._thread = threading.Thread(target=self._pump, name="prefetch", daemon=True)
         self._thread.start()
 

@@ -110,6 +110,20 @@ def resets_at(now: float) -> datetime:
     return day + timedelta(days=1)
 
 
+# What a request sends beside its messages (system prompt, tool specs), in tokens, at most; a
+# reservation counts it on top of the messages' own estimate.
+REQUEST_OVERHEAD_TOKENS = 4_000
+
+
+def reservation_usd(prices: Prices, message_chars: int, chars_per_token: float, max_tokens: int) -> float:
+    """The most one model request may cost, reserved before it is sent: its messages at the
+    conversation's measured characters per token (three quarters of it: a ratio measured on a
+    conversation may run high), the system prompt and tools, all of it written to the prompt cache
+    if that costs more, and every output token it may write."""
+    input_tokens = message_chars / max(0.75 * chars_per_token, 1.0) + REQUEST_OVERHEAD_TOKENS
+    return (input_tokens * max(prices.input, prices.cache_write) + max_tokens * prices.output) / PER_MILLION
+
+
 def over_budget(spent_today_usd: float, ceiling_usd: float) -> bool:
     return ceiling_usd > 0 and spent_today_usd >= ceiling_usd
 

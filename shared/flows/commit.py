@@ -18,7 +18,7 @@ from shared.adapters.store import DuplicateEvent, SessionStore, VersionConflict
 from shared.core import devices, event_ids
 from shared.core.conductor import Outcome
 from shared.core.state import SessionState
-from shared.core.usage import day_of, priced, spender
+from shared.core.usage import priced
 from shared.flows.config import Settings
 from shared.wire.protocol import AssistantSpeechPartial, ErrorPayload, TurnUsage, make_event
 
@@ -186,15 +186,13 @@ class Committer:
         return [frame for _seq, frame in self.store.outbox(base.session_id, after_seq=first - 1, before_seq=last + 1)]
 
     def _after(self, outcome: Outcome) -> list[str]:
-        """The unnumbered events, a turn's usage priced (and added to the person's day's spend)."""
+        """The unnumbered events, a turn's usage priced (the person's day's spend already counts
+        each of its requests: ``shared.flows.spend_guard``)."""
         prices = self.settings.prices
         frames = []
         for payload in outcome.unnumbered:
             if isinstance(payload, TurnUsage):
                 payload = priced(payload, prices)
-                if self.spend is not None and payload.cost_usd:
-                    person = spender(outcome.state.principal, outcome.state.session_id)
-                    self.spend.add(person, day_of(time.time()), payload.cost_usd)
             frames.append(make_event(payload).to_json())
         return frames
 

@@ -41,7 +41,8 @@ from shared.core.state import SessionState
 from shared.core.stream import RunnerClaim
 from shared.flows.commit import Committed, ConductorBusy
 from shared.flows.message_stream import TurnFigures
-from shared.flows.turn_runner import RemainingMs, TurnRunner
+from shared.flows.spend_guard import OverBudget, Reservation
+from shared.flows.turn_runner import OVER_BUDGET_METRIC, RemainingMs, TurnRunner
 from shared.wire.protocol import ErrorCode
 
 STOPPED_JOIN_S = 5.0  # how long a leaving watcher waits for the model streams it stopped to close
@@ -114,7 +115,12 @@ class SpeculationWatcher:
                         self._leave(watch)
                     return None
                 if isinstance(step, Speculate):
-                    figures = self._speculate(watch, state, step)
+                    try:
+                        figures = self._speculate(watch, state, step)
+                    except OverBudget:  # past the person's ceiling: the final is refused as usual
+                        self.metrics.count(OVER_BUDGET_METRIC)
+                        self._leave(watch)
+                        return None
                     if figures is not None:
                         return figures
                 elif isinstance(step, Wait):
@@ -123,10 +129,11 @@ class SpeculationWatcher:
             return None
         finally:
             spent_output = 0
-            for prefetch in watch.stopped:  # what the dropped ones wrote until they were closed
-                prefetch.join(STOPPED_JOIN_S)
+            for prefetch, estimated in zip(watch.stopped, watch.estimated_input, strict=True):
+                prefetch.join(STOPPED_JOIN_S)  # what the dropped ones wrote until they were closed
                 spent_output += prefetch.output_tokens()
                 self.metrics.count(DISCARDED_OUTPUT_METRIC, prefetch.output_tokens())
+                self._settle(prefetch, estimated)
             self._count_dropped(task.session_id, watch, spent_output)
 
     def abandoned(self, task: TurnTask) -> None:
@@ -155,7 +162,9 @@ class SpeculationWatcher:
             fitted = self.runner.memory.fit(state, window)
             messages, chars = fitted.messages, fitted.chars
         tools = self.runner.session_tools(state)
+        held = self.runner.spend_guard.reserve(state, messages)  # raises OverBudget: nothing is sent
         prefetch = Prefetch(lambda: self.runner.brain.stream(messages, summary=state.summary, tools=tools))
+        prefetch.reservation = held
         self.metrics.count(SPECULATIONS_METRIC)
         spent = math.ceil(chars / max(state.chars_per_token, 1.0))  # input tokens, at the measured ratio
         try:
@@ -187,6 +196,7 @@ class SpeculationWatcher:
                 self.log.info("speculation promoted", extra={"session_id": task.session_id})
                 stream = TurnTask(session_id=task.session_id, stream_id=stream_id, endpoint=task.endpoint)
                 if prefetch.failed_early:  # the model failed before it wrote a word: ask it again, now
+                    self.runner.spend_guard.settle(held, prefetch.usage)
                     return self.runner.run_promoted(stream, fresh, claim, watch.remaining_ms, None, None)
                 return self.runner.run_promoted(stream, fresh, claim, watch.remaining_ms, prefetch, window)
             if where == "dropped" or fresh is None:
@@ -234,6 +244,16 @@ class SpeculationWatcher:
         watch.estimated_input.append(estimated_input)
         self.metrics.count(DISCARDED_METRIC)
         self.metrics.count(DISCARDED_INPUT_METRIC, prefetch.usage.get("inputTokens", estimated_input))
+
+    def _settle(self, prefetch: Prefetch, estimated_input: int) -> None:
+        """A dropped speculation's real cost replaces what it held of the ceiling: Bedrock's counts
+        when its ``metadata`` came before it was closed, else the estimates."""
+        held = prefetch.reservation if isinstance(prefetch.reservation, Reservation) else None
+        reported = prefetch.usage or {"inputTokens": estimated_input, "outputTokens": prefetch.output_tokens()}
+        try:
+            self.runner.spend_guard.settle(held, reported)
+        except Exception:  # the reservation stays held: the person's day counts it, never less
+            self.log.exception("speculation's spend not settled", extra={"reserved": getattr(held, "usd", 0)})
 
     def _count_dropped(self, session_id: str, watch: _Watch, spent_output: int) -> None:
         """The dropped speculations' tokens join the session's state, for the next turn's usage:

@@ -27,13 +27,14 @@ from shared.core.model_output import ModelMessage
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
 from shared.core.stream import RunnerClaim
-from shared.core.usage import usage_of
+from shared.core.usage import budget_line, usage_of
 from shared.core.wrapper import ClientTool
 from shared.flows.commit import Committer, ConductorBusy, Metrics
 from shared.flows.config import Settings
 from shared.flows.delivery import Delivery
 from shared.flows.memory_keeper import Fitted, MemoryKeeper
 from shared.flows.message_stream import MessageStream, OutOfTime, TurnFigures
+from shared.flows.spend_guard import OverBudget, Reservation, SpendGuard
 from shared.wire.protocol import ErrorCode
 from shared.wire.protocol_tools import RESERVED_TOOL_NAMES
 
@@ -44,6 +45,8 @@ FIRST_SPEAK_METRIC = "FirstSpeakMs"
 MODEL_FIRST_TOKEN_METRIC = "ModelFirstTokenMs"  # from the request to the model to its first text
 # A turn launched alongside its write whose write lost its race (its model request was wasted).
 EARLY_LAUNCH_LOST_METRIC = "EarlyLaunchesLost"
+OVER_BUDGET_METRIC = "RequestsOverBudget"  # model requests not sent: the person's ceiling would pass
+BUDGET_MESSAGE = "today's spending limit is reached: the model was not asked"
 TOKEN_METRICS = {
     "InputTokens": "inputTokens",
     "OutputTokens": "outputTokens",
@@ -114,6 +117,13 @@ class TurnRunner:
         self.log = logger
         self.metrics = metrics
         self.clock: Callable[[], float] = time.time  # the streams' clock (partials, stop checks)
+        self.spend_guard = SpendGuard(
+            committer.spend,
+            ceiling_usd=settings.daily_budget_usd,
+            prices=settings.prices,
+            max_tokens=settings.max_tokens,
+            model_id=settings.model_id,
+        )
 
     def run(self, task: TurnTask, remaining_ms: RemainingMs) -> TurnFigures | None:
         """Run the model for the task's stream, resuming as long as the core asks.
@@ -252,6 +262,10 @@ class TurnRunner:
                 return
             except ConductorBusy:
                 fail(ErrorCode.CONDUCTOR_ERROR, "the session kept changing; the turn stopped", cause=FailureCause.BUSY)
+                return
+            except OverBudget:
+                self.metrics.count(OVER_BUDGET_METRIC)
+                fail(ErrorCode.BUDGET_EXCEEDED, BUDGET_MESSAGE, budget_line(time.time()))
                 return
             except BrainError as error:
                 self.metrics.count("BedrockErrors")
@@ -392,9 +406,11 @@ class TurnRunner:
             decision_frames=run.decision_frames,
         )
         prefetched, run.prefetched = run.prefetched, None
-        if prefetched is not None:
+        if prefetched is not None:  # its watcher held its cost of the ceiling
+            held = prefetched.reservation if isinstance(prefetched.reservation, Reservation) else None
             requested, items = prefetched.requested_at, prefetched.items()
         else:
+            held = self.spend_guard.reserve(state, messages)  # raises OverBudget: nothing is sent
             requested = time.monotonic()
             tools = self.session_tools(state)
             items = self.brain.stream(messages, summary=state.summary, tools=tools, on_sent=streamer.model_requested)
@@ -404,5 +420,6 @@ class TurnRunner:
             close = getattr(items, "close", None)
             if close is not None:
                 close()
+            self.spend_guard.settle(held, message.usage)
             for key, value in message.usage.items():
                 run.figures.usage[key] = run.figures.usage.get(key, 0) + value

@@ -277,6 +277,11 @@ class Rig:
 
 @pytest.fixture
 def rig(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
+    yield from rig_with(moto_url, monkeypatch)
+
+
+def rig_with(moto_url: str, monkeypatch: pytest.MonkeyPatch, **settings_given: Any) -> Iterator[Rig]:
+    """The rig, on settings with ``settings_given`` beside the rig's own."""
     client = boto3.client(
         "dynamodb", endpoint_url=moto_url, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
@@ -288,6 +293,7 @@ def rig(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
         partial_flush_ms=0,
         partial_growth=0,
         speak_interval_ms=0,
+        **settings_given,
     )
     store = SessionStore(client, TABLE, ttl_seconds=settings.session_ttl_seconds)
     metrics, posts, launches, brain = Counts(), Posts(), Launches(), ScriptedBrain()

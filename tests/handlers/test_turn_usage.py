@@ -115,14 +115,15 @@ def test_a_turns_usage_is_every_requests_metadata_tool_rounds_included(
 def test_past_the_daily_ceiling_the_turn_is_refused_and_the_line_spoken(
     conductor: Harness, monkeypatch: pytest.MonkeyPatch, dynamodb: object
 ) -> None:
-    _priced(monkeypatch, ceiling=0.000001)  # the first turn's cost is past it
-    conductor.script.push(message("Hi there.", input_tokens=500, output_tokens=3))
+    # The first request's most fits under the ceiling; what it really cost is past it.
+    _priced(monkeypatch, ceiling=0.05)
+    conductor.script.push(message("Hi there.", input_tokens=50_000, output_tokens=3))
     conn = conductor.connect()  # no sign-in: the person is the session
     conductor.start_session(conn)
     conductor.say(conn, "hello")
     conductor.finish_turn(conn)
     (first,) = _usages(conductor, conn)
-    assert first.cost_usd == pytest.approx((500 * 3.0 + 3 * 15.0) / 1_000_000)
+    assert first.cost_usd == pytest.approx((50_000 * 3.0 + 3 * 15.0) / 1_000_000)
     spend = SessionStore(dynamodb, TABLE, ttl_seconds=3600).person_spend()
     assert spend.spent(conn.session_id, day_of(time.time())) == pytest.approx(first.cost_usd)
     requests = len(conductor.script.requests)
