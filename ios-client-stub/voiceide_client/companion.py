@@ -8,11 +8,14 @@ voice device's). Then it runs each ``toolCall`` it gets (``companion_calls``): r
 listing, an edit the person said yes to, ``git``, and the build and test commands the workspace's
 ``.voiceide.toml`` names, in the background with ``toolProgress`` while they run; a ``toolCancel``
 stops the call. A call sent again (a reconnect, a restart of the companion) is answered from the run
-it already had, never run twice. It shows the conversation as it goes (``companion_display``).
+it already had, never run twice. A companion started again answers at once the builds and test runs
+an earlier run started and never finished (the conductor waits for their result and does not send
+them again): they were not run again. It shows the conversation as it goes (``companion_display``).
 
 It runs until the session is ended or erased, the conductor refuses it (``too_many_devices``: the
-session has four devices already), every reconnect fails, or ``stop`` is called (Ctrl-C, SIGTERM);
-closing stops every command still running.
+session has four devices already), another connection takes the session over (``taken_over``: it
+does not reconnect), every reconnect fails, or ``stop`` is called (Ctrl-C, SIGTERM); closing stops
+every command still running.
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from shared.wire.protocol import (
     Event,
     SessionReady,
     ToolCancel,
+    ToolResult,
+    make_event,
 )
 
 from .client import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, MAX_FRAME_BYTES, ConductorClient, HandshakeHeaders, Progress
-from .companion_calls import CompanionRouter
+from .companion_calls import CompanionRouter, interrupted_result
 from .companion_command import DEFAULT_PROGRESS_EVERY_S, KILL_GRACE_S
 from .companion_display import CompanionDisplay
 from .companion_journal import CallJournal
@@ -48,8 +53,18 @@ WATCH_S = 3600.0
 
 ENDED_BY_SERVER = "closed_by_server"
 REFUSED = str(ErrorCode.TOO_MANY_DEVICES)
+TAKEN_OVER = str(ErrorCode.TAKEN_OVER)
 UNREACHABLE = "unreachable"
 STOPPED = "stopped"
+
+
+class CompanionClient(ConductorClient):
+    """The client with one more way to answer: a result no call of this run asked for (a call an
+    earlier run of the companion started), sent as any answer is (in parts when it is big)."""
+
+    async def send_result(self, result: ToolResult) -> bool:
+        """Send ``result``; False when the client closed before it could."""
+        return await self._send_answer(make_event(result))
 
 
 class Companion:
@@ -76,15 +91,21 @@ class Companion:
         self.workspace = CompanionWorkspace(
             root, send_progress=self._send_progress, progress_every=progress_every, kill_grace=kill_grace
         )
-        journal = CallJournal(journal_folder) if journal_folder is not None else None
-        self.router = CompanionRouter(self.workspace.handlers(), journal=journal, journaled=JOURNALED)
+        declared = self.workspace.declarations()
+        waits = {tool.name: float(tool.deadline_seconds) for tool in declared if tool.deadline_seconds}
+        self.journal = CallJournal(journal_folder, session_id) if journal_folder is not None else None
+        self.background = frozenset(tool.name for tool in declared if tool.background) & frozenset(JOURNALED)
+        self.router = CompanionRouter(self.workspace.handlers(), journal=self.journal, journaled=JOURNALED, waits=waits)
         self.refused: str | None = None  # the conductor's message when it took no more devices
+        self.taken_over: str | None = None  # the conductor's message when another connection took over
+        self.answered_at_start: list[ToolResult] = []  # calls an earlier run left unfinished, answered
         self._stop = asyncio.Event()
-        self.client = ConductorClient(
+        self._on_progress = on_progress
+        self.client = CompanionClient(
             url,
             session_id,
             self.router,
-            declared_tools=self.workspace.declarations(),
+            declared_tools=declared,
             device=device,
             capabilities=(),
             renderer=display,
@@ -92,7 +113,7 @@ class Companion:
             handshake_headers=handshake_headers,
             backoff=backoff,
             max_attempts=max_attempts,
-            on_progress=on_progress,
+            on_progress=self._progress,
             max_frame_bytes=max_frame_bytes,
         )
 
@@ -102,7 +123,7 @@ class Companion:
         return self.client.device
 
     async def __aenter__(self) -> Self:
-        await self.client.connect()
+        await self.connect()
         return self
 
     async def __aexit__(
@@ -111,7 +132,22 @@ class Companion:
         await self.close()
 
     async def connect(self, *, retries: int = 0) -> None:
+        """Join the session; then answer the calls an earlier run left unfinished."""
         await self.client.connect(retries=retries)
+        await self.answer_unfinished()
+
+    async def answer_unfinished(self) -> None:
+        """The builds and test runs an earlier run of the companion started on this session and never
+        finished (it stopped while they ran) are answered now, with an error saying they were not run
+        again: the conductor does not send a background call again, it would wait for its deadline."""
+        if self.journal is None:
+            return
+        for entry in self.journal.unfinished(self.background):
+            result = interrupted_result(entry.call)
+            if not await self.client.send_result(result):
+                return
+            self.journal.answered(entry, result)
+            self.answered_at_start.append(result)
 
     def stop(self) -> None:
         """End ``run`` (safe from a signal handler)."""
@@ -119,6 +155,8 @@ class Companion:
 
     def ended(self) -> str | None:
         """Why the companion is done, or None while it goes on."""
+        if self.taken_over is not None:
+            return TAKEN_OVER
         if self.refused is not None:
             return REFUSED
         if self.client.closed_by_server is not None:
@@ -156,6 +194,12 @@ class Companion:
     async def _send_progress(self, call_id: str, fraction: float | None, message: str) -> None:
         await self.client.send_progress(call_id, fraction, message)
 
+    def _progress(self, message: str) -> None:
+        """How the connection is doing; nothing more once taken over or refused (the companion says
+        why it stops, in one line)."""
+        if self._on_progress is not None and self.taken_over is None and self.refused is None:
+            self._on_progress(message)
+
     def _on_event(self, event: Event) -> None:
         payload = event.payload
         if isinstance(payload, ToolCancel):
@@ -168,4 +212,9 @@ class Companion:
             self.display.devices(payload.devices, joined=payload.joined, left=payload.left)
         elif isinstance(payload, ErrorPayload) and payload.code == REFUSED:
             self.refused = payload.message
+            self._stop.set()
+        elif isinstance(payload, ErrorPayload) and payload.code == TAKEN_OVER:
+            # the conductor closes this connection next: reconnecting would take the session back
+            self.taken_over = payload.message
+            self.client.closed_by_server = TAKEN_OVER
             self._stop.set()

@@ -24,6 +24,17 @@ _CURRENT_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar("voic
 NOT_SPOKEN = {"spoken": False, "heardText": "", "reason": "no_voice"}
 
 
+def interrupted_result(call: ToolCall) -> ToolResult:
+    """The answer to a call an earlier run of the companion started and never finished: it stopped
+    (a restart, a crash) while the call ran, and the call is not run again."""
+    what = {
+        "build.run": "the build was not run again",
+        "tests.run": "the tests were not run again",
+        "editor.replaceText": "the edit was not made again: look at the file before asking again",
+    }.get(call.name, "it was not run again")
+    return ToolResult(call_id=call.call_id, result=None, error=f"the companion restarted while {call.name} ran; {what}")
+
+
 def current_call_id() -> str | None:
     """The ``callId`` of the call the running tool was called for (None outside a call)."""
     return _CURRENT_CALL.get()
@@ -43,10 +54,12 @@ class CompanionRouter(ToolRouter):
         *,
         journal: CallJournal | None = None,
         journaled: Collection[str] = (),
+        waits: Mapping[str, float] | None = None,
     ) -> None:
         super().__init__(None, {TTS_SPEAK: _no_voice, **handlers})
         self.journal = journal
         self.journaled = frozenset(journaled)
+        self.waits = dict(waits or {})  # tool -> how long the conductor waits for its result (deadline)
         self.cancelled: list[str] = []  # callIds stopped by toolCancel
         self._running: dict[str, asyncio.Task[Any]] = {}
 
@@ -66,17 +79,14 @@ class CompanionRouter(ToolRouter):
     async def execute(self, call: ToolCall) -> ToolResult:
         journal = self.journal if call.name in self.journaled else None
         if journal is not None:
-            recorded = journal.lookup(call.call_id)
+            recorded = journal.lookup(call)
             if isinstance(recorded, ToolResult):
                 return recorded
             if isinstance(recorded, Interrupted):
-                return ToolResult(
-                    call_id=call.call_id,
-                    result=None,
-                    error=f"{call.name} was started by an earlier run of the companion, which stopped before it "
-                    "finished; it was not run again (check the workspace before asking again)",
-                )
-            journal.started(call)
+                answer = interrupted_result(call)
+                journal.finished(call, answer)
+                return answer
+            journal.started(call, wait_s=self.waits.get(call.name))
         task = asyncio.current_task()
         token = _CURRENT_CALL.set(call.call_id)
         if task is not None:

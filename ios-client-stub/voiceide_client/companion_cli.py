@@ -1,7 +1,8 @@
 """``voiceide-client companion``: the desktop companion from the terminal.
 
-It finds the session (``--session ID``, or ``--latest``: the signed-in person's session with a
-connection open now, else the one most recently active that is not ended, from the sessions API),
+It finds the session (``--session ID``, checked with the sessions API: an id that names none of the
+person's sessions is refused rather than joined as a new, empty one; or ``--latest``: the signed-in
+person's session with a connection open now, else the one most recently active that is not ended),
 signs in as the other commands do (the token goes in the ``Authorization`` header of the
 handshake and of the sessions API's requests, never in a URL), joins the session as a device
 (``companion``) and runs its tools over ``--workspace`` until the session ends or Ctrl-C.
@@ -37,9 +38,10 @@ from .cli_args import (
     sign_in_from,
 )
 from .client import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, ConductorUnavailable
-from .companion import ENDED_BY_SERVER, REFUSED, UNREACHABLE, Companion
+from .companion import ENDED_BY_SERVER, REFUSED, TAKEN_OVER, UNREACHABLE, Companion
 from .companion_device import MAX_NAME, companion_device, folder_label, state_folder
 from .companion_display import CompanionDisplay
+from .companion_text import printable
 from .connection import without_session
 from .project_file import PROJECT_FILE, ProjectFileError, load_project_file
 from .renderer_choice import transcript_renderer
@@ -56,8 +58,8 @@ EXIT_CODES = {
     EXIT_USAGE: "bad usage (an option, the URL, the workspace)",
     EXIT_UNREACHABLE: "the conductor or the sessions API could not be reached (or every reconnect failed)",
     EXIT_SIGN_IN_FAILED: "signing in failed, or the conductor wants a signed-in user (HTTP 401)",
-    EXIT_SERVER_ERROR: "the session was ended or erased, or already has four devices",
-    EXIT_NOT_FOUND: "--latest found no session to join",
+    EXIT_SERVER_ERROR: "the session was ended or erased, already has four devices, or another connection took it over",
+    EXIT_NOT_FOUND: "--session names no session of yours, or --latest found none to join",
 }
 
 
@@ -106,8 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    workspace = printable(str(args.workspace))
+    if not args.workspace.exists():
+        parser.error(f"--workspace: no such folder: {workspace}")
     if not args.workspace.is_dir():
-        parser.error(f"--workspace: no such folder: {args.workspace}")
+        parser.error(f"--workspace: {workspace} is not a folder")
+    if not os.access(args.workspace, os.R_OK | os.X_OK):
+        parser.error(f"--workspace: {workspace} cannot be read (permission denied)")
     args.workspace = args.workspace.resolve()
     if any(key.lower() == "token" for key, _ in parse_qsl(urlsplit(args.url).query)):
         parser.error("--url must not carry a token: sign in with --username (the token goes in a header)")
@@ -123,6 +130,12 @@ async def latest_session(api: SessionsApi) -> dict[str, Any] | None:
         return dict(sessions[0])
     page = await asyncio.to_thread(api.list, limit=20)
     return next((dict(s) for s in page.get("sessions") or [] if s.get("status") != "ended"), None)
+
+
+async def session_named(api: SessionsApi, session_id: str) -> dict[str, Any]:
+    """The person's session ``session_id``; SessionsApiError (404) when there is none."""
+    page = await asyncio.to_thread(api.show, session_id, limit=1)
+    return dict(page.get("session") or {}) if isinstance(page, dict) else {}
 
 
 async def run_companion(
@@ -142,20 +155,34 @@ async def run_companion(
         try:
             await asyncio.to_thread(sign_in.sign_in)
         except SignInError as exc:
-            print(f"voiceide-client: {exc}", file=stderr)
+            print(f"voiceide-client: {printable(str(exc))}", file=stderr)
             return EXIT_SIGN_IN_FAILED
     session_id = args.session
+    api = api_for(args, parser, sign_in)
     if args.latest:
         try:
-            found = await latest_session(api_for(args, parser, sign_in))
+            found = await latest_session(api)
         except SessionsApiError as exc:
-            print(f"voiceide-client: --latest: {exc.message}", file=stderr)
+            print(f"voiceide-client: --latest: {printable(exc.message)}", file=stderr)
             return exit_code_of(exc)
         if found is None:
             print("voiceide-client: --latest: you have no session to join; start one on the phone first", file=stderr)
             return EXIT_NOT_FOUND
         session_id = str(found["id"])
-        print(f"joining your latest session {session_id}: {title_of(found)}", file=stdout)
+        print(printable(f"joining your latest session {session_id}: {title_of(found)}"), file=stdout)
+    else:
+        try:
+            await session_named(api, session_id)
+        except SessionsApiError as exc:
+            if exc.status == HTTPStatus.NOT_FOUND:
+                print(
+                    f"voiceide-client: --session {session_id}: no session of yours has this id "
+                    "(check the id, or use --latest)",
+                    file=stderr,
+                )
+            else:
+                print(f"voiceide-client: --session: {printable(exc.message)}", file=stderr)
+            return exit_code_of(exc)
     display = CompanionDisplay(transcript_renderer(stdout, stderr, quiet=args.quiet))
     device = companion_device(args.workspace, display=stdout.isatty() and not args.quiet, name=args.name)
     companion = Companion(
@@ -186,7 +213,7 @@ async def _serve(companion: Companion, args: argparse.Namespace, display: Compan
         try:
             await companion.connect(retries=DEFAULT_MAX_ATTEMPTS)
         except ConductorUnavailable as exc:
-            display.notice(f"voiceide-client: {exc}")
+            display.notice(f"voiceide-client: {exc}")  # the display makes it printable
             return EXIT_SIGN_IN_FAILED if exc.status == HTTPStatus.UNAUTHORIZED else EXIT_UNREACHABLE
         display.line("ready: the tools of this folder answer the session's calls (Ctrl-C to stop)")
         why = await companion.run()
@@ -195,6 +222,10 @@ async def _serve(companion: Companion, args: argparse.Namespace, display: Compan
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(stop_signal)
         await companion.close()
+    if why == TAKEN_OVER:
+        device = companion.device.name or companion.device.id
+        display.notice(f"voiceide-client: another connection took this session over as {device}: stopping")
+        return EXIT_SERVER_ERROR
     if why == REFUSED:
         display.notice("voiceide-client: the session already has four devices: close one and start the companion again")
         return EXIT_SERVER_ERROR

@@ -9,7 +9,8 @@ command and everything it started: SIGTERM to the group, then SIGKILL after a sh
 While it runs, ``progress`` is told every ``progress_every`` seconds how it is going: the fraction
 when the output shows one (``[72/120] Compiling …``, ``[ 45%]``) and its latest line. When it is
 over, the outcome keeps the last ``MAX_TAIL_CHARS`` characters of output and the first lines that
-look like problems (``error``, ``fatal``, ``FAIL``), ANSI colours removed.
+look like problems (``error``, ``fatal``, ``FAIL``), terminal escape sequences and control
+characters removed (``companion_text``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from typing import Any
 
 from shared.wire.protocol import MAX_PROGRESS_MESSAGE
 
+from .companion_text import printable
+
 MAX_TAIL_CHARS = 16_000
 """Output kept for the result: the model is shown the first 16,000 characters of a result."""
 MAX_TAIL_LINES = 400
@@ -42,8 +45,6 @@ READ_CHUNK = 64 * 1024
 ProgressReport = Callable[[float | None, str], Awaitable[None]]
 """Told (fraction or None, message) while a command runs."""
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
-"""Terminal colours and cursor moves, and the control characters a line may still hold."""
 _PROBLEM = re.compile(r"\b(?:error|fatal)\b|\bFAIL(?:ED|URE)?\b", re.IGNORECASE)
 _STEPS = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 _PERCENT = re.compile(r"\[\s*(\d{1,3})%\]")
@@ -117,7 +118,7 @@ class _Output:
             lines.append(self._pending)
             self._pending = ""
         for line in lines:
-            self._line(_ANSI.sub("", line))
+            self._line(printable(line))  # colours, cursor moves, titles and control characters removed
 
     def _line(self, line: str) -> None:
         self.lines += 1

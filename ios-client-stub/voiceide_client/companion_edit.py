@@ -90,14 +90,24 @@ def read_text_file(path: Path, name: str) -> str:
     an edit must not change bytes it did not mean to)."""
     size = path.stat().st_size
     if size > MAX_EDIT_BYTES:
-        raise ToolError(f"{name} is {size:,} bytes; the companion edits files up to {MAX_EDIT_BYTES:,} bytes")
-    data = path.read_bytes()
+        raise ToolError(_too_big(name, size))
+    with path.open("rb") as source:
+        data = source.read(MAX_EDIT_BYTES + 1)  # never more: the file may have grown since
+    if len(data) > MAX_EDIT_BYTES:
+        raise ToolError(_too_big(name, path.stat().st_size))
     if b"\0" in data:
         raise ToolError(f"{name} is not a text file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolError(f"{name} is not UTF-8 text; the companion edits only UTF-8 files") from None
+
+
+def _too_big(name: str, size: int) -> str:
+    return (
+        f"{name} is {size:,} bytes: the companion edits files up to {MAX_EDIT_BYTES:,} bytes "
+        "(it reads them whole); edit this one yourself"
+    )
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -6,12 +6,16 @@ unchanged) with what a desktop runs for real:
 * **Paths stay in the folder.** A path is relative to the workspace: an absolute path, a ``..``
   part, and a path that leads out through a symbolic link are refused; search and listing skip
   links that lead out.
+* **Reads are bounded.** No tool reads more of a file than it can use: ``editor.readFile`` the
+  bytes of its first 100,000 characters, ``editor.openFile`` counts the lines of the first 4 MB,
+  search reads files up to 512 KB, and an edit refuses a file over 4 MB before reading it.
 * **``editor.replaceText`` is applied** to the file (``companion_edit``). It is declared with
   ``effects: "changes"``, so the conductor sends the call only after the person said yes. It never
   writes into ``.git``, ``.voiceide`` or ``.voiceide.toml``: what runs is the person's to change.
 * **``git.status`` and ``git.diff``** run ``git`` with a time limit, with the repository's
   fsmonitor hook, external diff drivers and text conversions off (``git`` runs nothing the
-  repository's configuration names).
+  repository's configuration names). They show the workspace's folder only, its paths relative to
+  it, when it is a folder inside a bigger repository.
 * **``build.run`` and ``tests.run``** run the ``build`` and ``test`` commands of the workspace's
   ``.voiceide.toml`` (``project_file``) and nothing else, in the background, with the file's time
   limit and progress sent while they run (``companion_command``). No file or no key: the tool
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import posixpath
 import shlex
 from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -32,7 +37,7 @@ from shared.wire.protocol_tools import DeclaredTool
 
 from .companion_calls import current_call_id
 from .companion_command import DEFAULT_PROGRESS_EVERY_S, KILL_GRACE_S, CommandNotFound, run_command, stop_group
-from .companion_edit import LineRange, read_text_file, replace_lines, write_atomically
+from .companion_edit import MAX_EDIT_BYTES, LineRange, read_text_file, replace_lines, write_atomically
 from .declarations import declared_tools
 from .project_file import (
     DEFAULT_TIMEOUT_S,
@@ -43,14 +48,18 @@ from .project_file import (
     missing_command,
 )
 from .tools import ToolError, ToolHandler
-from .workspace_tools import Workspace
+from .workspace_tools import MAX_FILE_BYTES, MAX_MATCHES, Workspace
 
 SendProgress = Callable[[str, float | None, str], Awaitable[None]]
 """Sends a ``toolProgress`` (callId, fraction, message)."""
 
 MAX_COMPANION_READ_CHARS = 100_000
 """A file's text in ``editor.readFile``: more than one frame holds, so a big file goes in parts."""
+MAX_OPEN_BYTES = MAX_EDIT_BYTES
+"""``editor.openFile`` counts the lines of this much of a file (more is a file no one reads whole)."""
+READ_CHUNK = 64 * 1024
 MAX_DIFF_CHARS = 200_000
+MAX_CHANGED = 200
 GIT_TIMEOUT_S = 30.0
 PROTECTED = (".git", ".voiceide", PROJECT_FILE)
 """Top-level names the companion never writes into: the repository, its own state, what it runs."""
@@ -128,6 +137,54 @@ class CompanionWorkspace(Workspace):
             "truncated": len(text) > MAX_COMPANION_READ_CHARS or path.stat().st_size > len(data),
         }
 
+    async def open_file(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``{"opened", "line", "lines"}``: the lines of the first ``MAX_OPEN_BYTES`` of a bigger file,
+        which also answers ``"truncated": true`` and its size in ``bytes``."""
+        path = self.resolve(args.get("path"))
+        if not path.is_file():
+            raise ToolError(f"no such file: {args.get('path')}")
+        lines, read, last = 0, 0, b""
+        with path.open("rb") as source:
+            while read < MAX_OPEN_BYTES and (chunk := source.read(min(READ_CHUNK, MAX_OPEN_BYTES - read))):
+                lines += chunk.count(b"\n")
+                read += len(chunk)
+                last = chunk[-1:]
+            more = bool(source.read(1))
+        if last not in (b"", b"\n"):
+            lines += 1  # a last line without a line ending
+        opened: dict[str, Any] = {"opened": self._name(path), "line": args.get("line", 1), "lines": lines}
+        if more:
+            opened |= {"truncated": True, "bytes": path.stat().st_size}
+        return opened
+
+    async def search(self, args: dict[str, Any]) -> dict[str, Any]:
+        query = args.get("query")
+        if not isinstance(query, str) or not query:
+            raise ToolError("a query is required")
+        matches, truncated = await asyncio.to_thread(self._search, query)
+        return {"query": query, "matches": matches, "truncated": truncated}
+
+    def _search(self, query: str) -> tuple[list[str], bool]:
+        """The matching lines (at most ``MAX_MATCHES``): each file read up to ``MAX_FILE_BYTES``, a
+        file grown past it since it was listed skipped (never read whole)."""
+        wanted = query.lower()
+        matches: list[str] = []
+        for path in self._text_files():
+            try:
+                with path.open("rb") as source:
+                    data = source.read(MAX_FILE_BYTES + 1)
+                if len(data) > MAX_FILE_BYTES:
+                    continue
+                lines = data.decode("utf-8").splitlines()
+            except (UnicodeDecodeError, OSError):
+                continue
+            for number, line in enumerate(lines, start=1):
+                if wanted in line.lower():
+                    matches.append(f"{path.relative_to(self.root)}:{number}: {line.strip()[:120]}")
+                    if len(matches) >= MAX_MATCHES:
+                        return matches, True
+        return matches, False
+
     async def replace_text(self, args: dict[str, Any]) -> dict[str, Any]:
         path = self.resolve(args.get("path"))
         name = self._name(path)
@@ -170,18 +227,31 @@ class CompanionWorkspace(Workspace):
         return process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
     async def git_status(self, args: dict[str, Any]) -> dict[str, Any]:
-        code, out, err = await self._git("status", "--porcelain", "--branch")
+        """The branch and the changed files of the workspace's folder (not of the rest of a bigger
+        repository it sits in), paths relative to the folder."""
+        code, out, err = await self._git("status", "--porcelain", "--branch", "-z", "--", ".")
         if code != 0:
             raise ToolError(err.strip() or "not a git repository")
-        lines = out.splitlines()
-        branch = lines[0].removeprefix("## ") if lines and lines[0].startswith("## ") else ""
-        changed = [line for line in lines if not line.startswith("## ")]
-        return {"branch": branch, "changed": changed[:200], "truncated": len(changed) > 200}
+        _, prefix, _ = await self._git("rev-parse", "--show-prefix")
+        prefix = prefix.strip()
+        fields = out.split("\0")
+        branch = fields.pop(0).removeprefix("## ") if fields and fields[0].startswith("## ") else ""
+        changed: list[str] = []
+        while fields:
+            entry = fields.pop(0)
+            if len(entry) < 4:
+                continue
+            status, path = entry[:2], _relative(entry[3:], prefix)
+            if "R" in status or "C" in status:  # renamed or copied: the original path follows
+                path = f"{_relative(fields.pop(0), prefix) if fields else '?'} -> {path}"
+            changed.append(f"{status} {path}")
+        return {"branch": branch, "changed": changed[:MAX_CHANGED], "truncated": len(changed) > MAX_CHANGED}
 
     async def git_diff(self, args: dict[str, Any]) -> dict[str, Any]:
         where = args.get("path")
         spec = self._name(self.resolve(where)) if where not in (None, "") else "."
-        options = ("--no-color", "--no-ext-diff", "--no-textconv")
+        # --relative: the folder's changes only, with paths relative to it (a folder inside a bigger repository)
+        options = ("--no-color", "--no-ext-diff", "--no-textconv", "--relative")
         inside, _, err = await self._git("rev-parse", "--is-inside-work-tree")
         if inside != 0:  # outside a repository, git diff would compare files instead
             raise ToolError(err.strip() or "not a git repository")
@@ -277,3 +347,12 @@ class CompanionWorkspace(Workspace):
                 )
             )
         return sorted(declared, key=lambda tool: tool.name)
+
+
+def _relative(path: str, prefix: str) -> str:
+    """A path git gave from the repository's top, as seen from the folder at ``prefix`` in it."""
+    if not prefix:
+        return path
+    if path.startswith(prefix):
+        return path[len(prefix) :] or "."
+    return posixpath.relpath(path, prefix.rstrip("/"))

@@ -163,7 +163,9 @@ async def test_a_companion_started_again_answers_a_finished_call_from_its_journa
 
 
 @async_test
-async def test_a_call_whose_run_was_cut_by_a_stop_is_not_run_again_by_the_next_companion(tmp_path: Path) -> None:
+async def test_a_build_cut_by_a_restart_is_answered_at_once_by_the_next_companion_and_not_run_again(
+    tmp_path: Path,
+) -> None:
     workspace, journal = tmp_path / "app", tmp_path / "state"
     workspace.mkdir()
     runs = workspace / "runs.txt"
@@ -175,13 +177,71 @@ async def test_a_call_whose_run_was_cut_by_a_stop_is_not_run_again_by_the_next_c
         async with companion_for(fake, workspace, journal, kill_grace=0.2):
             await session.send(build)
             await poll(lambda: runs.exists() and runs.read_text() == "run ")
-        # closed while the build ran: it was stopped; the next companion gets the call again
-        async with companion_for(fake, workspace, journal):
-            await session.send(build)
+        # closed while the build ran: it was stopped. The conductor does not send a background call
+        # again (it waits for its result): the next companion answers it as soon as it is connected
+        async with companion_for(fake, workspace, journal) as again:
             await session.wait_until(lambda: len(results_for(session, "tooluse_build9")) == 1)
-    (answer,) = results_for(session, "tooluse_build9")
-    assert answer.error is not None and "was not run again" in answer.error
+            assert [r.call_id for r in again.answered_at_start] == ["tooluse_build9"]
+            await session.send(build)  # a conductor that does send it again gets the same answer
+            await session.wait_until(lambda: len(results_for(session, "tooluse_build9")) == 2)
+        async with companion_for(fake, workspace, journal) as third:
+            assert third.answered_at_start == []  # answered once: not again at the next start
+    first, second = results_for(session, "tooluse_build9")
+    assert first.error == "the companion restarted while build.run ran; the build was not run again"
+    assert second.error == first.error and first.result is None
     assert runs.read_text() == "run "  # once
+
+
+@async_test
+async def test_a_call_left_unfinished_on_another_session_is_not_answered_on_this_one(tmp_path: Path) -> None:
+    workspace, journal = tmp_path / "app", tmp_path / "state"
+    workspace.mkdir()
+    (workspace / ".voiceide.toml").write_text(f'test = ["{PY}", "-c", "import time; time.sleep(30)"]\n')
+    other = "5d0e2b1c-3f4a-4b6c-8d7e-9f0a1b2c3d4e"
+    async with FakeConductor() as fake:
+        session = fake.session(SESSION)
+        async with companion_for(fake, workspace, journal, kill_grace=0.2) as first:
+            await session.send(ToolCall(call_id="tooluse_t7", name="tests.run", arguments="{}"))
+            await poll(lambda: first.router.running == ["tooluse_t7"])
+        device = companion_device(workspace, display=True, machine="test-machine")
+        elsewhere = Companion(fake.url, other, workspace, device=device, journal_folder=journal, backoff=FAST)
+        async with elsewhere:
+            assert elsewhere.answered_at_start == []
+        async with companion_for(fake, workspace, journal) as again:
+            assert [r.error for r in again.answered_at_start] == [
+                "the companion restarted while tests.run ran; the tests were not run again"
+            ]
+    assert fake.session(other).results() == []
+
+
+@async_test
+async def test_an_id_used_again_by_another_session_or_with_other_arguments_is_a_new_call(tmp_path: Path) -> None:
+    workspace, journal = tmp_path / "app", tmp_path / "state"
+    workspace.mkdir()
+    source = workspace / "main.swift"
+    source.write_text("a\nb\n")
+
+    def edit(line: int, text: str) -> ToolCall:
+        arguments = {"path": "main.swift", "startLine": line, "endLine": line, "text": text}
+        return ToolCall(call_id="tooluse_same", name="editor.replaceText", arguments=json.dumps(arguments))
+
+    other = "5d0e2b1c-3f4a-4b6c-8d7e-9f0a1b2c3d4e"
+    device = companion_device(workspace, display=True, machine="test-machine")
+    async with FakeConductor() as fake:
+        session, elsewhere = fake.session(SESSION), fake.session(other)
+        async with companion_for(fake, workspace, journal):
+            await session.send(edit(1, "A"))
+            await session.wait_until(lambda: len(results_for(session, "tooluse_same")) == 1)
+        async with Companion(fake.url, other, workspace, device=device, journal_folder=journal, backoff=FAST):
+            await elsewhere.send(edit(2, "B"))  # another session: the old record must not answer it
+            await elsewhere.wait_until(lambda: len(results_for(elsewhere, "tooluse_same")) == 1)
+        async with companion_for(fake, workspace, journal):
+            await session.send(edit(2, "C"))  # this session, the same id, other arguments
+            await session.wait_until(lambda: len(results_for(session, "tooluse_same")) == 2)
+    assert source.read_text() == "A\nC\n"
+    first, again = results_for(session, "tooluse_same")
+    assert (json.loads(first.result or "")["startLine"], json.loads(again.result or "")["startLine"]) == (1, 2)
+    assert json.loads(results_for(elsewhere, "tooluse_same")[0].result or "")["startLine"] == 2
 
 
 @async_test
@@ -281,24 +341,3 @@ def test_companion_usage_errors(argv: list[str], why: str) -> None:
     with pytest.raises(SystemExit) as exited:
         run_cli("companion", *argv)
     assert exited.value.code == 2
-
-
-@async_test
-async def test_the_command_runs_the_sessions_tools_until_the_session_ends(tmp_path: Path) -> None:
-    (tmp_path / "README.md").write_text("# App\n")
-    out, err = io.StringIO(), io.StringIO()
-    async with FakeConductor() as fake:
-        argv = ["companion", "--url", fake.url, "--session", SESSION, "--workspace", str(tmp_path)]
-        argv += ["--state-dir", str(tmp_path.parent / "state")]
-        running = asyncio.create_task(cli.run(argv, stdin=io.StringIO(), stdout=out, stderr=err, backoff=FAST))
-        session = fake.session(SESSION)
-        await fake.wait_until(lambda: session.connection is not None)
-        read = await session.call("editor.readFile", {"path": "README.md"})
-        await session.send(ErrorPayload(code=str(ErrorCode.SESSION_ENDED), message="ended"), seq=False)
-        assert session.connection is not None
-        await session.connection.ws.close(1000)
-        code = await asyncio.wait_for(running, 5)
-    assert code == 5 and json.loads(read.result or "")["text"] == "# App\n"
-    shown = out.getvalue()
-    assert f"on session {SESSION}" in shown and "no .voiceide.toml" in shown
-    assert '→ tool editor.readFile {"path": "README.md"}' in shown and "← result editor.readFile" in shown

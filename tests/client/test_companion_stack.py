@@ -1,11 +1,13 @@
 """The desktop companion against the whole local stack (API Gateway, the Lambda handlers, DynamoDB,
 the offline brain), as the only device of a session: the conductor's model calls the tools it
 declared and they run for real over a git repository (a read, an edit said yes to, a background
-build named by ``.voiceide.toml``). Here the companion sends the transcripts itself, standing in
-for the phone; the offline brain reads tool results back word for word."""
+build named by ``.voiceide.toml``), and a build cut by a restart of the companion, answered by the
+next one at once. Here the companion sends the transcripts itself, standing in for the phone; the
+offline brain reads tool results back word for word."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -81,3 +83,38 @@ async def test_the_companion_runs_the_models_calls_over_a_real_folder(stack: Loc
     assert json.loads(build.result or "")["status"] == "succeeded"
     answered = [e.payload.call_id for e in client.sent if isinstance(e.payload, ToolResult)]
     assert len(answered) == len(set(answered))  # every call answered once
+
+
+@async_test
+async def test_a_build_cut_by_a_restart_is_reported_at_once_not_at_its_deadline(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    root = tmp_path / "slow"
+    root.mkdir()
+    runs = root / "runs.txt"
+    script = f"import time; open({str(runs)!r}, 'a').write('run '); time.sleep(60)"
+    (root / ".voiceide.toml").write_text(f'build = ["{sys.executable}", "-c", "{script}"]\n')
+    device, journal, session_id = companion_device(root, display=False), tmp_path / "state", str(uuid.uuid4())
+
+    def companion() -> Companion:
+        return Companion(
+            stack.ws_url, session_id, root, device=device, journal_folder=journal, backoff=scaled_backoff(0.01),
+            kill_grace=0.2,
+        )  # fmt: skip
+
+    async with companion() as first:
+        await session_started(stack, first.client)
+        started = await first.client.say("call build.run {}", timeout=TURN_S)
+        assert started.completed  # a background build: the turn ends at once, the build goes on
+        async with asyncio.timeout(TURN_S):
+            while not (runs.exists() and runs.read_text() == "run "):
+                await asyncio.sleep(0.02)
+    # stopped mid-build: the conductor waits for its result (until its deadline, 630 s) and does
+    # not send it again; the companion started again answers it as soon as it has joined
+    async with companion() as again:
+        report = await again.client.wait_for(
+            lambda e: isinstance(e.payload, AssistantSpeechFinal) and "was not run again" in e.payload.text,
+            TURN_S,
+        )
+    assert "the companion restarted while build.run ran" in report.payload.text
+    assert runs.read_text() == "run "  # never run twice
