@@ -1,13 +1,18 @@
 """``voiceide-conductor``: ``local`` runs the whole conductor on this machine, no AWS account needed;
-``doctor`` checks a deployed stage with the operator's AWS credentials."""
+``doctor`` checks a deployed stage with the operator's AWS credentials.
+
+A bad option, host or port is one line (exit code 2), and so is a port already in use (exit code 1):
+never a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import shlex
 import signal
+import socket
 import sys
 import threading
 import uuid
@@ -15,6 +20,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.doctor import command as doctor
@@ -22,11 +28,61 @@ from conductor_local.gateway.console import normalize_origin
 from conductor_local.stack import AUTH_MODES, LocalStack
 
 EXIT_NO_CREDENTIALS = 2
+EXIT_USAGE = 2
+EXIT_CANNOT_START = 1
 MODEL_PACE_ENV = "CONDUCTOR_LOCAL_MODEL_PACE"
+MAX_PORT = 65535
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Usage errors as one line (``voiceide-conductor local: …``), exit code 2; ``--help`` has the rest."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def port_number(value: str) -> int:
+    """A TCP port to listen on: 1 to 65535, or 0 for any free one."""
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port: a number from 1 to {MAX_PORT}") from None
+    if not 0 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: a number from 1 to {MAX_PORT}, or 0 for any free one")
+    return port
+
+
+def host_address(value: str) -> str:
+    """An address or a host name this machine resolves (listening on it is tried at start)."""
+    host = value.strip()
+    if not host or any(character.isspace() for character in host):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a host: an address such as 127.0.0.1 or 0.0.0.0")
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise argparse.ArgumentTypeError(
+            f"{host!r} is not an address or a host name this machine resolves ({reason})"
+        ) from None
+    return host
+
+
+def cannot_start(error: OSError, host: str, port: int) -> str:
+    """Why the stack could not listen, in one line a person can act on."""
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {host} is in use (another `make run`?): stop it, or pick another port with --port "
+            "(0: any free one)"
+        )
+    if error.errno == errno.EADDRNOTAVAIL:
+        return f"cannot listen on {host}: it is not an address of this machine (127.0.0.1, or 0.0.0.0 for every one)"
+    if error.errno == errno.EACCES:
+        return f"port {port} on {host} needs privileges this user does not have: pick a port from 1024 up"
+    return f"cannot start the local stack: {error.strerror or error}"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="voiceide-conductor", description="The VoiceIDE conductor.")
+    parser = OneLineErrorParser(prog="voiceide-conductor", description="The VoiceIDE conductor.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     local = commands.add_parser(
         "local",
@@ -34,9 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the conductor on this machine: a local API Gateway WebSocket API, DynamoDB (moto) "
         "and the deterministic offline brain in place of Bedrock.",
     )
-    local.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     local.add_argument(
-        "--port", type=int, default=8080, help="port to listen on, 0 for any free one (default: %(default)s)"
+        "--host", type=host_address, default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    local.add_argument(
+        "--port",
+        type=port_number,
+        default=8080,
+        help="port to listen on, 1 to 65535, or 0 for any free one (default: %(default)s)",
     )
     local.add_argument(
         "--bedrock",
@@ -133,8 +194,8 @@ def run_local(args: argparse.Namespace) -> int:
     try:
         stack.start()
     except OSError as error:
-        print(f"voiceide-conductor: cannot start the local stack: {error}", file=sys.stderr)
-        return 1
+        print(f"voiceide-conductor: {cannot_start(error, args.host, args.port)}", file=sys.stderr)
+        return EXIT_CANNOT_START
     try:
         brain = "Amazon Bedrock" if args.bedrock else "the offline brain (deterministic, no AWS)"
         if not args.bedrock and pace is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import logging
 import os
 import secrets
@@ -58,6 +59,9 @@ SESSIONS_API_TIMEOUT_S = 29.0
 CALLBACK_URL_ENV = "CONDUCTOR_WEBSOCKET_CALLBACK_URL"
 """Where the sessions API's Lambda reaches the WebSockets: the management API's endpoint."""
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+DEV_PRICES = {"input": 0.11, "output": 0.55, "cache_write": 0.1375, "cache_read": 0.011, "as_of": "2026-11-27"}
+"""The dev stage's list prices (cdk.json, ``stages.dev.bedrock.prices``; a test keeps them equal): the
+local stack prices each turn as dev does (``CONDUCTOR_PRICES``), so ``turnUsage`` carries a cost."""
 AuthMode = Literal["none", "cognito"]
 AUTH_MODES: tuple[AuthMode, ...] = ("none", "cognito")
 
@@ -376,6 +380,8 @@ class LocalStack:
             "POWERTOOLS_METRICS_DISABLED": "true",
             # Speculative turns are on locally, as in the dev stage (cdk.json's ``speculation``).
             "CONDUCTOR_SPECULATION": "true",
+            # Each turn's estimated cost at the dev stage's prices; no daily ceiling, as in dev.
+            "CONDUCTOR_PRICES": json.dumps(DEV_PRICES),
             # The sessions API's page cursor key (deployed: a Secrets Manager secret), one per stack.
             "CONDUCTOR_CURSOR_KEY": secrets.token_hex(32),
         }

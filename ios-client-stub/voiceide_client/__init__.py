@@ -6,6 +6,7 @@ from .client import (
     ConductorClient,
     ConductorUnavailable,
     Link,
+    TranscriptTooLarge,
     scaled_backoff,
     session_url,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "ToolInvocation",
     "ToolRouter",
     "TranscriptRenderer",
+    "TranscriptTooLarge",
     "TurnResult",
     "TurnTimeout",
     "UIModel",

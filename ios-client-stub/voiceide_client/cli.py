@@ -10,6 +10,12 @@ user pool first and sends the ID token on every handshake (``sign_in.CognitoSign
 ``voiceide-client companion …`` joins a session as the desktop companion (``companion_cli``).
 Typed on a terminal (or with ``--partials``), a line goes out as the app's recognizer sends speech:
 partial transcripts word by word, then the final (``recognizer``). The options are in ``cli_args``.
+
+The client is a device of its session (``terminal_device``: a kept id, a name, ``--roles``). When
+the conductor stops it (another connection took the session over, or the session already has four
+devices) it says so in one line and ends, without reading more input. A line too long for one frame
+is refused before anything is sent. With ``--usage``, a turn's cost is printed before the next line
+is taken (waiting at most ``USAGE_GRACE_S`` for it).
 """
 
 from __future__ import annotations
@@ -21,10 +27,22 @@ import io
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TextIO
 
-from shared.wire.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, ErrorCode, ErrorPayload, Event, TurnUsage
+from shared.wire.protocol import (
+    SENTENCE_SPEECH,
+    TOOLS,
+    AssistantSpeechPartial,
+    DevicesChanged,
+    ErrorCode,
+    ErrorPayload,
+    Event,
+    SessionReady,
+    ToolProgress,
+    TurnUsage,
+)
 
 from .cli_args import (
     EXIT_CODES,
@@ -51,18 +69,22 @@ from .client import (
     ClientClosed,
     ConductorClient,
     ConductorUnavailable,
+    Link,
+    TranscriptTooLarge,
 )
 from .companion_cli import run_companion
 from .declarations import declared_tools
 from .recognizer import RecognizerPace
 from .render import TranscriptRenderer, excerpt
 from .renderer_choice import transcript_renderer
+from .session_devices import SessionDevices
 from .sessions_cli import api_for, pick_session, run_sessions
 from .sign_in import CognitoSignIn, SignInError
 from .speech import make_speaker
+from .terminal_device import terminal_device
 from .tools import ToolRouter
 from .turn import TurnResult, TurnTimeout
-from .usage_line import USAGE_WAIT_S, usage_line
+from .usage_line import USAGE_GRACE_S, USAGE_WAIT_S, usage_line
 from .workspace_tools import Workspace
 
 __all__ = [
@@ -120,29 +142,49 @@ def _server_errors(turn: TurnResult) -> list[str]:
     return [event.payload.code for event in turn.events if isinstance(event.payload, ErrorPayload)]
 
 
-async def _take_turn(
-    client: ConductorClient, text: str, timeout: float, renderer: TranscriptRenderer, pace: RecognizerPace | None
-) -> int:
+@dataclass(frozen=True)
+class TurnSettings:
+    """How each line is said: the turn's time limit, the recognizer's pace (None: the final only),
+    and how long to wait after the turn's end for its ``turnUsage`` (0: not at all)."""
+
+    timeout: float
+    pace: RecognizerPace | None = None
+    usage_wait: float = 0.0
+
+
+async def _take_turn(client: ConductorClient, text: str, settings: TurnSettings, renderer: TranscriptRenderer) -> int:
     try:
-        turn = await client.say(text, timeout=timeout, speaking=pace)
+        turn = await client.say(text, timeout=settings.timeout, speaking=settings.pace)
     except TurnTimeout as exc:
         renderer.notice(f"voiceide-client: {exc}")
         return EXIT_TURN_TIMEOUT
-    except ClientClosed:  # the session was ended or erased from the sessions API
+    except TranscriptTooLarge as exc:
+        renderer.notice(f"voiceide-client: {exc}")
+        return EXIT_USAGE
+    except ClientClosed:  # the session was ended or erased, or the conductor stopped this client
         renderer.notice(f"voiceide-client: not sent, the session is closed: {excerpt(text, 80)}")
         return EXIT_SERVER_ERROR
+    if settings.usage_wait and turn.went_idle:
+        await _usage_of(client, turn, settings.usage_wait)
     return EXIT_SERVER_ERROR if _server_errors(turn) else EXIT_OK
 
 
+async def _usage_of(client: ConductorClient, turn: TurnResult, wait: float) -> None:
+    """Wait (at most ``wait``) for the ``turnUsage`` the conductor sends after the turn's idle, so
+    that its line comes before the next request."""
+    with contextlib.suppress(TimeoutError):
+        await client.wait_until(lambda: turn.usage is not None or client.link is not Link.CONNECTED, wait)
+
+
 async def _run_script(
-    client: ConductorClient, lines: list[str], timeout: float, renderer: TranscriptRenderer, pace: RecognizerPace | None
+    client: ConductorClient, lines: list[str], settings: TurnSettings, renderer: TranscriptRenderer
 ) -> int:
     """One turn per line; a timeout stops the script, a server error is reported at the end."""
     exit_code = EXIT_OK
     for text in lines:
         if client.closed_by_server is not None:
             return EXIT_SERVER_ERROR
-        outcome = await _take_turn(client, text, timeout, renderer, pace)
+        outcome = await _take_turn(client, text, settings, renderer)
         if outcome == EXIT_TURN_TIMEOUT:
             return outcome
         exit_code = exit_code or outcome
@@ -158,23 +200,30 @@ def _read_lines(stream: TextIO, queue: asyncio.Queue[str | None], loop: asyncio.
         loop.call_soon_threadsafe(queue.put_nowait, None)
 
 
+async def _end_input_when_closed(client: ConductorClient, lines: asyncio.Queue[str | None]) -> None:
+    """A client the conductor stopped (or that closed) reads no more lines: the input ends."""
+    await client.wait_until(lambda: client.link is Link.CLOSED, None)
+    lines.put_nowait(None)
+
+
 async def _run_interactive(
     client: ConductorClient,
     stdin: TextIO,
-    timeout: float,
+    settings: TurnSettings,
     renderer: TranscriptRenderer,
-    pace: RecognizerPace | None,
     *,
     cut_in: bool = False,
 ) -> int:
     """Each line a turn. ``!`` barges in at once while an answer is on its way or playing (and only
     then). With ``cut_in`` (a person typing), a line typed during an answer is said over it, as in
     the app: playback stops, the barge-in tells what was heard, and the new request replaces the
-    turn; otherwise (piped input) lines wait for the turn before them."""
+    turn; otherwise (piped input) lines wait for the turn before them. The input ends at its end
+    (Ctrl-D) or when the client is stopped."""
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     transcripts: asyncio.Queue[str | None] = asyncio.Queue()
     threading.Thread(target=_read_lines, args=(stdin, lines, loop), daemon=True).start()
+    watch = asyncio.create_task(_end_input_when_closed(client, lines))
     exit_code = EXIT_OK
     cutting: set[asyncio.Task[int]] = set()
 
@@ -189,7 +238,9 @@ async def _run_interactive(
 
     async def take_turns() -> None:
         while (text := await transcripts.get()) is not None:
-            turn = asyncio.create_task(_take_turn(client, text, timeout, renderer, pace))
+            if client.link is Link.CLOSED:
+                continue  # stopped: what was typed meanwhile is not said
+            turn = asyncio.create_task(_take_turn(client, text, settings, renderer))
             cutting.add(turn)
             turn.add_done_callback(finished)
             if not cut_in:
@@ -210,8 +261,9 @@ async def _run_interactive(
                 await client.barge_in()
             transcripts.put_nowait(text)
     transcripts.put_nowait(None)
+    watch.cancel()
     await turns
-    await asyncio.gather(*cutting, return_exceptions=True)
+    await asyncio.gather(watch, *cutting, return_exceptions=True)
     return exit_code
 
 
@@ -239,6 +291,8 @@ async def run(
         parser.error("--resume picks the session: leave out --session")
     if args.script is not None and not args.script.is_file():
         parser.error(f"--script: no such file: {args.script}")
+    if args.declare_tools and TOOLS not in args.roles:
+        parser.error("--declare-tools needs the tools role (--roles …,tools)")
     if args.handoff is not None:
         try:
             args.handoff = load_handoff(args.handoff)
@@ -270,6 +324,9 @@ async def _converse(
     backoff: Sequence[float],
 ) -> int:
     barge_in = BargeInAfter(args.barge_in_after)
+    device = terminal_device(roles=args.roles, name=args.name)
+    devices = SessionDevices()
+    devices.own_id = device.id
     typing = renderer.live and args.script is None and input_stream.isatty()
     rate = args.speech_rate if args.speech_rate is not None else (SPEECH_RATE if typing else 0.0)
     handlers = Workspace(args.workspace, build_seconds=args.build_seconds).handlers()
@@ -284,12 +341,13 @@ async def _converse(
         ),
         declared_tools=declared_tools(handlers) if args.declare_tools else None,
         renderer=renderer,
-        on_event=_on_event(barge_in, renderer if args.usage else None),
+        on_event=_on_event(barge_in, renderer, devices, usage=args.usage),
         handshake_headers=None if sign_in is None else sign_in.headers,
         backoff=backoff,
         on_progress=renderer.notice,
         capabilities=_capabilities(args.sentence_speech),
         handoff=args.handoff,
+        device=device,
     )
     barge_in.client = client
     try:
@@ -297,18 +355,18 @@ async def _converse(
     except ConductorUnavailable as exc:
         renderer.notice(f"voiceide-client: {exc}")  # once: the transcript leaves ws_connect_failed to it
         return EXIT_SIGN_IN_FAILED if exc.status == HTTPStatus.UNAUTHORIZED else EXIT_UNREACHABLE
-    pace = recognizer_pace(args, input_stream)
+    settings = TurnSettings(args.timeout, recognizer_pace(args, input_stream), USAGE_GRACE_S if args.usage else 0.0)
     try:
+        if client.closed_by_server is not None:  # refused at once: the client said why
+            return EXIT_SERVER_ERROR
         if args.script is not None:
-            exit_code = await _run_script(client, script_lines(args.script), args.timeout, renderer, pace)
+            exit_code = await _run_script(client, script_lines(args.script), settings, renderer)
         else:
             if input_stream.isatty():
                 renderer.line(f"session {client.session_id}: type what you would say, '!' to barge in, Ctrl-D to quit")
-            exit_code = await _run_interactive(
-                client, input_stream, args.timeout, renderer, pace, cut_in=input_stream.isatty()
-            )
+            exit_code = await _run_interactive(client, input_stream, settings, renderer, cut_in=input_stream.isatty())
         await barge_in.drain()
-        if args.usage:
+        if args.usage and client.link is not Link.CLOSED:
             await _usage_of_every_turn(client)
     finally:
         await client.close()
@@ -322,14 +380,27 @@ async def _converse(
     return exit_code
 
 
-def _on_event(barge_in: BargeInAfter, usage_to: TranscriptRenderer | None) -> Callable[[Event], None]:
-    """What the CLI does with each event: barge in when asked to and, with ``--usage``, print a
+def _on_event(
+    barge_in: BargeInAfter, renderer: TranscriptRenderer, devices: SessionDevices, *, usage: bool
+) -> Callable[[Event], None]:
+    """What the CLI does with each event: barge in when asked to, show the session's other devices
+    (who joined or left, the progress of the calls they run) and, with ``--usage``, print a
     ``turnUsage`` as one line."""
 
     def on_event(event: Event) -> None:
         barge_in.on_event(event)
-        if usage_to is not None and isinstance(event.payload, TurnUsage):
-            usage_to.line(usage_line(event.payload))
+        payload = event.payload
+        if isinstance(payload, TurnUsage):
+            if usage:
+                renderer.line(usage_line(payload))
+        elif isinstance(payload, ToolProgress):
+            if (line := devices.progress(payload)) is not None:
+                renderer.line(line, "progress")
+        elif isinstance(payload, DevicesChanged):
+            for line in devices.changed(payload):
+                renderer.line(line, "device")
+        elif isinstance(payload, SessionReady):
+            devices.ready(payload)
 
     return on_event
 

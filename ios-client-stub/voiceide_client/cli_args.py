@@ -21,6 +21,7 @@ from shared.wire.protocol import Handoff
 from .recognizer import PACE_SPEC, RecognizerPace
 from .sessions_api import SESSIONS_URL_ENV
 from .sign_in import CognitoSignIn
+from .terminal_device import DEFAULT_ROLES, check_name, parse_roles
 from .urls import check_url
 
 EXIT_OK = 0
@@ -32,10 +33,11 @@ EXIT_SERVER_ERROR = 5
 EXIT_CODES = {
     EXIT_OK: "every turn finished",
     EXIT_TURN_TIMEOUT: "a turn did not finish within --timeout",
-    EXIT_USAGE: "bad usage (an option or the URL)",
+    EXIT_USAGE: "bad usage (an option or the URL), or a line too long to send",
     EXIT_UNREACHABLE: "the conductor could not be reached (first connection after its retries, or every reconnect)",
     EXIT_SIGN_IN_FAILED: "signing in failed, or the conductor wants a signed-in user (HTTP 401)",
-    EXIT_SERVER_ERROR: "a turn ended with an error from the conductor",
+    EXIT_SERVER_ERROR: "a turn ended with an error from the conductor, or the conductor stopped this client "
+    "(the session ended, another connection took it over, or it already has four devices)",
 }
 SIGN_IN_ENV = {
     "username": "VOICEIDE_USERNAME",
@@ -108,6 +110,20 @@ def _url(value: str) -> str:
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return value
+
+
+def _roles(value: str) -> tuple[str, ...]:
+    try:
+        return parse_roles(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _name(value: str) -> str:
+    try:
+        return check_name(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _pace(value: str) -> RecognizerPace:
@@ -195,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print what each turn cost, one line a turn: tokens, the estimated cost and the timings (turnUsage)",
     )
+    add_device_arguments(parser)
     add_partials_arguments(parser)
     parser.add_argument(
         "--handoff",
@@ -210,6 +227,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_sign_in_arguments(parser)
     return parser
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--roles`` and ``--name``: which device of the session this client is."""
+    device = parser.add_argument_group(
+        "device",
+        "The client is one device of its session (an id kept in $XDG_CONFIG_HOME/voiceide/device-id); "
+        "other devices, such as the desktop companion, may join it.",
+    )
+    device.add_argument(
+        "--roles",
+        type=_roles,
+        default=DEFAULT_ROLES,
+        metavar="ROLE,…",
+        help="what this device does: voice (hears and speaks), display (shows the conversation), tools (runs "
+        "the model's tools on --workspace); default: voice,display,tools. With a companion running the tools: "
+        "--roles voice,display",
+    )
+    device.add_argument(
+        "--name",
+        type=_name,
+        metavar="NAME",
+        help="the name the session's other devices show for this one (default: Terminal — <host>)",
+    )
 
 
 def add_partials_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,13 @@ Every ``assistantUIPatch`` is applied to the client's UI model (``ui``, starting
 
 An ``error`` ``session_ended`` or ``session_erased`` (the person ended or erased the session from
 the sessions API) is followed by the server's close: the client then closes instead of
-reconnecting (``closed_by_server`` holds the code).
+reconnecting (``closed_by_server`` holds the code). After ``taken_over`` (another connection took
+the session over) or ``too_many_devices`` (the session has as many devices as it may) the client
+stops at once: one line to ``on_progress``, the connection closed, no reconnect, ``connect()``
+returning without waiting for a ``sessionReady`` that will not come.
+
+A final transcript whose event would not fit in one frame is refused before anything is sent
+(``TranscriptTooLarge``): API Gateway would close the connection on it.
 """
 
 from __future__ import annotations
@@ -68,7 +74,7 @@ from .connection import (
     session_url,
     url_session_id,
 )
-from .incoming import SESSION_CLOSING, TRANSCRIPT_REFUSED, gateway_frame, raw_seq
+from .incoming import SESSION_CLOSING, STOPPING, TRANSCRIPT_REFUSED, gateway_frame, raw_seq
 from .local_stub import OFFLINE_REPLY, LocalConductorStub
 from .recognizer import RecognizerPace, final_transcript, send_transcript, speaking_time
 from .render import NullRenderer, Renderer
@@ -92,6 +98,7 @@ __all__ = [
     "Link",
     "Progress",
     "Sleep",
+    "TranscriptTooLarge",
     "frames_of",
     "gateway_frame",
     "scaled_backoff",
@@ -104,6 +111,27 @@ EventCallback = Callable[[Event], Any]
 
 
 READY_TIMEOUT_S = 5.0
+CONDUCTOR_TRANSCRIPT_LIMIT = 8000
+"""The conductor's default limit on a final transcript, in characters (``transcript_too_long``)."""
+
+
+class TranscriptTooLarge(ValueError):
+    """A transcript too long for one frame: not sent (the connection would be closed on it)."""
+
+    def __init__(self, text: str, size: int, max_frame_bytes: int) -> None:
+        super().__init__(
+            f"not sent: the line has {len(text):,} characters, more than one {max_frame_bytes // 1024} KB frame "
+            f"holds (the conductor takes up to {CONDUCTOR_TRANSCRIPT_LIMIT:,})"
+        )
+        self.text = text
+        self.size = size
+
+
+def stop_line(code: str, message: str) -> str:
+    """What the client says, once, when the conductor stops this connection (``STOPPING``)."""
+    if code == ErrorCode.TAKEN_OVER:
+        return "another connection took this session over: stopping"
+    return f"not added to the session: {message or 'it has as many devices as it may'}; stopping"
 
 
 class ConductorClient(ConnectionLifecycle):
@@ -195,7 +223,9 @@ class ConductorClient(ConnectionLifecycle):
         )
         self.device = device if device is None or isinstance(device, Device) else Device.model_validate(device)
         self.session_ready: SessionReady | None = None  # the answer to the latest sessionStart
-        self.closed_by_server: str | None = None  # session_ended / session_erased: never reconnect
+        # session_ended / session_erased / taken_over / too_many_devices: never reconnect
+        self.closed_by_server: str | None = None
+        self.closed_message: str | None = None  # what the conductor said with that code
         self._session_ready = asyncio.Event()
 
         self._link = Link.NEW
@@ -263,9 +293,29 @@ class ConductorClient(ConnectionLifecycle):
             self._finish_turn(self._turn, completed=False)
         self._progress(f"the session was closed by the conductor ({self.closed_by_server}); not reconnecting")
 
+    def _stop(self, error: ErrorPayload) -> None:
+        """The conductor stopped this connection (``STOPPING``): closed for good, said once. The
+        supervisor closes the socket and cancels the running tools."""
+        self.closed_by_server = error.code
+        self.closed_message = error.message
+        self._set_link(Link.CLOSED)
+        self._session_ready.set()  # connect() waits for no sessionReady now
+        if self._turn is not None:
+            self._finish_turn(self._turn, completed=False)
+        self._progress(stop_line(error.code, error.message))
+
+    async def _shut(self, ws: ClientConnection) -> None:
+        if self._ws is ws:
+            self._ws = None
+        await asyncio.gather(*self._tool_runs.cancel(), return_exceptions=True)
+        await ws.close()
+
     async def close(self) -> None:
         """Close the connection (with a close handshake) and cancel running tools."""
         if self._link is Link.CLOSED:
+            supervisor = self._supervisor
+            if supervisor is not None and supervisor is not asyncio.current_task():
+                await asyncio.gather(supervisor, return_exceptions=True)  # a stop still closing the socket
             return
         ws = self._ws
         self._ws = None
@@ -331,8 +381,13 @@ class ConductorClient(ConnectionLifecycle):
 
         With ``speaking``, partials go first, word by word at that pace (added to ``timeout``).
         A turn still open is closed as not completed: a new transcript replaces it.
-        Raises TurnTimeout (carrying what happened) when the turn does not end in time.
+        Raises TurnTimeout (carrying what happened) when the turn does not end in time, and
+        TranscriptTooLarge, before anything is sent, when the final would not fit in one frame.
         """
+        final = make_event(UserAudioTranscriptFinal(text=final_transcript(text, speaking)))
+        size = len(final.to_json().encode("utf-8"))
+        if size > self.max_frame_bytes:
+            raise TranscriptTooLarge(text, size, self.max_frame_bytes)
         if self._turn is not None:
             self._finish_turn(self._turn, completed=False)
         turn = TurnResult(transcript=final_transcript(text, speaking))
@@ -393,8 +448,9 @@ class ConductorClient(ConnectionLifecycle):
         async with self._send_lock:
             await ws.send(data)
 
-    async def wait_until(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
-        """Wait until ``condition()`` holds; re-checked whenever the client's state changes."""
+    async def wait_until(self, condition: Callable[[], bool], timeout: float | None = 5.0) -> None:
+        """Wait until ``condition()`` holds; re-checked whenever the client's state changes
+        (``timeout`` None: as long as it takes)."""
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout):
             while not condition():
@@ -524,6 +580,8 @@ class ConductorClient(ConnectionLifecycle):
             # let a tool that finishes at once (convo.setState) take effect before the next event
             await asyncio.sleep(0)
         await self._emit(event)
+        if isinstance(event.payload, ErrorPayload) and event.payload.code in STOPPING and self.connected:
+            self._stop(event.payload)  # after on_event: the app knows why before the line is said
 
     def _on_session_ready(self, ready: SessionReady) -> None:
         """The answer to the latest ``sessionStart``. A conductor that does not have the conversation

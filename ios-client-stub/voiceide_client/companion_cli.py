@@ -41,13 +41,13 @@ from .client import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, ConductorUnavailable
 from .companion import ENDED_BY_SERVER, REFUSED, TAKEN_OVER, UNREACHABLE, Companion
 from .companion_device import MAX_NAME, companion_device, folder_label, state_folder
 from .companion_display import CompanionDisplay
-from .companion_text import printable
 from .connection import without_session
 from .project_file import PROJECT_FILE, ProjectFileError, load_project_file
 from .renderer_choice import transcript_renderer
 from .sessions_api import SessionsApi, SessionsApiError
 from .sessions_cli import EXIT_NOT_FOUND, api_for, exit_code_of, title_of
 from .sign_in import SignInError
+from .terminal_text import printable
 
 URL_ENV = "VOICEIDE_URL"
 DEFAULT_URL = "ws://127.0.0.1:8080/"
@@ -215,7 +215,8 @@ async def _serve(companion: Companion, args: argparse.Namespace, display: Compan
         except ConductorUnavailable as exc:
             display.notice(f"voiceide-client: {exc}")  # the display makes it printable
             return EXIT_SIGN_IN_FAILED if exc.status == HTTPStatus.UNAUTHORIZED else EXIT_UNREACHABLE
-        display.line("ready: the tools of this folder answer the session's calls (Ctrl-C to stop)")
+        if companion.ended() is None:  # refused or taken over at once: it says why below, never "ready"
+            display.line("ready: the tools of this folder answer the session's calls (Ctrl-C to stop)")
         why = await companion.run()
     finally:
         for stop_signal in STOP_SIGNALS:

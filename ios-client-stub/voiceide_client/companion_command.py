@@ -10,7 +10,7 @@ While it runs, ``progress`` is told every ``progress_every`` seconds how it is g
 when the output shows one (``[72/120] Compiling …``, ``[ 45%]``) and its latest line. When it is
 over, the outcome keeps the last ``MAX_TAIL_CHARS`` characters of output and the first lines that
 look like problems (``error``, ``fatal``, ``FAIL``), terminal escape sequences and control
-characters removed (``companion_text``).
+characters removed (``terminal_text``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 from shared.wire.protocol import MAX_PROGRESS_MESSAGE
 
-from .companion_text import printable
+from .terminal_text import printable
 
 MAX_TAIL_CHARS = 16_000
 """Output kept for the result: the model is shown the first 16,000 characters of a result."""

@@ -3,7 +3,7 @@ each tool result as one short line (a file read is not printed whole; a result s
 one line, not one per part), the cancelled calls, and the devices on the session.
 
 Everything it prints that came from the network, a file or a command goes through
-``companion_text.printable`` first: no escape sequence reaches the terminal.
+``terminal_text.printable`` first: no escape sequence reaches the terminal.
 
 The conductor's reads of a file for a change card (a ``toolCall`` ``editor.readFile`` whose callId
 starts with ``conductor-preview-``) are one dim line, ``preview of a.swift for the change card``;
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from shared.wire.protocol import DeviceSeen, ErrorCode, ErrorPayload, Event, ToolCall, ToolResult, make_event
 
-from .companion_text import printable, printable_data
 from .render import Card, TranscriptRenderer, excerpt
+from .terminal_text import printable, printable_data
 
 RESULT_EXCERPT = 160
 KEPT_PREVIEWS = 64

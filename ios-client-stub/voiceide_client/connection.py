@@ -38,6 +38,8 @@ DEFAULT_BACKOFF: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
 DEFAULT_MAX_ATTEMPTS = 5
 MAX_FRAME_BYTES = 32 * 1024
 """API Gateway's WebSocket frame quota: a larger frame closes the connection (1009)."""
+TOO_BIG = 1009
+"""The close code of a frame or message over the peer's limit."""
 _CONNECT_ERRORS = (OSError, WebSocketException, TimeoutError)
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -162,6 +164,8 @@ class ConnectionLifecycle:
 
         async def _closed_by_server(self) -> None: ...
 
+        async def _shut(self, ws: ClientConnection) -> None: ...
+
     async def _open_first(self, retries: int) -> ClientConnection:
         """Open the first connection, retrying what waiting can mend; raises ConductorUnavailable."""
         where = without_session(self.url)
@@ -221,6 +225,8 @@ class ConnectionLifecycle:
         while True:
             reason = await self._receive(ws)
             if self._link is Link.CLOSED:
+                if self.closed_by_server is not None:  # stopped by the conductor (taken over, refused)
+                    await self._shut(ws)
                 return
             if self.closed_by_server is not None:  # ended or erased: the app must not reconnect
                 await self._closed_by_server()
@@ -240,7 +246,11 @@ class ConnectionLifecycle:
                     await self._on_frame(frame)
                 except Exception:
                     logger.exception("handling a frame failed")
+                if self._link is Link.CLOSED:  # closed, or stopped by the conductor: read no more
+                    return "closed"
         except ConnectionClosed as exc:
+            if ws.close_code == TOO_BIG:
+                return "an event was larger than the conductor takes (1009 message too big)"
             return str(exc)
         return f"closed by the server (code {ws.close_code}, reason {ws.close_reason!r})"
 

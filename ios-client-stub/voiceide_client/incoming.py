@@ -1,6 +1,7 @@
 """What a received frame is, before it is dispatched: API Gateway's own notices, ``seq``s of
-kinds this client does not know, the error codes that mean a transcript started no turn, and those
-that mean the conductor is about to close the session's connection for good."""
+kinds this client does not know, the error codes that mean a transcript started no turn, those
+that mean the conductor is about to close the session's connection for good, and those after
+which this connection is done at once."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ TRANSCRIPT_REFUSED = frozenset(
 SESSION_CLOSING = frozenset({str(ErrorCode.SESSION_ENDED), str(ErrorCode.SESSION_ERASED)})
 """Error codes telling that the session was ended or erased (sessions API): the connection closes
 next, and the app must not reconnect on its own."""
+STOPPING = frozenset({str(ErrorCode.TAKEN_OVER), str(ErrorCode.TOO_MANY_DEVICES)})
+"""Error codes after which this connection is done: the app says so once and stops, without
+reconnecting (a taken-over connection is closed by the conductor; a refused device's is left open,
+and the client closes it)."""
 
 
 def gateway_frame(frame: str | bytes) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from .render import Card, TranscriptRenderer
+from .terminal_text import printable
 
 STYLES = {
     "you": "bold cyan",
@@ -32,6 +33,8 @@ STYLES = {
     "error": "bold red",
     "notice": "yellow",
     "barge-in": "yellow",
+    "progress": "magenta",
+    "device": "cyan",
 }
 
 
@@ -61,7 +64,7 @@ class LiveTranscriptRenderer(TranscriptRenderer):
         self._end_live()
 
     def _partial(self, text: str) -> None:
-        renderable = Text(text, style=STYLES["partial"])
+        renderable = Text(printable(text), style=STYLES["partial"])
         if self._live is None:
             self._live = Live(
                 renderable,
@@ -81,7 +84,7 @@ class LiveTranscriptRenderer(TranscriptRenderer):
 
     def _emit(self, text: str, kind: str) -> None:
         style = STYLES.get(kind, STYLES["state"] if kind.startswith("state") else "")
-        self.console.print(Text(text, style=style))
+        self.console.print(Text(printable(text), style=style))
 
     def _end_live(self) -> None:
         live, self._live = self._live, None
@@ -92,7 +95,7 @@ class LiveTranscriptRenderer(TranscriptRenderer):
 def card_panel(card: Card) -> Panel:
     """A card as a rich panel: code and diffs highlighted (by their language, else as text), lists as
     written; the title (and the file, when the card names one) on the border."""
-    body = str(card.get("body", ""))
+    body = printable(str(card.get("body", "")))
     kind = card.get("type")
     language = card.get("language") if isinstance(card.get("language"), str) else None
     content: RenderableType
@@ -102,7 +105,7 @@ def card_panel(card: Card) -> Panel:
         content = Syntax(body, language or "text", theme="ansi_dark", word_wrap=True)
     else:
         content = Text(body)
-    title = str(card.get("title") or kind or "card")
+    title = printable(str(card.get("title") or kind or "card"))
     file = card.get("file")
-    subtitle = file if isinstance(file, str) and file and file not in title else None
+    subtitle = printable(file) if isinstance(file, str) and file and file not in title else None
     return Panel(content, title=Text(title, style="bold cyan"), subtitle=subtitle, title_align="left", expand=False)

@@ -6,6 +6,12 @@ for it.
 ``TranscriptRenderer`` writes plain lines (no control characters: logs and pipes stay clean);
 ``LiveTranscriptRenderer`` (``live_render``) adds the growing partial answer on a terminal.
 ``voiceide_client.renderer_choice.transcript_renderer`` picks one for a stream.
+
+What came from the network (the model's text, cards, device names, error messages) is printed
+without its escape sequences and control characters (``printable``): it cannot act on the terminal.
+The conductor's own reads for a change card (``editor.readFile`` with a ``conductor-preview-``
+callId) are not printed: the card shows them. The errors after which the client stops
+(``taken_over``, ``too_many_devices``) are not printed either: the client says them as it stops.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from shared.wire.protocol import (
     UserAudioTranscriptFinal,
 )
 
+from .incoming import STOPPING
+from .terminal_text import printable
 from .tools import BUILTIN_TOOLS
 
 Card = dict[str, Any]
@@ -31,6 +39,8 @@ LONG_TEXT = 200
 """Characters of a transcript echoed in full; a longer one (a paste) shows its start and its length."""
 STATE_LABELS = {"executing": "executing a tool"}
 """How a state reads in the transcript, where its name alone says too little."""
+PREVIEW_PREFIX = "conductor-preview-"
+"""The callId prefix of the conductor's reads of a file for a change card."""
 
 
 class Renderer(Protocol):
@@ -79,6 +89,7 @@ class TranscriptRenderer:
         self._err = err or sys.stderr
         self.quiet = quiet
         self._tool_names: dict[str, str] = {}
+        self._previews: set[str] = set()  # callIds of the conductor's reads for a change card
 
     # ---- what the client reports ----------------------------------------------------------------
 
@@ -91,10 +102,13 @@ class TranscriptRenderer:
             mark = " [interrupted]" if payload.interrupted else ""
             self._final(f"assistant: {payload.text}{mark}".replace(":  [", ": ["))
         elif isinstance(payload, ToolCall):
+            if payload.call_id.startswith(PREVIEW_PREFIX):
+                self._previews.add(payload.call_id)
+                return
             self._tool_names[payload.call_id] = payload.name
             if payload.name not in BUILTIN_TOOLS:
                 self._emit(f"→ tool {payload.name} {payload.arguments}", "tool")
-        elif isinstance(payload, ErrorPayload):
+        elif isinstance(payload, ErrorPayload) and payload.code not in STOPPING:  # said as the client stops
             self.error(f"[error] {payload.code}: {payload.message}")
 
     def sent(self, event: Event) -> None:
@@ -104,6 +118,10 @@ class TranscriptRenderer:
         elif isinstance(payload, ErrorPayload) and payload.code == ErrorCode.AUDIO_OUTPUT_INTERRUPTED:
             self._emit(barge_in_line(payload.heard_text), "barge-in")
         elif isinstance(payload, ToolResult):
+            if payload.call_id in self._previews:
+                if payload.parts is None or payload.part == payload.parts - 1:
+                    self._previews.discard(payload.call_id)
+                return
             name = self._tool_names.pop(payload.call_id, payload.call_id)
             if payload.error is not None:
                 self._emit(f"← error {name}: {payload.error}", "tool-error")
@@ -130,9 +148,10 @@ class TranscriptRenderer:
 
     # ---- what the CLI reports -------------------------------------------------------------------
 
-    def line(self, text: str) -> None:
-        """A line of the transcript (e.g. the printed stand-in for speech)."""
-        self._emit(text, "speech")
+    def line(self, text: str, kind: str = "speech") -> None:
+        """A line of the transcript (e.g. the printed stand-in for speech; ``kind`` styles it on a
+        terminal: ``device`` and ``progress`` for the session's other devices)."""
+        self._emit(text, kind)
 
     def error(self, text: str) -> None:
         """An error line: in the transcript, or on ``err`` when quiet."""
@@ -162,7 +181,7 @@ class TranscriptRenderer:
 
     @staticmethod
     def _write(stream: TextIO, text: str) -> None:
-        stream.write(text + "\n")
+        stream.write(printable(text) + "\n")
         stream.flush()
 
 

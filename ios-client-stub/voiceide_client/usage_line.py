@@ -6,6 +6,9 @@ from shared.wire.protocol import TurnUsage
 
 USAGE_WAIT_S = 3.0
 """How long the client waits, before it closes, for the ``turnUsage`` of the turns it ended."""
+USAGE_GRACE_S = 1.0
+"""How long the client waits after a turn's idle for its ``turnUsage`` before it takes the next line
+(the conductor sends it right after the idle; one that sends none holds each line this long at most)."""
 
 
 def usage_line(usage: TurnUsage) -> str:

@@ -25,6 +25,7 @@ from websockets.http11 import Request, Response
 from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
+    ErrorCode,
     ErrorPayload,
     Event,
     ParseOutcome,
@@ -227,6 +228,7 @@ class FakeConductor:
         self.refuse_handshakes = 0
         self.handshakes = 0
         self.answers_session_start = True  # False: a conductor from before sessionReady
+        self.full = False  # True: every sessionStart is answered too_many_devices (four devices already)
         self.changes = Changes()
         self.turn_errors: list[BaseException] = []
         self._turns: set[asyncio.Task[None]] = set()
@@ -283,7 +285,10 @@ class FakeConductor:
                 connection.outcomes.append(outcome)
                 if isinstance(outcome, Event):
                     session._on_event(connection, outcome)
-                    if isinstance(outcome.payload, SessionStart) and self.answers_session_start:
+                    if isinstance(outcome.payload, SessionStart) and self.full:
+                        refused = ErrorPayload(code=str(ErrorCode.TOO_MANY_DEVICES), message="at most 4 devices")
+                        await ws.send(make_event(refused).to_json())
+                    elif isinstance(outcome.payload, SessionStart) and self.answers_session_start:
                         ready = SessionReady(
                             resumed=bool(session.transcripts()[:-1] or session.sent),
                             lastSeq=len([e for e in session.sent if e.seq is not None]),

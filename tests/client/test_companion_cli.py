@@ -168,3 +168,17 @@ async def test_the_command_says_it_was_taken_over_in_one_line_and_exits(tmp_path
     said = out.getvalue() + err.getvalue()
     assert err.getvalue() == "voiceide-client: another connection took this session over as Mac — app: stopping\n"
     assert "taken_over" not in said and "reconnect" not in said and "closed by the conductor" not in said
+
+
+@async_test
+async def test_a_companion_refused_as_a_fifth_device_never_says_ready(tmp_path: Path, api: StandInApi) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    async with FakeConductor() as fake:
+        fake.full = True
+        argv = argv_for(fake, api, tmp_path)
+        code = await asyncio.wait_for(cli.run(argv, stdin=io.StringIO(), stdout=out, stderr=err, backoff=FAST), 5)
+    assert code == 5 and fake.handshakes == 1  # never tries again on its own
+    assert "ready" not in out.getvalue()
+    assert err.getvalue().splitlines() == [
+        "voiceide-client: the session already has four devices: close one and start the companion again"
+    ]

@@ -26,10 +26,10 @@ from voiceide_client.companion import Companion
 from voiceide_client.companion_command import run_command
 from voiceide_client.companion_device import companion_device
 from voiceide_client.companion_display import CompanionDisplay
-from voiceide_client.companion_text import printable, printable_data
 from voiceide_client.connection import scaled_backoff
 from voiceide_client.live_render import LiveTranscriptRenderer
 from voiceide_client.render import TranscriptRenderer
+from voiceide_client.terminal_text import printable, printable_data
 
 from .fake_conductor import FakeConductor, async_test
 

@@ -1,4 +1,5 @@
-"""Text the companion did not write itself, made safe to print on a terminal.
+"""Text the client did not write itself, made safe to print on a terminal (the command line's
+transcript and the companion's display alike).
 
 What the model says, the names of devices, file names, a command's output and the errors that quote
 them come from the network, from files and from commands. Printed as they are, an escape sequence
