@@ -53,16 +53,22 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
 
 ``how's the <thing> going`` / ``cancel the <thing>``
     A use of the conductor's own ``conductor.status`` / ``conductor.cancel``
-    (``offline_conductor_tools``).
+    (``offline_conductor_tools``); the next reply says how the running calls are going ("The build
+    is 25 % done: compiling unit5.py.") or what was cancelled.
+
+a background report (the conductor's ``[background report]`` message)
+    Each outcome said as a person would ("The build succeeded.", "The build failed: <its first
+    problem line>.", "1 of 2 tests failed: ParserTests.testEmptyInput."), never the output; with
+    ``CONDUCTOR_LOCAL_READBACK=literal`` its lines as the conductor wrote them.
 
 anything else
     ``You said: <transcript>``, one word per delta.
 
 When the last user message carries ``toolResult`` blocks (the app answered), the reply says
-each result back in order, as a person would ("I opened README.md; it has 120 lines.", see
-``offline_readback``), or with ``CONDUCTOR_LOCAL_READBACK=literal`` word for word, joined with
-``". "``: ``<tool.name> returned <result>`` or ``<tool.name> failed: <error>`` (status ``error``).
-The tool name is found by matching the
+each result back in order, as a person would ("I opened README.md; it has 120 lines.", "The build
+succeeded.", see ``offline_readback`` and ``offline_runs``), or with
+``CONDUCTOR_LOCAL_READBACK=literal`` word for word, joined with ``". "``: ``<tool.name> returned
+<result>`` or ``<tool.name> failed: <error>`` (status ``error``). The tool name is found by matching the
 ``toolUseId`` against the previous assistant message (the inner name for ``tool_call`` uses,
 ``unknown tool`` when no use matches); the result is the concatenated ``text`` of its content
 blocks, ``json`` blocks serialized, ``(empty)`` when there is none. If that message also
@@ -94,7 +100,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conductor_local.bedrock.offline_conductor_tools import conductor_calls
-from conductor_local.bedrock.offline_readback import literal_wanted, said_literally, said_naturally
+from conductor_local.bedrock.offline_readback import literal_wanted, said_literally, said_naturally, said_report
 from conductor_local.bedrock.offline_recall import is_recall, recall_answer, summary_answer, title_answer
 from conductor_local.bedrock.server import (
     WRAPPER_TOOL,
@@ -196,9 +202,12 @@ class OfflineBrain:
             previous = messages[user_at - 1] if user_at else {}
             return message(read_back(results, previous), input_tokens=input_tokens)
         transcript = str(texts[-1]).strip() if texts else ""
-        if transcript.startswith(REPORT_MARKER):  # a background tool's outcome: said back in one line each
-            lines = [line for line in transcript.splitlines()[1:-1] if line.strip()]
-            return message(" ".join(lines) or transcript, input_tokens=input_tokens)
+        if transcript.startswith(REPORT_MARKER):  # background outcomes: as a person would, or line by line
+            said = None if literal_wanted() else said_report(transcript)
+            if said is None:
+                lines = [line for line in transcript.splitlines()[1:-1] if line.strip()]
+                said = " ".join(lines) or transcript
+            return message(said, input_tokens=input_tokens)
         if is_recall(transcript):
             return message(recall_answer(request), input_tokens=input_tokens)
         if (asked := conductor_calls(_TRAILING_MARK.sub("", transcript), messages)) is not None:

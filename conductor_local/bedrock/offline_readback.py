@@ -1,23 +1,35 @@
 """How the offline brain says the app's tool results back.
 
 By default as a person would say it ("I opened README.md; it has 120 lines.", "The build succeeded
-with no warnings.", "Git status didn't work: not a repository."). With
+with no warnings.", "The build is 25 % done: compiling unit5.py.", "Git status didn't work: not a
+repository."); builds, tests and the conductor's own tools are worded in ``offline_runs``, and a
+background job's report (the conductor's ``[background report]`` message) is said the same way. With
 ``CONDUCTOR_LOCAL_READBACK=literal`` (the end-to-end tests set it, to check what reached the model)
 word for word: ``<tool.name> returned <result>`` or ``<tool.name> failed: <error>``, joined with
-``". "``.
+``". "``, and a report's lines as the conductor wrote them.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from conductor_local.bedrock.offline_runs import said_cancel, said_run, said_status
+from conductor_local.bedrock.offline_words import MAX_SAID_CHARS, parsed, short, tool_words, words
+from shared.core.background_report import REPORT_MARKER
+from shared.wire.protocol_tools import CANCEL_TOOL, STATUS_TOOL
+
+__all__ = ["MAX_SAID_CHARS", "literal_wanted", "said_literally", "said_naturally", "said_report", "tool_words"]
+
 READBACK_ENV = "CONDUCTOR_LOCAL_READBACK"
 LITERAL = "literal"
-MAX_SAID_CHARS = 200
+
+# One outcome of a report (``shared.core.background_report.report_text``); its text may span lines.
+_REPORT_OUTCOME = re.compile(
+    r"^The (\S+) you started in the background \([^)\n]*\) (finished|did not succeed): ", re.MULTILINE
+)
 
 
 def literal_wanted() -> bool:
@@ -28,18 +40,38 @@ def said_literally(name: str, text: str, *, failed: bool) -> str:
     return f"{name} failed: {text or '(empty)'}" if failed else f"{name} returned {text or '(empty)'}"
 
 
+def said_report(transcript: str) -> str | None:
+    """A background report said as a person would, one sentence or two an outcome; None when
+    ``transcript`` is not a report the conductor wrote."""
+    if not transcript.startswith(REPORT_MARKER):
+        return None
+    body = "\n".join(transcript.splitlines()[1:-1])  # without the marker and the closing instruction
+    found = list(_REPORT_OUTCOME.finditer(body))
+    said = []
+    for match, following in zip(found, [*found[1:], None], strict=True):
+        text = body[match.end() : following.start() if following else len(body)].strip()
+        said.append(said_naturally(match[1], None, text, failed=match[2] == "did not succeed"))
+    return " ".join(said) or None
+
+
 def said_naturally(name: str, tool_input: Any, text: str, *, failed: bool) -> str:
     """One or two sentences about one result."""
     label = tool_words(name)
-    value = _parsed(text)
+    value = parsed(text)
     arguments = tool_input if isinstance(tool_input, Mapping) else {}
+    if name == STATUS_TOOL and not failed and (status := said_status(value)) is not None:
+        return status
+    if name == CANCEL_TOOL:
+        return said_cancel(value, text, failed=failed)
+    if (run := said_run(name, value, text, failed=failed)) is not None:
+        return run
     if failed:
-        reason = _reason(value) or _short(text)
+        reason = _reason(value) or short(text)
         return f"{label.capitalize()} didn't work" + (f": {reason}." if reason else ".")
     if value in (None, "", {}, []):
         return f"{label.capitalize()} is done."
     if not isinstance(value, Mapping):
-        return f"{label.capitalize()} said: {_short(text)}."
+        return f"{label.capitalize()} said: {short(text)}."
     path = _path(value, arguments)
     lines = _line_count(value)
     verb = name.rsplit(".", 1)[-1].lower()
@@ -47,37 +79,19 @@ def said_naturally(name: str, tool_input: Any, text: str, *, failed: bool) -> st
         return f"I opened {path}" + (f"; it has {lines} lines." if lines is not None else ".")
     if verb.startswith("read") and path:
         return f"I read {path}" + (f"; it has {lines} lines." if lines is not None else ".")
-    if isinstance(value.get("status"), str):
-        return f"The {label} {value['status']}" + _counts(value) + "."
     if value.get("cancelled") is True:
         return "I stopped it."
-    facts = [f"{_words(str(key))} {_scalar(item)}" for key, item in value.items() if _scalar(item) is not None]
+    facts = [f"{words(str(key))} {_scalar(item)}" for key, item in value.items() if _scalar(item) is not None]
     if not facts:
         return f"{label.capitalize()} answered."
-    return _short(f"{label.capitalize()}: {', '.join(facts[:4])}") + "."
-
-
-def tool_words(name: str) -> str:
-    """``editor.openFile`` as words: "editor open file"."""
-    return " ".join(_words(part) for part in name.split(".") if part) or "the tool"
-
-
-def _words(text: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", text).replace("_", " ").lower().strip()
-
-
-def _parsed(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text.strip()
+    return short(f"{label.capitalize()}: {', '.join(facts[:4])}") + "."
 
 
 def _reason(value: Any) -> str:
     if isinstance(value, Mapping):
         for key in ("reason", "message", "error"):
             if isinstance(value.get(key), str) and value[key].strip():
-                return _short(value[key])
+                return short(value[key])
     return ""
 
 
@@ -98,25 +112,9 @@ def _line_count(value: Mapping[str, Any]) -> int | None:
     return None
 
 
-def _counts(value: Mapping[str, Any]) -> str:
-    counted = [
-        (key, item)
-        for key, item in value.items()
-        if key in ("warnings", "errors", "failures") and isinstance(item, int)
-    ]
-    if not counted:
-        return ""
-    return " with " + " and ".join(f"{item or 'no'} {key if item != 1 else key[:-1]}" for key, item in counted)
-
-
 def _scalar(item: Any) -> str | None:
     if isinstance(item, bool):
         return "yes" if item else "no"
     if isinstance(item, int | float | str) and str(item).strip():
-        return _short(str(item))
+        return short(str(item))
     return None
-
-
-def _short(text: str) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= MAX_SAID_CHARS else text[: MAX_SAID_CHARS - 1].rstrip() + "…"

@@ -20,6 +20,7 @@ const conn = {
   started: false,
   userClosed: false,
   reached: false,
+  closedStatus: "disconnected", // the connection line once a connection closed on purpose is closed
   joining: false, // the next connection is a join: its sessionStart asks for every kept event (lastSeq 0)
   catchingUp: false, // a join's replay is arriving (until its sessionReady): history, not live
 };
@@ -106,7 +107,7 @@ export async function connect() {
     if (conn.catchingUp) conn.joining = true; // cut during the replay: the next one joins afresh
     conn.catchingUp = false;
     if (conn.userClosed) {
-      setConnection("disconnected");
+      setConnection(conn.closedStatus, conn.closedStatus === "disconnected" ? "" : "down");
       return;
     }
     if (conn.attempt >= RECONNECT_DELAYS_S.length) {
@@ -126,11 +127,14 @@ export async function connect() {
   };
 }
 
-/** Close the connection and stay closed (no reconnecting) until connect() or reconnect(). */
-export function disconnect() {
+/** Close the connection and stay closed (no reconnecting) until connect() or reconnect();
+ * `status`: what the connection line says once it is closed. */
+export function disconnect(status = "disconnected") {
   conn.userClosed = true;
+  conn.closedStatus = status;
   clearTimeout(conn.timer);
   if (conn.ws) conn.ws.close(1000);
+  else if (status !== "disconnected") setConnection(status, "down");
 }
 
 /** Close the connection and open a new one (new settings or a new session), backoff reset. */
@@ -145,6 +149,13 @@ function sendNow(event) {
   conn.ws.send(JSON.stringify(event));
   record.sent.push(event);
   logEvent("out", event);
+}
+
+/** Send `event` now if the connection is up; else drop it (progress: a later one says more). */
+export function sendLive(event) {
+  if (!(conn.ws && conn.ws.readyState === WebSocket.OPEN && conn.started)) return false;
+  sendNow(event);
+  return true;
 }
 
 export function send(event) {

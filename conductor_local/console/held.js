@@ -1,11 +1,14 @@
-/* A held change (docs/protocol.md, "Changes said yes to"): the conductor shows a card with the
- * change, asks "Replace lines 10 to 20 of main.swift?" and goes idle until the person answers. On
+/* A held change (docs/protocol.md, "Changes said yes to"): the conductor asks "Replace lines 10
+ * to 20 of main.swift?", shows a card with the change and goes idle until the person answers. On
  * a display device the card gets Approve and Decline, which send `confirmChange {approve}`.
  *
  * No event says "this card is held": the console recognises it by what the conductor sends for
- * one, in order: a card added, then the final that asks about exactly that card (its title, with
- * a line range's dash said "to", then "?" or " with …?"), then `idle`. The question is over at the
- * next thinking or executing (the answer was taken, or the wait ran out) or in another session. */
+ * one: the final that asks about a card (its title, with a line range's dash said "to", then "?"
+ * or " with …?"), the card, then `idle`. The card may come before the question (shown at once) or
+ * after it, even after `idle` (the conductor first reads the lines it replaces from the device that
+ * will run it). The buttons go on the card the question is about that came last, once both the card
+ * and `idle` are in. The question is over at the next thinking or executing (the answer was taken,
+ * or the wait ran out) or in another session. */
 
 import { send } from "./connection.js";
 import { el } from "./dom.js";
@@ -13,8 +16,7 @@ import { makeEvent } from "./protocol.js";
 import { note, renderCards } from "./view.js";
 
 const held = {
-  asked: [], // indexes of cards asked about in this round, not yet held (idle not seen)
-  cards: new Set(), // indexes of the cards held now: buttons shown
+  question: null, // the open question: {text, card: index of its card or null, idle: idle seen since}
   lastCard: null, // the card added last, while no final came after it
   answer: null, // "approve" / "decline" once this browser answered
   sent: [], // every confirmChange payload sent, for the browser tests
@@ -27,16 +29,36 @@ function asksAbout(question, title) {
   return question === `${said}?` || question.startsWith(`${said} with `);
 }
 
-/** A card was appended at `index` (the UI model's /cards/-). */
+/** The index of the card held now (its buttons shown), or null. */
+export function heldCard() {
+  const question = held.question;
+  return question && question.idle && question.card !== null ? question.card : null;
+}
+
+/** A card was appended at `index` (the UI model's /cards/-): the open question's card when the
+ * question is about it (the latest such card gets the buttons), else perhaps the next question's. */
 export function onCardAdded(index, card) {
+  const question = held.question;
+  if (question && asksAbout(question.text, card && card.title)) {
+    question.card = index;
+    held.lastCard = null;
+    if (question.idle) renderCards();
+    return;
+  }
   held.lastCard = { index, title: card && card.title };
 }
 
-/** Every other patch or final ends the pairing of the last card with its question. */
+/** A final: a question about the card just added, or one whose card is still to come (any final
+ * ending in "?" until a card it is about comes; any other final closes the question). */
 export function onFinal(text) {
   const card = held.lastCard;
   held.lastCard = null;
-  if (card && asksAbout(text, card.title)) held.asked.push(card.index);
+  if (held.question && held.question.idle) return; // held: only the next thinking ends it
+  if (typeof text !== "string" || !text.endsWith("?")) {
+    held.question = null;
+    return;
+  }
+  held.question = { text, card: card && asksAbout(text, card.title) ? card.index : null, idle: false };
 }
 
 /** The conversation's state: idle after a question holds its card (the question may be spoken
@@ -44,19 +66,17 @@ export function onFinal(text) {
  * wait ran out) and the model goes on. */
 export function onState(state) {
   held.lastCard = null;
-  if (state === "idle" && held.asked.length) {
-    held.asked.forEach((i) => held.cards.add(i));
-    held.asked = [];
+  if (state === "idle" && held.question && !held.question.idle) {
+    held.question.idle = true;
     held.answer = null;
-    renderCards();
+    if (held.question.card !== null) renderCards();
   } else if (state === "thinking" || state === "executing") clear();
 }
 
 /** A new connection or session: whatever was asked before is not shown as waiting. */
 export function clear() {
-  const had = held.cards.size;
-  held.asked = [];
-  held.cards.clear();
+  const had = heldCard() !== null;
+  held.question = null;
   held.lastCard = null;
   held.answer = null;
   if (had) renderCards();
@@ -82,7 +102,7 @@ function answer(approve) {
 
 /** Called for each card as it is drawn: a held one gets its buttons (or what was answered). */
 export function decorateCard(article, index) {
-  if (!held.cards.has(index)) return;
+  if (heldCard() !== index) return;
   article.classList.add("held");
   if (held.answer) {
     const text = held.answer === "approve" ? "Approved: the change is being made." : "Declined.";

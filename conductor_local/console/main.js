@@ -1,7 +1,7 @@
 /* VoiceIDE console: talk to the conductor in a browser, written from docs/protocol.md. This module
  * wires the others together: the events received to the view, the timeline, speech, the tools,
- * the devices on the session and a held change's buttons; a join's catch-up (the session's past,
- * shown, never spoken or run); the page's controls and the Sessions panel; the start (config.json,
+ * the devices on the session, the progress of long calls and a held change's buttons; a join's
+ * catch-up (the session's past, shown, never spoken or run); the page's controls and the Sessions panel; the start (config.json,
  * sign-in, the earlier conversation, connect); `window.voiceConsole`, which exposes what the page sent and received,
  * for the browser tests.
  *
@@ -19,10 +19,13 @@ import {
   onEvent,
   reconnect,
   record,
+  sendLive,
 } from "./connection.js";
 import * as devices from "./devices.js";
 import { $, el } from "./dom.js";
 import * as held from "./held.js";
+import * as progress from "./progress.js";
+import { makeEvent } from "./protocol.js";
 import { wireSessionList } from "./session_list.js";
 import { newSession, resumeSession, showStartingSession, showTitle } from "./session_switch.js";
 import { cognitoSignIn, defaultUrl, settings, signIn, store } from "./settings.js";
@@ -77,6 +80,9 @@ function handle(name, payload) {
     case "toolCancel":
       onToolCancel(payload);
       break;
+    case "toolProgress":
+      progress.onProgress(payload); // another device's call, forwarded by the conductor
+      break;
     case "turnUsage":
       onTurnUsage(payload);
       break;
@@ -90,6 +96,10 @@ function handle(name, payload) {
       break;
     case "error":
       if (payload.code === "no_pending_tool_call" && held.onRefused()) break;
+      if (payload.code === "taken_over") {
+        onTakenOver();
+        break;
+      }
       note(`error ${payload.code}: ${payload.message || ""}`, "error");
       onSessionGone(payload.code);
       break;
@@ -123,6 +133,15 @@ function onSessionGone(code) {
   }
 }
 
+/** Another connection took this session over (this browser's device connected elsewhere, or
+ * another device in its place): the conductor closes this connection and nothing more of the
+ * session comes to it. Said once; no reconnecting, which would take the session back unasked
+ * (Connect does, on purpose). */
+function onTakenOver() {
+  disconnect("taken over by another connection");
+  note("This session was taken over by another connection. Connect takes it back.", "error taken-over");
+}
+
 /** A turn's usage comes after its idle: shown under that turn's answer (or last, when it had none). */
 function onTurnUsage(payload) {
   showUnder(usage.pending ? usage.answer : null, turnUsageItem(payload));
@@ -138,6 +157,7 @@ function onToolCancel(payload) {
   if (!call) return;
   running.delete(payload.callId);
   devices.toolEnded(payload.callId);
+  progress.ownEnded(payload.callId, "cancelled");
   cancelled.add(payload.callId);
   call.controller.abort();
   call.item.classList.add("cancelled");
@@ -158,6 +178,7 @@ function showState(state) {
   setState(state);
   held.onState(state);
   devices.onState(state);
+  progress.onState(state);
 }
 
 /** A join's catch-up: the session's past, shown as it happened. Nothing is spoken, run or
@@ -166,6 +187,17 @@ function replayToolCall(call) {
   const args = parsedArguments(call) || {};
   if (call.name === "convo.setState") showState(String(args.state || "idle"));
   else if (call.name !== "tts.speak") note(`→ ${call.name} ${call.arguments} (earlier)`, "note tool");
+}
+
+const PREVIEW_PREFIX = "conductor-preview-";
+
+/** A running call of this browser says how far it got: sent to the conductor (which keeps it for
+ * the model and shows it on the other devices) and shown here. Dropped while offline: the next
+ * one says more. */
+function reportProgress(call, fraction, message) {
+  const payload = { callId: call.callId, fraction, message: String(message || "").slice(0, 200) };
+  sendLive(makeEvent("toolProgress", payload));
+  progress.onProgress({ ...payload, name: call.name }, { own: true });
 }
 
 function onToolCall(call) {
@@ -202,10 +234,17 @@ function onToolCall(call) {
     answer(call.callId, null, `this device does not run tools on this session (it joined to ${settings.mode})`);
     return;
   }
-  forgetHeardAnswer(); // the model's tools end the answer being spoken
-  const item = note(`→ ${call.name} ${call.arguments}`);
+  // The conductor's read for a held change's card (its id starts with conductor-preview-) is run
+  // as any read; it is not the model's, so the answer being spoken (the question) goes on.
+  const preview = call.callId.startsWith(PREVIEW_PREFIX);
+  if (!preview) forgetHeardAnswer(); // the model's tools end the answer being spoken
+  const item = note(`→ ${call.name} ${call.arguments}${preview ? " (for the change's card)" : ""}`);
   const controller = new AbortController();
-  const result = runTool(call.name, args, controller.signal);
+  let over = false; // answered: a late report of the tool is dropped (as is one after a cancel)
+  const report = (fraction, message) => {
+    if (!over && !controller.signal.aborted) reportProgress(call, fraction, message);
+  };
+  const result = runTool(call.name, args, controller.signal, report);
   if (!result) {
     answer(call.callId, null, `the console has no tool ${call.name}`);
     return;
@@ -213,8 +252,10 @@ function onToolCall(call) {
   running.set(call.callId, { item, controller });
   devices.toolStarted(call.callId, call.name);
   const done = (value, error = null) => {
+    over = true;
     devices.toolEnded(call.callId);
     if (!running.delete(call.callId)) return; // cancelled meanwhile: not answered
+    progress.ownEnded(call.callId, error === null ? "done" : "failed");
     answer(call.callId, value, error);
   };
   result.then(
@@ -338,6 +379,10 @@ window.voiceConsole = {
   /** The callIds of the app's tools still running. */
   get runningCalls() {
     return [...running.keys()];
+  },
+  /** The callIds whose progress line shows them running (this browser's or another device's). */
+  get progressCalls() {
+    return progress.liveCalls();
   },
   say: sendFinal,
   bargeIn,

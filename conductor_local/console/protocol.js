@@ -27,3 +27,18 @@ export function kindOf(event) {
   const [name] = Object.keys(event.kind || {});
   return [name, event.kind ? event.kind[name] : undefined];
 }
+
+/** A `toolProgress` as the console shows it, or null when it names no call: {callId, name,
+ * fraction, message}. The conductor forwards the progress of a call another device runs with the
+ * tool's `name` (optional: null when absent); a fraction that is not a number from 0 to 1 is left
+ * out (null), as is a message that is not text (""). */
+export function progressOf(payload) {
+  if (!payload || typeof payload.callId !== "string" || !payload.callId) return null;
+  const { fraction, name, message } = payload;
+  return {
+    callId: payload.callId,
+    name: typeof name === "string" && name ? name : null,
+    fraction: typeof fraction === "number" && fraction >= 0 && fraction <= 1 ? fraction : null,
+    message: typeof message === "string" ? message : "",
+  };
+}

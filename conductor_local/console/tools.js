@@ -101,6 +101,17 @@ function sleep(ms, signal) {
   });
 }
 
+const DEMO_BUILD_STEPS = [
+  "Compiling Parser.swift",
+  "Compiling main.swift",
+  "Emitting module Demo",
+  "Compiling ParserTests.swift",
+  "Emitting module DemoTests",
+  "Linking Demo",
+  "Linking DemoTests",
+  "Signing Demo",
+];
+
 const TOOLS = {
   async "editor.openFile"(args) {
     const path = await resolvePath(args.path);
@@ -142,8 +153,12 @@ const TOOLS = {
     const files = (await project.paths()).filter((p) => !folder || p.startsWith(`${folder}/`));
     return { path: folder || ".", files: files.slice(0, 200), truncated: files.length > 200 };
   },
-  async "build.run"(args, signal) {
-    await sleep(8000, signal); // a slow fake build: long enough to ask how it goes, or to cancel it
+  async "build.run"(args, signal, progress) {
+    // a slow fake build (8 s): long enough to ask how it goes, or to cancel it; it says how far it got
+    for (const [i, step] of DEMO_BUILD_STEPS.entries()) {
+      progress(i / DEMO_BUILD_STEPS.length, `[${i + 1}/${DEMO_BUILD_STEPS.length}] ${step}`);
+      await sleep(1000, signal);
+    }
     return { status: "succeeded", warnings: ["Parser.swift:3: 'parse' could return an empty array"], seconds: 8 };
   },
   async "tests.run"(args, signal) {
@@ -172,10 +187,11 @@ const TOOLS = {
 };
 
 /** Run a tool: its result (a promise), or undefined when the console has no such tool. The slow
- * ones stop when `signal` (an AbortSignal) aborts. */
-export function runTool(name, args, signal) {
+ * ones stop when `signal` (an AbortSignal) aborts, and say how far they got with
+ * `progress(fraction, message)`. */
+export function runTool(name, args, signal, progress = () => {}) {
   const tool = TOOLS[name];
-  return tool ? tool(args, signal) : undefined;
+  return tool ? tool(args, signal, progress) : undefined;
 }
 
 // ---- the project panel --------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 
 from conductor_local.stack import LocalStack
 from tests.console.conftest import WAIT_S, Console
-from tests.console.test_console_sessions import no_page_errors, open_panel, row_button
+from tests.console.test_console_sessions import no_page_errors, open_panel
 from voiceide_client import ConductorClient, scaled_backoff
 
 pytestmark = pytest.mark.browser
@@ -90,11 +90,21 @@ def device_rows(console: Console) -> list[dict[str, Any]]:
     )
 
 
+def click_row_button(console: Console, session_id: str, cls: str) -> None:
+    """Click a button of a session's row, found and clicked in one step in the page (the list may
+    be drawn again meanwhile, as its usage arrives)."""
+    console.js(
+        "document.querySelector(`#session-list li[data-session-id='${arguments[0]}'] .${arguments[1]}`).click()",
+        session_id,
+        cls,
+    )
+
+
 def join(console: Console, session_id: str, how: str) -> dict[str, Any]:
     """Join ``session_id`` from the Sessions panel (``how``: watch or talk); its sessionStart."""
     starts = len(console.sent("sessionStart"))
     open_panel(console, session_id)
-    row_button(console, session_id, f"join-{how}").click()
+    click_row_button(console, session_id, f"join-{how}")
     console.wait(f"voiceConsole.sessionId === '{session_id}' && voiceConsole.connected")
     console.wait(f"voiceConsole.record.sent.filter(e => e.kind.sessionStart).length > {starts}")
     console.wait("voiceConsole.record.received.some(e => e.kind.sessionReady)")
@@ -201,7 +211,7 @@ def test_joining_to_watch_catches_up_and_never_talks(console: Console, stack: Lo
 
     # Resume makes it this browser's own again: it talks and runs tools
     open_panel(console, session)
-    row_button(console, session, "resume").click()
+    click_row_button(console, session, "resume")
     console.wait("voiceConsole.record.sent.filter(e => e.kind.sessionStart).length === 2")
     assert console.sent("sessionStart")[1]["device"]["roles"] == ["voice", "display", "tools"]
     assert console.js("return document.getElementById('say').disabled") is False
@@ -395,5 +405,48 @@ def test_a_watching_console_approves_the_phones_change(console: Console, stack: 
         assert len(edits) == 1  # run once, on the phone only
         assert "userAudioTranscriptFinal" not in sent_after(console, 0)
     finally:
+        phone.close()
+    no_page_errors(console)
+
+
+def progress_text(console: Console) -> str | None:
+    """The text of the first progress line (None: none shown)."""
+    return console.js(
+        "const li = document.querySelector('#transcript li.progress');"
+        "return li && li.querySelector('.progress-text').textContent"
+    )
+
+
+def test_a_watching_console_shows_the_phones_build_progress(console: Console, stack: LocalStack) -> None:
+    """The phone runs the build and says how far it got; the conductor forwards that here, with
+    the tool's name, as one line updated in place."""
+    finish = threading.Event()
+
+    async def build(arguments: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.get_running_loop().run_in_executor(None, finish.wait, WAIT_S * 2)
+        return {"status": "succeeded"}
+
+    phone = Phone(stack, tools={"build.run": build})
+    try:
+        phone.run(phone.client.connect())
+        assert phone.say("hello from the phone").completed
+        console.open()
+        join(console, phone.client.session_id, "watch")
+        console.until(lambda: finals_shown(console) == ["You said: hello from the phone"])
+
+        assert phone.say('call build.run {"scheme": "App"}').completed  # a background tool: the turn ends
+        (call,) = [c for c in phone.client.tool_calls if c.name == "build.run"]
+        for fraction, words in ((0.25, "[5/20] Compiling unit5.py"), (0.5, "[10/20] Compiling unit10.py")):
+            phone.run(phone.client.send_progress(call.call_id, fraction, words))
+            shown = f"{round(fraction * 100)} % · {words}"
+            console.until(lambda shown=shown: progress_text(console) == shown)
+        lines = console.js(
+            "return [...document.querySelectorAll('#transcript li.progress')]"
+            ".map(li => [li.dataset.callId, li.querySelector('.progress-name').textContent])"
+        )
+        assert lines == [[call.call_id, "build.run"]]  # one line, named by the conductor
+        assert console.js("return voiceConsole.progressCalls") == [call.call_id]
+    finally:
+        finish.set()
         phone.close()
     no_page_errors(console)

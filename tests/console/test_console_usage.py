@@ -101,3 +101,37 @@ def test_a_cancelled_build_is_stopped_never_answered_and_marked(console: Console
     console.idle_after(2)
     assert [r for r in console.sent("toolResult") if r["callId"] == call["callId"]] == []
     assert console.js("return __fake.errors") == []
+
+
+def test_the_demo_build_says_how_far_it_got_and_the_model_says_it_back(console: Console) -> None:
+    console.open(ms_per_word=5)
+    console.js("voiceConsole.say('call build.run {}')")
+    console.idle_after(1)
+    (call,) = [c for c in console.received("toolCall") if c["name"] == "build.run"]
+    # the demo build reports each of its steps: to the conductor, and on its own line here
+    console.until(lambda: len([p for p in console.sent("toolProgress") if p["callId"] == call["callId"]]) >= 2)
+    first = console.sent("toolProgress")[0]
+    assert first == {"callId": call["callId"], "fraction": 0, "message": "[1/8] Compiling Parser.swift"}
+    assert console.js("return voiceConsole.progressCalls") == [call["callId"]]
+
+    console.js('voiceConsole.say("How\'s the build going?")')
+    console.idle_after(2)
+    answer = console.js("return [...document.querySelectorAll('#transcript li.assistant .body')].pop().textContent")
+    assert re.fullmatch(r"The build is \d+ % done: [a-z].+\.", answer), answer
+
+    # the build ends: its line says so, and the report turn tells the outcome
+    console.until(
+        lambda: (
+            "The build succeeded with 1 warning."
+            in console.js(
+                "return [...document.querySelectorAll('#transcript li.assistant .body')].map(b => b.textContent)"
+            )
+        ),
+        timeout=30,
+    )
+    assert console.js("return voiceConsole.progressCalls") == []
+    line = console.js(
+        f"return document.querySelector('#transcript li.progress[data-call-id=\"{call['callId']}\"]').textContent"
+    )
+    assert line.startswith("build.run") and line.endswith("— done")
+    assert console.js("return __fake.errors") == []

@@ -26,6 +26,8 @@ from conductor_local.bedrock.offline_brain import (
     parse_calls,
 )
 from conductor_local.bedrock.server import LocalBedrockServer, Pause, Responder, estimate_input_tokens
+from shared.core.background_report import report_text
+from shared.core.state import BackgroundReport
 
 from .conftest import Converse, Reply, make_client, read_stream
 
@@ -216,7 +218,7 @@ def test_tool_results_are_said_as_a_person_would_in_order(converse: Converse) ->
     _assert_complete(reply, "end_turn")
     assert reply.text == (
         "I opened README.md; it has 120 lines. Fs read didn't work: missing. "
-        "The build run succeeded with no warnings. Editor save is done."
+        "The build succeeded with no warnings. Editor save is done."
     )
     assert "{" not in reply.text  # no raw JSON read aloud
 
@@ -276,6 +278,191 @@ def test_the_same_request_gets_the_same_reply(converse: Converse) -> None:
     first, second = converse("call a {} ; call b {}"), converse("call a {} ; call b {}")
 
     assert json.dumps(first.events) == json.dumps(second.events)
+
+
+# ---- builds, tests and how running calls go, said as a person would -----------------------
+
+COMPANION_OUTPUT = "\n".join(f"[{i}/20] Compiling unit{i}.py" for i in range(1, 21)) + "\n" + "x" * 300
+COMPANION_FAILURE = (
+    "`make` failed with exit code 2 after 3.2 s\nproblems:\n"
+    "src/unit5.py:3:5: error: missing return in a function expected to return 'Int'\n"
+    "src/unit7.py:9:1: error: unknown name 'y'\nlast output:\n" + COMPANION_OUTPUT
+)
+
+
+@pytest.fixture
+def natural(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CONDUCTOR_LOCAL_READBACK", raising=False)
+
+
+def _said_after(name: str, result: dict[str, Any], arguments: dict[str, Any] | None = None) -> str:
+    """What the offline brain says when the app answered one call of ``name`` with ``result``."""
+    messages = [
+        _user({"text": f"call {name}"}),
+        _assistant_uses(("tu_1", "tool_call", {"name": name, "arguments": arguments or {}})),
+        _user(result),
+    ]
+    return "".join(_deltas(OfflineBrain().reply({"messages": messages})))
+
+
+def _status(*running: dict[str, Any]) -> dict[str, Any]:
+    """conductor.status's answer, as shared.core.progress.status makes it."""
+    body = {"running": list(running)} if running else {"running": [], "note": "no call of the app is running"}
+    return _result("tu_1", {"text": json.dumps(body, ensure_ascii=False)})
+
+
+@pytest.mark.usefixtures("natural")
+@pytest.mark.parametrize(
+    ("running", "said"),
+    [
+        (
+            [{"name": "build.run", "runningFor": "12 s", "progress": "25 %", "message": "[5/20] Compiling unit5.py"}],
+            "The build is 25 % done: compiling unit5.py.",
+        ),
+        (  # the companion's message: its elapsed time, then the step; the step gives the percentage
+            [{"name": "build.run", "runningFor": "15 s", "message": "15 s: [5/20] Compiling unit5.py"}],
+            "The build is 25 % done: compiling unit5.py.",
+        ),
+        (
+            [{"name": "build.run", "runningFor": "12 s", "progress": "the app has not said"}],
+            "The build has been running for 12 seconds; the app hasn't said how far it got.",
+        ),
+        (
+            [
+                {"name": "tests.run", "runningFor": "130 s", "message": "Running ParserTests"},
+                {"name": "lint.check", "runningFor": "1 s", "progress": "60 %"},
+            ],
+            "The tests have been running for 2 minutes: running ParserTests. Lint check is 60 % done.",
+        ),
+        ([], "Nothing is running right now."),
+    ],
+)
+def test_how_the_build_goes_is_said_from_the_status(running: list[dict[str, Any]], said: str) -> None:
+    entries = [{"callId": f"c{i}", "kind": "background", **entry} for i, entry in enumerate(running)]
+    messages = [
+        _user({"text": "How's the build going?"}),
+        _assistant_uses(("tu_1", "tool_call", {"name": "conductor.status", "arguments": {}})),
+        _user(_status(*entries)),
+    ]
+
+    assert "".join(_deltas(OfflineBrain().reply({"messages": messages}))) == said
+
+
+@pytest.mark.usefixtures("natural")
+@pytest.mark.parametrize(
+    ("name", "result", "said"),
+    [
+        (  # the companion's outcome: the output is never read
+            "build.run",
+            {
+                "status": "succeeded",
+                "command": "make",
+                "exitCode": 0,
+                "seconds": 12.3,
+                "problems": [],
+                "outputLines": 21,
+                "output": COMPANION_OUTPUT,
+            },
+            "The build succeeded.",
+        ),
+        (
+            "build.run",
+            {
+                "status": "failed",
+                "command": "make",
+                "exitCode": 2,
+                "problems": ["src/a.py:1: error: bad"],
+                "output": COMPANION_OUTPUT,
+            },
+            "The build failed: src/a.py:1: error: bad.",
+        ),
+        ("build.run", {"status": "timedOut", "output": COMPANION_OUTPUT}, "The build ran out of time."),
+        (  # the console's demo build
+            "build.run",
+            {"status": "succeeded", "warnings": ["Parser.swift:3: 'parse' could return an empty array"], "seconds": 8},
+            "The build succeeded with 1 warning.",
+        ),
+        (  # the console's demo tests
+            "tests.run",
+            {"passed": 1, "failed": 1, "failures": [{"test": "ParserTests.testEmptyInput", "message": "x" * 300}]},
+            "1 of 2 tests failed: ParserTests.testEmptyInput.",
+        ),
+        ("tests.run", {"passed": 42, "failed": 0, "seconds": 3, "simulated": True}, "All 42 tests passed."),
+        ("tests.run", {"status": "succeeded", "output": COMPANION_OUTPUT}, "The tests passed."),
+        (  # what the model hears when a background tool starts
+            "build.run",
+            {"started": True, "background": True, "note": "build.run runs in the background; …"},
+            "The build is running; I'll tell you when it's done.",
+        ),
+        ("conductor.cancel", {"cancelled": True, "callId": "c1", "name": "build.run"}, "I cancelled the build."),
+    ],
+)
+def test_build_and_test_results_are_said_in_a_sentence(name: str, result: dict[str, Any], said: str) -> None:
+    assert _said_after(name, _result("tu_1", {"text": json.dumps(result)})) == said
+
+
+@pytest.mark.usefixtures("natural")
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (
+            COMPANION_FAILURE,
+            "The build failed: src/unit5.py:3:5: error: missing return in a function expected to return 'Int'.",
+        ),
+        ("`make` failed with exit code 2 after 1.0 s\nlast output:\ndone", "The build failed with exit code 2."),
+        (
+            "`make` was stopped after its time limit of 600 s\nlast output:\n" + COMPANION_OUTPUT,
+            "The build was stopped at its time limit of 600 s.",
+        ),
+        ("the console has no tool build.run", "The build failed: the console has no tool build.run."),
+    ],
+)
+def test_a_failed_build_is_said_with_its_first_problem_only(error: str, said: str) -> None:
+    assert _said_after("build.run", _result("tu_1", {"text": error}, status="error")) == said
+
+
+def _report(*outcomes: tuple[str, str, bool]) -> dict[str, Any]:
+    """The conductor's report turn message for background outcomes ``(name, text, failed)``."""
+    reports = [
+        BackgroundReport(call_id=f"c{i}", name=name, text=text, failed=failed, started_at=100.0)
+        for i, (name, text, failed) in enumerate(outcomes)
+    ]
+    return _user({"text": report_text(reports, 112.0)})
+
+
+BUILD_RESULT = json.dumps(
+    {
+        "status": "succeeded",
+        "command": "make",
+        "exitCode": 0,
+        "seconds": 12.3,
+        "problems": [],
+        "output": COMPANION_OUTPUT,
+    }
+)
+
+
+@pytest.mark.usefixtures("natural")
+def test_a_background_report_is_said_in_a_sentence_an_outcome() -> None:
+    said = OfflineBrain().reply(
+        {"messages": [_report(("build.run", BUILD_RESULT, False), ("tests.run", COMPANION_FAILURE, True))]}
+    )
+
+    assert "".join(_deltas(said)) == (
+        "The build succeeded. "
+        "The tests failed: src/unit5.py:3:5: error: missing return in a function expected to return 'Int'."
+    )
+
+
+def test_the_literal_read_back_keeps_the_raw_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONDUCTOR_LOCAL_READBACK", "literal")
+    report = "".join(_deltas(OfflineBrain().reply({"messages": [_report(("build.run", BUILD_RESULT, False))]})))
+    assert report.startswith("The build.run you started in the background (started 12 s ago) finished: {")
+    assert '"status": "succeeded"' in report and COMPANION_OUTPUT.split("\n")[0] in report
+
+    running = {"callId": "c1", "name": "build.run", "kind": "background", "runningFor": "12 s", "progress": "60 %"}
+    status = _said_after("conductor.status", _status(running))
+    assert status == f"conductor.status returned {json.dumps({'running': [running]})}"
 
 
 # ---- stop -----------------------------------------------------------------------------------
