@@ -233,21 +233,26 @@ def runs_tool(state: SessionState, device_id: str, name: str, settings: CoreSett
 
 
 def tool_device(state: SessionState, name: str, settings: CoreSettings) -> str | None:
-    """The device a model's call of ``name`` goes to: the one that spoke last if it runs the
-    tool, else the one that joined last of those that do; None when no device present runs it."""
+    """The device a model's call of ``name`` goes to: a device there for the tools (it runs them
+    and does not speak: a desktop companion) that runs it, the one that joined last; else the one
+    that spoke last if it runs the tool, else the one that joined last of those that do; None when
+    no device present runs it."""
     if not state.devices:
         return state.device_id if TOOLS in state.device_roles else None
-    candidates: list[tuple[float, str]] = []
+    candidates: list[tuple[float, str, bool]] = []  # (joined at, device, speaks)
     own = TOOLS in state.device_roles and state.connection_id is not None
     if own and _runs(state.device_tools, name, settings):
-        candidates.append((state.device_connected_at, state.device_id))
+        candidates.append((state.device_connected_at, state.device_id, VOICE in state.device_roles))
     for entry in state.devices:
         if TOOLS in entry.roles and _runs(entry.tools, name, settings):
-            candidates.append((entry.connected_at, entry.device_id))
+            candidates.append((entry.connected_at, entry.device_id, VOICE in entry.roles))
     if not candidates:
         return None
+    runners = [candidate for candidate in candidates if not candidate[2]]
+    if runners:
+        return max(runners)[1]
     speaker = state.voice_device or state.device_id
-    if any(device == speaker for _, device in candidates):
+    if any(device == speaker for _, device, _speaks in candidates):
         return speaker
     return max(candidates)[1]
 

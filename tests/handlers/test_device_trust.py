@@ -248,3 +248,21 @@ def test_a_single_device_gets_no_progress_back(conductor: Harness) -> None:
     build = conductor.call_id(conn, "build.run")
     conductor.send(conn, "toolProgress", {"callId": build, "fraction": 0.5})
     assert not [e for e in conductor.events(conn) if e.kind_name == "toolProgress"]
+
+
+def test_a_companion_runs_the_calls_though_the_phone_that_spoke_runs_tools_too(conductor: Harness) -> None:
+    phone = conductor.connect()
+    start(conductor, phone, {**PHONE, "roles": ["voice", "display", "tools"]})
+    desk = conductor.connect(phone.session_id)
+    start(conductor, desk, COMPANION)
+    conductor.script.push(message(tool_call(READ, {"path": "a.swift"})))
+    conductor.say(phone, "read a.swift")
+    (call,) = calls(conductor, desk, READ)
+    assert calls(conductor, phone, READ) == []
+    conductor.script.push(message("It reads let a."))
+    conductor.answer(desk, call.call_id, '{"text":"let a = 1"}')
+    conductor.finish_turn(phone)
+    conductor.disconnect(desk)  # without the companion, the phone runs them again
+    conductor.script.push(message(tool_call(READ, {"path": "b.swift"})))
+    conductor.say(phone, "read b.swift")
+    assert [json.loads(call.arguments) for call in calls(conductor, phone, READ)] == [{"path": "b.swift"}]
