@@ -39,6 +39,7 @@ from .companion_calls import current_call_id
 from .companion_command import DEFAULT_PROGRESS_EVERY_S, KILL_GRACE_S, CommandNotFound, run_command, stop_group
 from .companion_edit import MAX_EDIT_BYTES, LineRange, read_text_file, replace_lines, write_atomically
 from .declarations import declared_tools
+from .file_reads import count_lines, read_head
 from .project_file import (
     DEFAULT_TIMEOUT_S,
     PROJECT_FILE,
@@ -57,7 +58,6 @@ MAX_COMPANION_READ_CHARS = 100_000
 """A file's text in ``editor.readFile``: more than one frame holds, so a big file goes in parts."""
 MAX_OPEN_BYTES = MAX_EDIT_BYTES
 """``editor.openFile`` counts the lines of this much of a file (more is a file no one reads whole)."""
-READ_CHUNK = 64 * 1024
 MAX_DIFF_CHARS = 200_000
 MAX_CHANGED = 200
 GIT_TIMEOUT_S = 30.0
@@ -126,15 +126,14 @@ class CompanionWorkspace(Workspace):
         path = self.resolve(args.get("path"))
         if not path.is_file():
             raise ToolError(f"no such file: {args.get('path')}")
-        with path.open("rb") as source:
-            data = source.read(MAX_COMPANION_READ_CHARS * 4)  # at most 4 bytes a character
+        data, more = read_head(path, MAX_COMPANION_READ_CHARS)
         if b"\0" in data[:8192]:
             raise ToolError(f"{args.get('path')} is not a text file")
         text = data.decode("utf-8", errors="replace")
         return {
             "path": self._name(path),
             "text": text[:MAX_COMPANION_READ_CHARS],
-            "truncated": len(text) > MAX_COMPANION_READ_CHARS or path.stat().st_size > len(data),
+            "truncated": len(text) > MAX_COMPANION_READ_CHARS or more,
         }
 
     async def open_file(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -143,15 +142,7 @@ class CompanionWorkspace(Workspace):
         path = self.resolve(args.get("path"))
         if not path.is_file():
             raise ToolError(f"no such file: {args.get('path')}")
-        lines, read, last = 0, 0, b""
-        with path.open("rb") as source:
-            while read < MAX_OPEN_BYTES and (chunk := source.read(min(READ_CHUNK, MAX_OPEN_BYTES - read))):
-                lines += chunk.count(b"\n")
-                read += len(chunk)
-                last = chunk[-1:]
-            more = bool(source.read(1))
-        if last not in (b"", b"\n"):
-            lines += 1  # a last line without a line ending
+        lines, more = count_lines(path, MAX_OPEN_BYTES)
         opened: dict[str, Any] = {"opened": self._name(path), "line": args.get("line", 1), "lines": lines}
         if more:
             opened |= {"truncated": True, "bytes": path.stat().st_size}

@@ -14,12 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .file_reads import count_lines, read_head
 from .tools import ToolError, ToolHandler
 
 MAX_READ_CHARS = 8000
 MAX_MATCHES = 20
 MAX_LISTED = 200
 MAX_FILE_BYTES = 512 * 1024
+MAX_OPEN_BYTES = 4 * 1024 * 1024  # the lines of at most this much of a file are counted
 SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", "cdk.out", ".hypothesis", ".pytest_cache"}
 
 
@@ -67,18 +69,23 @@ class Workspace:
         path = self.resolve(args.get("path"))
         if not path.is_file():
             raise ToolError(f"no such file: {args.get('path')}")
-        lines = len(path.read_text(encoding="utf-8", errors="replace").splitlines())
-        return {"opened": str(path.relative_to(self.root)), "line": args.get("line", 1), "lines": lines}
+        lines, more = count_lines(path, MAX_OPEN_BYTES)
+        opened: dict[str, Any] = {"opened": str(path.relative_to(self.root)), "line": args.get("line", 1)}
+        opened["lines"] = lines
+        if more:  # the lines of its first MAX_OPEN_BYTES: a file of gigabytes is never read whole
+            opened |= {"truncated": True, "bytes": path.stat().st_size}
+        return opened
 
     async def read_file(self, args: dict[str, Any]) -> dict[str, Any]:
         path = self.resolve(args.get("path"))
         if not path.is_file():
             raise ToolError(f"no such file: {args.get('path')}")
-        text = path.read_text(encoding="utf-8", errors="replace")
+        data, more = read_head(path, MAX_READ_CHARS)
+        text = data.decode("utf-8", errors="replace")
         return {
             "path": str(path.relative_to(self.root)),
             "text": text[:MAX_READ_CHARS],
-            "truncated": len(text) > MAX_READ_CHARS,
+            "truncated": len(text) > MAX_READ_CHARS or more,
         }
 
     async def search(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -110,16 +117,24 @@ class Workspace:
         return {"path": str(folder.relative_to(self.root)) or ".", "entries": entries[:MAX_LISTED]}
 
     async def git_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The branch and this folder's changes only (paths relative to it), even when the folder
+        sits inside a larger repository."""
+        prefix = (await self._git_output("rev-parse", "--show-prefix")).strip()
+        lines = (
+            await self._git_output("status", "--porcelain", "--branch", "--untracked-files=all", "--", ".")
+        ).splitlines()
+        branch = lines[0].removeprefix("## ") if lines and lines[0].startswith("## ") else ""
+        changed = [f"{line[:3]}{line[3:].removeprefix(prefix)}" for line in lines if not line.startswith("## ")]
+        return {"branch": branch, "changed": changed[:MAX_LISTED]}
+
+    async def _git_output(self, *args: str) -> str:
         process = await asyncio.create_subprocess_exec(
-            "git", "-C", str(self.root), "status", "--porcelain", "--branch",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            "git", "-C", str(self.root), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
         out, err = await process.communicate()
         if process.returncode != 0:
             raise ToolError(err.decode(errors="replace").strip() or "not a git repository")
-        lines = out.decode(errors="replace").splitlines()
-        branch = lines[0].removeprefix("## ") if lines and lines[0].startswith("## ") else ""
-        return {"branch": branch, "changed": [line for line in lines if not line.startswith("## ")][:MAX_LISTED]}
+        return out.decode(errors="replace")
 
     async def show_card(self, args: dict[str, Any]) -> dict[str, Any]:
         if self._on_card is not None:

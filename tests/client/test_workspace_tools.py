@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,29 @@ def test_the_stubs_tools_are_declared_as_the_catalog_describes_them(tmp_path: Pa
     assert declared["build.run"].background and declared["build.run"].deadline_seconds == 600
     assert declared["editor.replaceText"].effects == "changes"
     assert declared["editor.openFile"].arguments["required"] == ["path"]
+
+
+def test_a_huge_file_is_opened_and_read_without_reading_it_whole(tmp_path: Path) -> None:
+    with (tmp_path / "huge.log").open("wb") as out:  # sparse: 64 MB that cost no disk
+        out.write(b"line one\nline two\n")
+        out.truncate(64 * 1024 * 1024)
+    workspace = Workspace(tmp_path)
+    tracemalloc.start()
+    try:
+        opened = run(workspace.open_file({"path": "huge.log"}))
+        read = run(workspace.read_file({"path": "huge.log"}))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 * 1024 * 1024  # the whole file would be 64 MB (and more as text)
+    assert opened["truncated"] is True and opened["bytes"] == 64 * 1024 * 1024  # type: ignore[index]
+    assert read["truncated"] is True and read["text"].startswith("line one\nline two\n")  # type: ignore[index]
+
+
+def test_git_status_lists_only_the_folders_changes_inside_a_larger_repository(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", "-b", "work", str(tmp_path)], check=True)
+    (tmp_path / "outside.txt").write_text("x")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "inside.txt").write_text("y")
+    result = run(Workspace(tmp_path / "app").git_status({}))
+    assert result["changed"] == ["?? inside.txt"]  # type: ignore[index]
