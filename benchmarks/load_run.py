@@ -1,6 +1,6 @@
 """``make load``: many people talking at once to the local stack, and the capacity model beside it.
 
-    python benchmarks/load_run.py [--sessions 200] [--stagger 180] [--figures FILE]
+    python benchmarks/load_run.py [--sessions 200] [--stagger 180] [--figures FILE] [--no-speculation]
 
 ``--sessions`` people (``benchmarks.talker.LOAD_SESSIONS``: two or three utterances each at
 recognizer pace, think-time between them, a barge-in or a background build in half of them) start
@@ -15,7 +15,10 @@ Printed: turns answered and lost (a turn without its answer or ``idle``, a backg
 never came), p50/p99 from the final transcript to the first partial and to the first
 ``tts.speak``, the CPU each process spent per turn, and per turn what the capacity model's
 per-speaker figures predict (frames in, posts out, ``$default`` invocations) beside what the
-gateway counted. Loopback only.
+gateway counted; and the finals' turns launched alongside their writes (``shared.flows.early_launch``),
+those held back by an announced memory write, and the share of early launches whose write lost its
+race (their model request was wasted). With speculation on, the partials before each final make it
+launch after its write: ``--no-speculation`` runs the same people with speculation off. Loopback only.
 """
 
 from __future__ import annotations
@@ -37,12 +40,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.capacity_model import SpeakerFigures
+from benchmarks.capacity_model import Flow, SpeakerFigures
 from benchmarks.figures import percentile
 from benchmarks.meters import PostMeter
 from benchmarks.talker import LOAD_SESSIONS, SpokenTurn, talk, tools
 from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
+from shared.flows.early_launch import EARLY_LAUNCHES_HELD_METRIC, EARLY_LAUNCHES_METRIC, EARLY_WRITES_LOST_METRIC
 from voiceide_client import ConductorClient, scaled_backoff
 
 DEADLINE_S = 540.0
@@ -129,21 +133,46 @@ class RouteCounts:
         gateway._call = counted
 
 
+class LaunchCounts:
+    """``$default``'s counts of early launches (this process runs it), passing everything on."""
+
+    NAMES = (EARLY_LAUNCHES_METRIC, EARLY_LAUNCHES_HELD_METRIC, EARLY_WRITES_LOST_METRIC)
+
+    def __init__(self, service: Any) -> None:
+        self.count_of: dict[str, int] = dict.fromkeys(self.NAMES, 0)
+        self._lock = threading.Lock()
+        self._inner = service.metrics
+        service.metrics = self
+
+    def count(self, name: str, value: int = 1) -> None:
+        if name in self.count_of:
+            with self._lock:
+                self.count_of[name] += value
+        self._inner.count(name, value)
+
+    def timing(self, name: str, milliseconds: float) -> None:
+        self._inner.timing(name, milliseconds)
+
+
 def _cpu(service: Any) -> float:
     return time.process_time() if service is None else (service.cpu_seconds() or 0.0)
 
 
-def run(sessions: int, stagger_s: float, figures: SpeakerFigures | None) -> None:
+def run(sessions: int, stagger_s: float, figures: SpeakerFigures | None, speculation: bool = True) -> None:
+    from lambdas import runtime
+
     out = sys.stdout
     began = time.perf_counter()
+    env = {**STACK_ENV, "CONDUCTOR_SPECULATION": "true" if speculation else "false"}
     with (
         open(os.devnull, "w") as quiet,
         contextlib.redirect_stdout(quiet),
-        LocalStack(port=0, quiet=True, env=STACK_ENV, model_pace=ModelPace(), service_processes=True) as stack,
+        LocalStack(port=0, quiet=True, env=env, model_pace=ModelPace(), service_processes=True) as stack,
     ):
         assert stack.gateway is not None
         posts = PostMeter(stack.gateway)
         routes = RouteCounts(stack.gateway)
+        launches = LaunchCounts(runtime.service())
         services = {
             "gateway and $default": None,
             "Lambda service (turn runner, watcher)": stack.lambda_server,
@@ -157,6 +186,20 @@ def run(sessions: int, stagger_s: float, figures: SpeakerFigures | None) -> None
         spent = {name: _cpu(service) - before[name] for name, service in services.items()}
         posted = len(posts.since(0))
     report(apps, spent, posted, routes, figures, sessions, stagger_s, time.perf_counter() - began, out)
+    report_launches(launches, speculation, out)
+
+
+def report_launches(launches: LaunchCounts, speculation: bool, out: Any) -> None:
+    """Early launches, and the share whose write lost its race: lost / launched alongside a write."""
+    early = launches.count_of[EARLY_LAUNCHES_METRIC]
+    held = launches.count_of[EARLY_LAUNCHES_HELD_METRIC]
+    lost = launches.count_of[EARLY_WRITES_LOST_METRIC]
+    share = f"{100 * lost / early:.1f} % of early launches" if early else "no early launch"
+    print(
+        f"  finals launched alongside their write {early} (speculation {'on' if speculation else 'off'}), "
+        f"held back by an announced memory write {held}; writes lost {lost}: {share}",
+        file=out,
+    )
 
 
 def report(
@@ -241,21 +284,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--stagger", type=float, default=180.0, help="seconds over which the sessions start")
     parser.add_argument("--figures", type=Path, help="per-speaker figures saved by make capacity (--save)")
+    parser.add_argument(
+        "--no-speculation", dest="speculation", action="store_false", help="speculation off: finals launch early"
+    )
     args = parser.parse_args(argv)
     sessions = max(1, min(args.sessions, 2000))
     stagger = min(max(0.0, args.stagger), DEADLINE_S / 2)
     figures = None
     if args.figures:
         raw = json.loads(args.figures.read_text(encoding="utf-8"))
-        chosen = next((f for f in raw if f["speculation"]), raw[0])
+        chosen = next((f for f in raw if f["speculation"] == args.speculation), raw[0])
         figures = SpeakerFigures.from_json(chosen)
     else:
         from benchmarks.speaker_meter import measure
 
-        print("measuring one speaker for the model's figures (speculation on)...", flush=True)
+        said = "on" if args.speculation else "off"
+        print(f"measuring one speaker for the model's figures (speculation {said})...", flush=True)
         with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-            figures = pool.submit(measure, True).result()
-    run(sessions, stagger, figures)
+            figures = pool.submit(measure, Flow.local(args.speculation)).result()
+    run(sessions, stagger, figures, args.speculation)
     return 0
 
 

@@ -270,14 +270,19 @@ def next_tool_deadline(state: SessionState, settings: CoreSettings | None = None
     return min(deadlines) if deadlines else None
 
 
-def remember_memory(state: SessionState, *, summary: str, until: int) -> Outcome:
+def remember_memory(
+    state: SessionState, *, summary: str | None = None, until: int = 0, runner: str | None = None
+) -> Outcome:
     """A rolling summary now covering the history before seq ``until`` (kept only if it covers
-    more than the stored one)."""
+    more than the stored one), written by the memory write ``runner`` announced (the announcement
+    goes with it, even when nothing was made)."""
     decision = Decision(state)
-    if summary.strip() and until > decision.state.summary_until:
+    if summary is not None and summary.strip() and until > decision.state.summary_until:
         # The state item is rewritten by every commit and limited to 400 KB: however long the
         # model's summary, the stored one stays short.
         decision.state.summary, decision.state.summary_until = summary.strip()[:MAX_SUMMARY_CHARS], until
+    if runner is not None:
+        decision.state.memory_writes = [write for write in decision.state.memory_writes if write.runner != runner]
     return decision.outcome()
 
 

@@ -143,6 +143,15 @@ class ActiveStream(_Model):
     unposted: tuple[int, int] | None = None
 
 
+class MemoryWrite(_Model):
+    """A write of the conversation's memory (its summary, its title) that a turn runner makes after
+    its turn's last commit, announced by that commit: a transcript's turn is not launched alongside
+    its own write meanwhile, as the two writes would race (``shared.flows.early_launch``)."""
+
+    runner: str  # the invocation that writes it
+    until: float  # epoch seconds: past it, that invocation is taken to be gone
+
+
 class Usage(_Model):
     """Tokens counted from Bedrock's ``metadata`` of each model request, and the requests."""
 
@@ -249,6 +258,7 @@ class SessionState(_Model):
     summary: str | None = None
     summary_until: int = 0
     chars_per_token: float = 4.0  # of this conversation's requests, from Bedrock's input token counts
+    memory_writes: list[MemoryWrite] = Field(default_factory=list)  # announced, not made yet
     # Messages the model's context window held when it last overflowed: later requests send fewer.
     window_cap: int | None = None
     # What the person's session list shows (shared.core.session_index): kept by the same commits.
@@ -289,6 +299,10 @@ class SessionState(_Model):
     # Connections refused as a device too many: they get nothing of the session, not even by
     # sending another event (the latest few; a refused app reconnects to try again).
     refused_connections: list[str] = Field(default_factory=list)
+
+    def memory_write_due(self, now: float) -> bool:
+        """Whether a runner announced a memory write that may still land after ``now``."""
+        return any(write.until > now for write in self.memory_writes)
 
     def own_call(self, call_id: str) -> OwnCall | None:
         return next((call for call in self.own_calls if call.call_id == call_id), None)

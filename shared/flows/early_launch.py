@@ -8,7 +8,10 @@ write conditional on that exact state (its version and write id), which waits fo
 land (``Committer`` with a newer hint): nothing is said for a decision that was not stored. It
 then posts the decision's events before anything of the stream, so the app hears them in order.
 If the write loses a race, the decision is made again and launched after its write, as usual:
-the early runner finds its stream gone and posts nothing (its numbers went to the new decision).
+the early runner finds its stream gone and posts nothing (its numbers went to the new decision),
+and its model request was wasted. So a turn is not launched early while the state read announces
+a write of its own session within moments (a turn runner's memory write after its turn,
+``SessionState.memory_writes``): it is launched after its write, one round trip later.
 """
 
 from __future__ import annotations
@@ -21,8 +24,14 @@ from shared.adapters.turn_launcher import PAYLOAD_BUDGET, TurnTask
 from shared.core.conductor import Outcome
 from shared.core.messages import Message
 from shared.core.state import SessionState
-from shared.flows.commit import Committed
+from shared.flows.commit import Committed, Metrics
 from shared.flows.delivery import Request
+
+EARLY_LAUNCHES_METRIC = "EarlyLaunches"  # turns launched alongside the write that starts them
+# Turns launched after their write, as an announced memory write of the session would race it.
+EARLY_LAUNCHES_HELD_METRIC = "EarlyLaunchesHeld"
+# Early launches whose write lost its race: their runner finds the stream gone (``EarlyLaunchesLost``).
+EARLY_WRITES_LOST_METRIC = "EarlyLaunchWritesLost"
 
 
 class EarlyLaunch:
@@ -33,6 +42,8 @@ class EarlyLaunch:
         request: Request,
         bases: list[SessionState],
         *,
+        now: float,
+        metrics: Metrics,
         window: Callable[[SessionState, Outcome], list[Message] | None],
         launch: Callable[[TurnTask], Future[None]],
         failed: Callable[[TurnTask, Committed], None],
@@ -40,6 +51,9 @@ class EarlyLaunch:
         self.endpoint = request.endpoint
         self.connection_id = request.connection_id
         self.bases = bases  # the states decided on, the latest last
+        # Taken before the state was read: an announcement live then covers every write landing after the read.
+        self.now = now
+        self.metrics = metrics
         self._window = window
         self._launch = launch
         self._failed = failed
@@ -60,6 +74,9 @@ class EarlyLaunch:
         window = self._window(self.bases[-1], outcome)
         if window is None:
             return  # the runner would read history this write has not stored yet: launch after it
+        if self.bases[-1].memory_write_due(self.now):
+            self.metrics.count(EARLY_LAUNCHES_HELD_METRIC)
+            return  # a runner writes the session's memory within moments: this write would race it
         # Marked in the state written: whoever ends the stream before a runner claims it posts them.
         stream.unposted = (kept[0][0], kept[-1][0]) if kept else None
         task = TurnTask.for_stream(prepared, outcome.run_model, self.endpoint, window)
@@ -69,15 +86,19 @@ class EarlyLaunch:
             return
         self._task = task
         self._sent = self._launch(task)
+        self.metrics.count(EARLY_LAUNCHES_METRIC)
 
     def carries(self, committed: Committed) -> bool:
         """Whether the committed decision is the one launched: its runner posts its events (else
-        they are posted, and the turn launched, as usual)."""
+        they are posted, and the turn launched, as usual; a launch that lost its race is counted)."""
         task = self._task
-        if task is None or self._sent is None or committed.run_model != task.stream_id:
+        if task is None or self._sent is None:
             return False
         launched = task.session_state()
-        return launched is not None and committed.state.write_id == launched.write_id
+        if committed.run_model != task.stream_id or launched is None or committed.state.write_id != launched.write_id:
+            self.metrics.count(EARLY_WRITES_LOST_METRIC)
+            return False
+        return True
 
     def confirm(self, committed: Committed) -> None:
         """Wait for the launch; one that failed is handed to ``failed``."""

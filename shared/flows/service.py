@@ -348,6 +348,8 @@ class ConductorService:
             EarlyLaunch(
                 request,
                 decided_on,
+                now=now,
+                metrics=self.metrics,
                 window=lambda base, outcome: self._window_for(recent, base, outcome),
                 launch=lambda task: self._launches.submit(self.launcher.launch, task),
                 failed=self._launch_failed,

@@ -159,7 +159,7 @@ class TurnRunner:
     def _run(self, run: _Run, state: SessionState) -> TurnFigures:
         self._run_model(run, state)
         if self.memory is not None:  # after the turn's events went out: off the hot path
-            self.memory.after_turn(run.task.session_id, run.state, run.fitted)
+            self.memory.after_turn(run.task.session_id, run.state, run.fitted, run.claim.runner)
         self._record(run.figures)
         return run.figures
 
@@ -344,9 +344,10 @@ class TurnRunner:
             break
         text = run.segment.text
         ratio = None if self.memory is None else self.memory.calibration(state, run.fitted, message.usage)
-        committed = self.committer.apply(
-            task.session_id,
-            lambda fresh: conductor.stream_finished(
+
+        def finished(fresh: SessionState) -> conductor.Outcome:
+            now = time.time()
+            outcome = conductor.stream_finished(
                 fresh,
                 task.stream_id,
                 message,
@@ -354,14 +355,17 @@ class TurnRunner:
                 window_cap=window_cap,
                 claim=run.claim,
                 text=text,
-                now=time.time(),
+                now=now,
                 chars_per_token=ratio,
                 usage=usage_of(message.usage, self.settings.model_id) if message.usage else None,
                 first_partial_at=run.figures.first_partial_at,
                 first_speak_at=run.figures.first_speak_at,
-            ),
-            hint=state,
-        )
+            )
+            if self.memory is not None and outcome.run_model is None:  # the run's last commit
+                outcome.state = self.memory.announce(outcome.state, run.fitted, run.claim, now)
+            return outcome
+
+        committed = self.committer.apply(task.session_id, finished, hint=state)
         assert committed is not None
         run.segment.next_segment()
         self.metrics.count("ToolCalls", len(message.tool_uses))

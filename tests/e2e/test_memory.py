@@ -1,15 +1,19 @@
 """Conversation memory over real WebSockets: a long session with big tool results stays within the
 token budget (the local Bedrock endpoint refuses what exceeds the model's context window, as
-Bedrock does), every turn answers, and what left the window lives on in the rolling summary."""
+Bedrock does), every turn answers, and what left the window lives on in the rolling summary; the
+summary written after each turn never makes the next turn's model request go to waste."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
+from collections import Counter
 from typing import Any
 
 from conductor_local.stack import LocalStack
+from lambdas import runtime
 from shared.core.memory import SUMMARY_MARKER
 from tests.e2e.conftest import STACK_ENV, client_for, session_store
 from tests.history_check import assert_valid_history
@@ -23,6 +27,34 @@ async def read_file(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"path": arguments.get("path"), "text": ("let answer = 42 // a long generated file\n" * 800)[:RESULT_CHARS]}
 
 
+class CountedMetrics:
+    """A metrics sink that passes everything on to the one it wraps, keeping the counts."""
+
+    def __init__(self, inner: Any, counts: Counter[str], lock: threading.Lock) -> None:
+        self.inner, self.counts, self.lock = inner, counts, lock
+
+    def count(self, name: str, value: int = 1) -> None:
+        with self.lock:
+            self.counts[name] += value
+        self.inner.count(name, value)
+
+    def timing(self, name: str, milliseconds: float) -> None:
+        self.inner.timing(name, milliseconds)
+
+
+def conductor_counts() -> Counter[str]:
+    """The counts ``$default``, the turn runner and its memory keeper make from now on (the local
+    stack runs them in this process)."""
+    counts: Counter[str] = Counter()
+    lock = threading.Lock()
+    service, runner = runtime.service(), runtime.turn_runner()
+    assert runner.memory is not None
+    service.metrics = CountedMetrics(service.metrics, counts, lock)
+    runner.metrics = CountedMetrics(runner.metrics, counts, lock)
+    runner.memory.metrics = CountedMetrics(runner.memory.metrics, counts, lock)
+    return counts
+
+
 def test_a_sixty_turn_session_with_big_tool_results_stays_within_the_budget() -> None:
     with LocalStack(
         port=0,
@@ -33,6 +65,7 @@ def test_a_sixty_turn_session_with_big_tool_results_stays_within_the_budget() ->
             "CONDUCTOR_MAX_TURNS_PER_MINUTE": "1000",
         },
     ) as stack:
+        counts = conductor_counts()
 
         async def session() -> str:
             session_id = str(uuid.uuid4())
@@ -46,11 +79,18 @@ def test_a_sixty_turn_session_with_big_tool_results_stays_within_the_budget() ->
 
         session_id = asyncio.run(asyncio.wait_for(session(), 600))
         streamed = [r.body for r in stack.bedrock_server.requests if "toolConfig" in r.body]
-        # The call, then the read-back, every turn; a transcript said the instant the last turn
-        # went idle may race the memory's own write after it: its turn, launched alongside its
-        # write, is then asked again on the newer state (the first stream closed at its claim).
+        # The call, then the read-back, every turn. A turn launched alongside its write asks the
+        # model once more only when that write lost its race (the conductor counts it). Each
+        # transcript here is said the instant the last turn went idle, while the summary of what
+        # left the window is still being written: that write is announced by the turn's last
+        # commit, so the transcript is launched after its own write instead, and only a memory
+        # write that landed unannounced (none is, however slow the machine, unless it came more
+        # than a minute late) could make an early launch lose.
         user_turns = [body for body in streamed if "toolResult" not in json.dumps(body["messages"][-1])]
-        assert len(streamed) - len(user_turns) == TURNS and TURNS <= len(user_turns) <= TURNS * 1.25
+        lost = counts["EarlyLaunchesLost"]
+        assert len(streamed) - len(user_turns) == TURNS and len(user_turns) == TURNS + lost, dict(counts)
+        assert lost <= counts["MemoryWritesUnannounced"], dict(counts)
+        assert counts["SummariesWritten"] > 0 and counts["EarlyLaunches"] + counts["EarlyLaunchesHeld"] > 0
         for body in streamed:
             chars = (
                 len(json.dumps(body["messages"]))

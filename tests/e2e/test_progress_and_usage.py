@@ -29,9 +29,10 @@ def spoken(client: ConductorClient, since: int = 0) -> list[str]:
 
 def turn_requests(stack: LocalStack, since: int) -> list[dict[str, Any]]:
     """The turn's model requests from ``since`` (the session's title request offers no tools). A
-    transcript's turn is launched alongside its write; when that write loses a race (here with
-    the title written after the first answer) the model is asked again on the same messages and
-    the first stream is closed at its claim, unread: only the request that answered counts."""
+    transcript's turn is launched alongside its write; when that write loses a race (a memory
+    write is announced and waited for, but another event of the session may still win) the model is
+    asked again on the same messages and the first stream is closed at its claim, unread: only the
+    request that answered counts."""
     bodies = [request.body for request in stack.bedrock_server.requests[since:] if "toolConfig" in request.body]
     return [
         body
