@@ -57,9 +57,14 @@ openapi: $(RUN_STAMP)
 	$(BIN)/python -m lambdas.openapi_export
 
 ## Synthesize the CloudFormation templates of every stage into cdk.out/ (no AWS account needed).
+## prod keeps data, so it synthesizes only with someone to alarm and a verified SES sender, which cdk.json
+## leaves to the deploying operator: to inspect, these example.com placeholders (docs/deploying.md).
+SYNTH_PROD_ALARM_EMAIL ?= alarms@example.com
+SYNTH_PROD_SES_FROM_EMAIL ?= no-reply@example.com
 synth: $(ALL_STAMP)
 	npx --yes aws-cdk@2 synth -c stage=dev --quiet
-	npx --yes aws-cdk@2 synth -c stage=prod --quiet
+	npx --yes aws-cdk@2 synth -c stage=prod --quiet -c stages.prod.alarm_email=$(SYNTH_PROD_ALARM_EMAIL) \
+		-c stages.prod.cognito.ses_from_email=$(SYNTH_PROD_SES_FROM_EMAIL)
 
 ## Lock the Lambda layer's dependencies: lambdas/requirements.txt (ranges) -> lambdas/requirements.lock
 ## (exact versions with hashes, resolved for the Lambda's platform: CPython 3.13 on Linux/aarch64).

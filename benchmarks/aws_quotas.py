@@ -3,12 +3,43 @@ documented default, where it is documented, and the Service Quotas code to ask f
 
 One table, ``QUOTAS``; nothing else in the benchmarks states a quota. ``documented`` is False
 where the documentation gives no figure for the stage's model and the value is the nearest one
-found (``note`` says which): check it in the account's Service Quotas console before relying on it.
+found (``note`` says which): check it in the account's Service Quotas console before relying on it
+(``voiceide-conductor doctor`` reads the account's and records them; ``make capacity`` shows them).
+
+Each default was checked against AWS's pages on ``VERIFIED_ON`` (what the page says, in short):
+
+* API Gateway quotas (limits.html): "Throttle quota per account, per Region across HTTP APIs, REST
+  APIs, WebSocket APIs, and WebSocket callback APIs": 10,000 requests per second, "a maximum bucket
+  capacity of 5,000 requests", adjustable (L-8A5B8E43); 2,500 / 1,250 in some newer Regions.
+* WebSocket quotas (apigateway-execution-service-websocket-limits-table.html): "New connections per
+  second per account (across all WebSocket APIs) per Region": 500, adjustable (L-9ED1E49A); frame
+  32 KB, message payload 128 KB, connection duration 2 hours, idle timeout 10 minutes, none adjustable.
+* Lambda quotas (gettingstarted-limits.html): "Concurrent executions": 1,000 by default, "can be
+  increased up to tens of thousands"; "New AWS accounts have reduced concurrency and memory quotas".
+  Invoke API: "For asynchronous invocations, the maximum payload size is 1 MB".
+* Lambda scaling behavior (scaling-behavior.html): "for each function, your concurrency scaling rate
+  is 1,000 execution environment instances every 10 seconds".
+* DynamoDB quotas (ServiceQuotas.html): on-demand, "Per table: 40,000 read request units and 40,000
+  write request units" (adjustable). Warm throughput scenarios (warm-throughput-scenarios.html): "each
+  individual partition is limited to 1,000 write units per second and 3,000 read units per second";
+  "New on-demand tables start with a warm throughput of 12,000 read units per second and 4,000 write
+  units per second" (pre-warming-on-demand-capacity-mode.html: "New on-demand tables will be able to
+  sustain up to 4,000 writes per second and 12,000 reads per second").
+* Bedrock (quotas-runtime.html, quotas.html, quotas-increase.html, the General Reference): the
+  bedrock-runtime quotas are per model ("Cross-Region InvokeModel tokens per minute for ${model}"),
+  and none of the pages gives a default for Claude Haiku 5.5 or Sonnet 5.5; "the quotas that apply to
+  your account might be lower than the default values"; a raise is requested through the tokens-per-
+  minute quota ("the support team will reach out and offer you the option of also increasing the
+  other" quotas, requests per minute among them) and "Your request might be denied if you don't meet
+  this condition" (traffic that consumes the existing allocation). How tokens are counted
+  (quotas-token-burndown.html): output tokens burn down at 5x for the Claude 4 models listed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+VERIFIED_ON = "2026-11-28"
 
 
 @dataclass(frozen=True)
@@ -40,9 +71,9 @@ DYNAMODB_LIMITS = (
     "Quotas in Amazon DynamoDB",
     "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html",
 )
-DYNAMODB_THROTTLING = (
-    "Why is my on-demand DynamoDB table being throttled? (AWS re:Post Knowledge Center)",
-    "https://repost.aws/knowledge-center/on-demand-table-throttling-dynamodb",
+DYNAMODB_WARM = (
+    "Understanding DynamoDB warm throughput in different scenarios",
+    "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput-scenarios.html",
 )
 BEDROCK_RUNTIME = (
     "Quotas for the bedrock-runtime endpoint",
@@ -159,7 +190,7 @@ _Q = [
         3_000,
         "read units/s",
         "per partition (one partition key value at most)",
-        *DYNAMODB_THROTTLING,
+        *DYNAMODB_WARM,
         adjustable=False,
     ),
     Quota(
@@ -168,18 +199,28 @@ _Q = [
         1_000,
         "write units/s",
         "per partition (one partition key value at most), GSI partitions too",
-        *DYNAMODB_THROTTLING,
+        *DYNAMODB_WARM,
         adjustable=False,
     ),
     Quota(
         "dynamodb_new_table_wru",
-        "Initial throughput of a new on-demand table",
+        "Initial throughput of a new on-demand table (writes)",
         4_000,
         "write request units/s",
-        "per table, until its traffic has risen (double the previous peak within 30 minutes)",
-        *DYNAMODB_THROTTLING,
+        "per table and per new GSI, until its traffic has risen (double the previous peak within 30 minutes)",
+        *DYNAMODB_WARM,
         adjustable=False,
-        note="a ramp, not a ceiling: pre-warm (warm throughput) before a launch",
+        note="a ramp, not a ceiling: pre-warm (warm throughput, capacity.warm_write_units_per_second) before a launch",
+    ),
+    Quota(
+        "dynamodb_new_table_rru",
+        "Initial throughput of a new on-demand table (reads)",
+        12_000,
+        "read request units/s",
+        "per table and per new GSI, until its traffic has risen",
+        *DYNAMODB_WARM,
+        adjustable=False,
+        note="a ramp, not a ceiling",
     ),
     # ---- Bedrock (bedrock-runtime, cross-Region inference profiles) -------------------------------
     Quota(
@@ -192,9 +233,12 @@ _Q = [
         code=None,
         documented=False,
         note=(
-            "no default is documented for Claude 5.5 models (the General Reference lists per-model values; "
-            "Bedrock's quota codes are per model and not published): 1,000,000 is the cross-Region Claude TPM "
-            "quoted by AWS Support in 2025 (ministryofjustice/analytical-platform#8139); check the account's value"
+            "no default is documented for the Claude 5.5 models (quotas-runtime, quotas and the General Reference "
+            "give none; Bedrock's quota codes are per model and not published). 1,000,000 is assumed: the "
+            "cross-Region value AWS Support confirmed for a Claude Sonnet 4 account after a request "
+            "(ministryofjustice/analytical-platform#8139, 2025); accounts differ widely (20,000 applied in a new "
+            "account for Claude 3.7 Sonnet, RooCodeInc/Roo-Code#3000; a 30,000,000 default shown for Claude Opus "
+            "4.8, binbashar/le-tf-infra-aws#1111, 2026). Read the account's with voiceide-conductor doctor"
         ),
     ),
     Quota(
@@ -206,7 +250,7 @@ _Q = [
         *BEDROCK_RUNTIME,
         code=None,
         documented=False,
-        note="as for Haiku 5.5: the nearest figure found, not a documented default for this model",
+        note="as for Haiku 5.5: assumed, not a documented default for this model; doctor reads the account's",
     ),
     Quota(
         "bedrock_rpm:anthropic.claude-haiku-5-5",

@@ -256,6 +256,10 @@ class ModelStream:
     usage: dict[str, int] = field(default_factory=dict)
     prefix_tokens: int = 0
     """Input tokens before the newest message (what a prompt cache could serve)."""
+    tool_uses: int = 0
+    tool_chars: int = 0
+    """Characters of tool input JSON streamed."""
+    reasoning_chars: int = 0
 
 
 class ModelMeter:
@@ -300,6 +304,8 @@ class ModelMeter:
             self.streams.append(stream)
         for step in steps:
             if isinstance(step, dict):
+                if "toolUse" in (step.get("contentBlockStart") or {}).get("start", {}):
+                    stream.tool_uses += 1
                 delta = step.get("contentBlockDelta")
                 if delta is not None:
                     stream.last_delta = time.perf_counter()
@@ -310,6 +316,8 @@ class ModelMeter:
                         stream.first_text = stream.first_text or time.perf_counter()
                         stream.text += body["text"]
                     stream.output_chars += len(body.get("text") or body.get("toolUse", {}).get("input", ""))
+                    stream.tool_chars += len(body.get("toolUse", {}).get("input", ""))
+                    stream.reasoning_chars += len(body.get("reasoningContent", {}).get("text", ""))
                 if "metadata" in step:
                     stream.usage = dict(step["metadata"].get("usage", {}))
             yield step

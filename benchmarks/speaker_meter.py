@@ -13,11 +13,15 @@ it:
 * DynamoDB: every request with its read and write units (``DynamoMeter``, by DynamoDB's sizing
   rules), and the writes of a session's ``STATE`` item, each of which moves the session's entry in
   the sessions index (a delete and a put there: 2 WRU, the index's items are under 1 KB);
-* Bedrock: every stream of the local endpoint with its reported usage and how long it was in
-  flight (``ModelMeter``).
+* Bedrock: every request the model was asked (``SpokenBrain``, which answers at a voice answer's
+  length) and every stream with what it wrote, its cache use and how long it was in flight
+  (``ModelMeter``); the tokens as the stage's model counts them (``benchmarks.token_calibration``:
+  the endpoint estimates characters / 4, Claude 5.x counts more).
 
+Each flow is one stage's model (with its maxTokens, effort and thinking) and speculation setting.
 Everything is divided by the minutes the session took, from before its connection to after its
-last invocation. The model is paced (``ModelPace``: 400 ms to the first token, ~80 tokens/s).
+last invocation. The model is paced (``ModelPace``: 400 ms to the first token, ~80 tokens/s); the
+endpoint's prompt cache keeps the model's own minimum, in its estimated tokens.
 """
 
 from __future__ import annotations
@@ -35,13 +39,16 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
+from benchmarks import token_calibration as calibration
 from benchmarks.bench_stack import STACK_ENV, LambdaMeter
-from benchmarks.capacity_model import SpeakerFigures
+from benchmarks.capacity_model import Flow, SpeakerFigures
 from benchmarks.costs import websocket_messages
-from benchmarks.meters import DynamoMeter, ModelMeter, PostMeter
+from benchmarks.meters import DynamoMeter, ModelMeter, ModelStream, PostMeter
+from benchmarks.spoken_brain import Request, SpokenBrain
 from benchmarks.talker import SESSION, SpokenTurn, Utterance, talk, tools
 from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
+from shared.wire.model_rules import rules_for
 from voiceide_client import ConductorClient, scaled_backoff
 
 STATE_SK = "STATE"
@@ -75,6 +82,32 @@ class StateWrites:
         server.app = counted
 
 
+class CacheMeter:
+    """What every request read from and wrote to the local endpoint's prompt cache, as the endpoint
+    accounts it when the request arrives (a stream cut short later still counts, as on Bedrock)."""
+
+    def __init__(self, cache: Any) -> None:
+        self.used: list[Any] = []
+        self._lock = threading.Lock()
+        account = cache.account
+
+        def counted(request: Any, input_tokens: int, model_id: str | None = None) -> Any:
+            usage = account(request, input_tokens, model_id)
+            with self._lock:
+                self.used.append(usage)
+            return usage
+
+        cache.account = counted
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.used)
+
+    def since(self, mark: int) -> list[Any]:
+        with self._lock:
+            return list(self.used[mark:])
+
+
 async def _speaker(url: str, script: tuple[Utterance, ...]) -> tuple[list[SpokenTurn], int, list[int]]:
     client = ConductorClient(url, session_id=str(uuid.uuid4()), tools=tools(), backoff=scaled_backoff(0.01))
     await client.connect(retries=3)
@@ -86,16 +119,29 @@ async def _speaker(url: str, script: tuple[Utterance, ...]) -> tuple[list[Spoken
     return turns, reports, sizes
 
 
-def measure(speculation: bool, sessions: int = 1, script: tuple[Utterance, ...] = SESSION) -> SpeakerFigures:
-    """``sessions`` people one after another, each speaking ``script``; their figures per minute."""
-    env = STACK_ENV | {"CONDUCTOR_SPECULATION": "true" if speculation else "false"}
+def measure(flow: Flow, sessions: int = 1, script: tuple[Utterance, ...] = SESSION) -> SpeakerFigures:
+    """``sessions`` people one after another, each speaking ``script`` to ``flow``'s model (answered by
+    ``SpokenBrain``, paced); their figures per minute, the model's tokens as the model counts them
+    (``benchmarks.token_calibration``)."""
+    env = STACK_ENV | {
+        "CONDUCTOR_SPECULATION": "true" if flow.speculation else "false",
+        "BEDROCK_MODEL_ID": flow.model_id,
+        "BEDROCK_MAX_TOKENS": str(flow.max_tokens),
+        "BEDROCK_EFFORT": flow.effort,
+        "BEDROCK_THINKING": flow.thinking,
+    }
+    brain = SpokenBrain(ModelPace())
     with (
         open(os.devnull, "w") as quiet,
         contextlib.redirect_stdout(quiet),
-        LocalStack(port=0, quiet=True, env=env, model_pace=ModelPace()) as stack,
+        LocalStack(port=0, quiet=True, env=env, model_pace=ModelPace(), brain_responder=brain) as stack,
     ):
-        assert stack.gateway is not None and stack.lambda_server is not None
+        assert stack.gateway is not None and stack.lambda_server is not None and stack.bedrock_server is not None
+        minimum = rules_for(flow.model_id).cache_min_tokens
+        if minimum and calibration.applies_to(flow.model):  # cache where the model's own count would
+            stack.bedrock_server.prompt_cache.min_tokens = calibration.cache_minimum_in_estimates(minimum)
         model = ModelMeter()
+        cache = CacheMeter(stack.bedrock_server.prompt_cache)
         functions = LambdaMeter(stack.gateway)
         dynamo = DynamoMeter(stack)
         states = StateWrites(stack)
@@ -105,7 +151,15 @@ def measure(speculation: bool, sessions: int = 1, script: tuple[Utterance, ...] 
             asyncio.run(_speaker(stack.ws_url, (Utterance("hello there", 0.0),)))
             stack.lambda_server.wait_idle(10.0)
             time.sleep(0.5)
-            marks = (functions.mark(), dynamo.mark(), states.count, posts.mark(), model.mark())
+            marks = (
+                functions.mark(),
+                dynamo.mark(),
+                states.count,
+                posts.mark(),
+                model.mark(),
+                brain.mark(),
+                cache.mark(),
+            )
             began = time.perf_counter()
             turns: list[SpokenTurn] = []
             reports, frames = 0, []
@@ -122,6 +176,8 @@ def measure(speculation: bool, sessions: int = 1, script: tuple[Utterance, ...] 
             state_writes = states.count - marks[2]
             sent = posts.since(marks[3])
             streams = model.since(marks[4])
+            asked = brain.since(marks[5])
+            cached = cache.since(marks[6])
         finally:
             functions.close()
             model.close()
@@ -131,9 +187,12 @@ def measure(speculation: bool, sessions: int = 1, script: tuple[Utterance, ...] 
     for function, _, duration in calls:
         invocations[function] = invocations.get(function, 0.0) + per
         seconds[function] = seconds.get(function, 0.0) + math.ceil(duration * 1000) / 1000 * per
-    output = sum(s.usage.get("outputTokens", math.ceil(s.output_chars / 4)) for s in streams)
+    usage = model_usage(asked, cached, streams)
+    tokens = calibration.counted(usage, flow.model)
+    endpoint = calibration.uncalibrated(usage)
     return SpeakerFigures(
-        speculation=speculation,
+        speculation=flow.speculation,
+        model=flow.model,
         minutes=minutes,
         turns=(sum(t.answered for t in turns) + reports) * per,
         ws_in=len(frames) * per,
@@ -148,17 +207,37 @@ def measure(speculation: bool, sessions: int = 1, script: tuple[Utterance, ...] 
         rru=sum(r.rru for r in requests) * per,
         wru=sum(r.wru for r in requests) * per,
         index_wru=state_writes * INDEX_WRU_PER_STATE_WRITE * per,
-        bedrock_requests=len(streams) * per,
-        input_tokens=sum(s.usage.get("inputTokens", 0) for s in streams) * per,
-        output_tokens=output * per,
-        cache_read_tokens=sum(s.usage.get("cacheReadInputTokens", 0) for s in streams) * per,
-        cache_write_tokens=sum(s.usage.get("cacheWriteInputTokens", 0) for s in streams) * per,
+        bedrock_requests=len(asked) * per,
+        input_tokens=tokens.input_tokens * per,
+        output_tokens=tokens.output_tokens * per,
+        cache_read_tokens=tokens.cache_read_tokens * per,
+        cache_write_tokens=tokens.cache_write_tokens * per,
+        endpoint_input_tokens=usage.input_tokens * per,
+        endpoint_output_tokens=endpoint.output_tokens * per,
         stream_seconds=sum((s.ended or s.requested) - s.requested for s in streams) * per,
     )
 
 
-def measure_flows(sessions: int = 1) -> dict[bool, SpeakerFigures]:
-    """Speculation on and off, at once, each on a stack in a process of its own (spawned)."""
+def model_usage(asked: list[Request], cached: list[Any], streams: list[ModelStream]) -> calibration.Usage:
+    """The requests the model was asked (every one, cut-short streams too: Bedrock counts a request's
+    input, and its cache reads and writes, when it starts), their prompt cache use (``CacheUsage`` of
+    those with cache points) and what the streams wrote, as the local endpoint estimated them."""
+    return calibration.Usage(
+        input_tokens=sum(r.input_tokens for r in asked),
+        tool_requests=sum(1 for r in asked if r.tools),
+        cache_read_tokens=sum(u.read for u in cached),
+        cache_write_tokens=sum(u.write for u in cached),
+        reading_requests=sum(1 for u in cached if u.read),
+        writing_requests=sum(1 for u in cached if u.write and not u.read),
+        text_chars=sum(len(s.text) for s in streams),
+        tool_chars=sum(s.tool_chars for s in streams),
+        tool_uses=sum(s.tool_uses for s in streams),
+        reasoning_tokens=sum(math.ceil(s.reasoning_chars / calibration.CHARS_PER_ESTIMATED_TOKEN) for s in streams),
+    )
+
+
+def measure_flows(flows: list[Flow], sessions: int = 1) -> list[SpeakerFigures]:
+    """Each flow at once (two at a time), each on a stack in a process of its own (spawned)."""
     with ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn")) as pool:
-        futures = {flag: pool.submit(measure, flag, sessions) for flag in (True, False)}
-        return {flag: future.result() for flag, future in futures.items()}
+        futures = [pool.submit(measure, flow, sessions) for flow in flows]
+        return [future.result() for future in futures]

@@ -11,6 +11,7 @@ report of it. Nothing here measures: ``talk`` returns what each turn looked like
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ BUILD_S = 12.0
 TURN_TIMEOUT_S = 60.0
 REPORT_TIMEOUT_S = 60.0
 BUILD = 'call build.run {"scheme": "App"}'
-REPORTED = "The build.run you started in the background"  # how the offline brain reports a build
+REPORTED = re.compile(r"The build(?:\.run you started in the background| succeeded| failed| did not succeed| didn't)")
+"""How the offline brain reports a build's outcome (literally, or as a person would say it)."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,7 @@ async def wait_for_report(client: ConductorClient, timeout: float = REPORT_TIMEO
 
     def reported(event: Any) -> bool:
         payload = event.payload
-        return isinstance(payload, AssistantSpeechFinal) and payload.text.startswith(REPORTED)
+        return isinstance(payload, AssistantSpeechFinal) and REPORTED.match(payload.text) is not None
 
     try:
         report = await client.wait_for(reported, timeout)

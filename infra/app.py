@@ -10,8 +10,11 @@ from aws_cdk import App, Aws, CfnRule, CfnRuleAssertion, Environment, Fn, Stack,
 from cdk_nag import AwsSolutionsChecks
 
 from infra.bundling import BundlingError
-from infra.config import is_true, read_cdk_json_context, select_stage
+from infra.config import apply_overrides, is_true, read_cdk_json_context, select_stage
+from infra.quota_readings import load_context
+from infra.reservations import announce, reservations
 from infra.stack import ConductorStack
+from infra.stage_checks import check_deployable
 
 #: the template rule that keeps a stack synthesized without its dependencies from being deployed
 SYNTH_ONLY_RULE = "SynthOnlyNeverDeploy"
@@ -24,22 +27,30 @@ SYNTH_ONLY_REFUSAL = (
 def build_app(overrides: Mapping[str, Any] | None = None, outdir: str | None = None) -> tuple[App, ConductorStack]:
     """The app with the stack of the stage named by the ``stage`` context (``dev`` by default).
 
-    cdk.json's context is the base (so ``python app.py`` behaves like ``cdk synth``), the CLI's
-    ``-c`` values come next, and ``overrides`` win.
+    cdk.json's context and the quota readings of cdk.context.json are the base (so ``python app.py``
+    behaves like ``cdk synth``), the CLI's ``-c`` values come next, and ``overrides`` win. A
+    ``stages.<stage>.<setting>`` key sets one setting of one stage (``apply_overrides``).
     """
-    app = App(context=read_cdk_json_context(), post_cli_context=dict(overrides or {}), outdir=outdir)
-    config = select_stage(app.node.try_get_context("stages"), app.node.try_get_context("stage"))
+    base = {**load_context(), **read_cdk_json_context()}
+    app = App(context=base, post_cli_context=dict(overrides or {}), outdir=outdir)
+    context = app.node.get_all_context()
+    stages = apply_overrides(app.node.try_get_context("stages"), context)
+    config = select_stage(stages, app.node.try_get_context("stage"))
+    check_deployable(config)
+    reserved = reservations(config, context)
     skip_bundle_deps = _skip_bundle_deps(app, overrides or {})
     account = config.account or os.environ.get("CDK_DEFAULT_ACCOUNT")
     stack = ConductorStack(
         app,
         config.stack_name,
         config=config,
+        reservations=reserved,
         skip_bundle_deps=skip_bundle_deps,
         env=Environment(account=account, region=config.region),
         description=f"VoiceIDE conductor ({config.name}): WebSocket API, Lambdas, DynamoDB, Bedrock",
         termination_protection=config.retain,
     )
+    announce(stack, reserved)
     if skip_bundle_deps:
         refuse_deployment(stack)
     Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True, write_suppressions_to_cloud_formation=True))

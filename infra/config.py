@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared.wire.model_rules import Effort, ThinkingSetting
 
@@ -113,11 +113,9 @@ class BedrockSettings(_Settings):
 # UnreservedConcurrentExecution below its minimum value"), and every function without a reservation
 # (connect, disconnect, the authorizer, ...) runs in that pool. The quota itself (Service Quotas, AWS
 # Lambda, "Concurrent executions", L-B99A9384) is 1,000 by default but 10 or 50 in many new accounts,
-# so no stage may assume it: a stage that reserves states it (lambdas.account_concurrency).
+# so no stage may assume it: synth reserves only what a quota ``doctor`` read proves (infra/reservations.py).
 MIN_UNRESERVED_CONCURRENCY = 100
 LAMBDA_CONCURRENCY_QUOTA_CODE = "L-B99A9384"
-# Validation context key: reservations may go without the quota (doctor reads it for them).
-QUOTA_UNKNOWN_OK = "quota_unknown_ok"
 
 
 class LambdaSettings(_Settings):
@@ -126,13 +124,16 @@ class LambdaSettings(_Settings):
     ``$default`` (message) only decides, commits and launches the turn, within API Gateway's 29 s
     integration timeout; the model stream runs in the turn runner, which may take minutes.
 
-    ``turn_reserved_concurrency`` caps the turn runner and sets those executions aside for it: a runner
-    holds its slot for up to ``turn_timeout_seconds``, so a burst of long turns would otherwise take the
-    account's whole pool and throttle ``$connect`` and ``$default``. Beyond the cap a launch waits in
+    ``turn_reserved_concurrency`` is what the stage WANTS set aside for the turn runner (a cap too): a
+    runner holds its slot for up to ``turn_timeout_seconds``, so a burst of long turns would otherwise take
+    the account's whole pool and throttle ``$connect`` and ``$default``. Beyond the cap a launch waits in
     Lambda's event queue (at most a minute) and then ends as an abandoned turn. ``reserved_concurrency``
-    does the same for ``$default``. A stage that reserves any states ``account_concurrency``, the
-    account's Lambda quota in the stage's region (``voiceide-conductor doctor`` reads it), and together
-    the reservations must leave ``MIN_UNRESERVED_CONCURRENCY`` of it unreserved (StageConfig checks both).
+    does the same for ``$default``. Synth applies them only where the stage pins its account and a quota
+    ``doctor`` recorded for it leaves ``MIN_UNRESERVED_CONCURRENCY`` unreserved (infra/reservations.py);
+    otherwise the stage reserves nothing and deploys at any quota.
+
+    ``planned_account_concurrency`` is a plan (the quota the operator means to request), for the capacity
+    report's "stated, unconfirmed" figures only: synth never trusts it.
     """
 
     message_memory_mb: int = Field(default=512, ge=128, le=10_240)
@@ -145,14 +146,23 @@ class LambdaSettings(_Settings):
     handler_timeout_seconds: int = Field(default=10, ge=1, le=29)
     reserved_concurrency: int | None = Field(default=None, ge=1)
     turn_reserved_concurrency: int | None = Field(default=None, ge=1)
-    # The account's Lambda concurrency quota in the stage's region (GetAccountSettings:
-    # AccountLimit.ConcurrentExecutions): no default, since new accounts start at 10 or 50.
-    account_concurrency: int | None = Field(default=None, ge=1)
+    planned_account_concurrency: int | None = Field(default=None, ge=1)
 
     @property
     def reserved(self) -> int:
-        """Executions the stage reserves (the turn runner's and ``$default``'s)."""
+        """Executions the stage wants reserved (the turn runner's and ``$default``'s)."""
         return (self.turn_reserved_concurrency or 0) + (self.reserved_concurrency or 0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_settings(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "account_concurrency" in data:
+            raise ValueError(
+                "lambdas.account_concurrency was removed: a stated quota never makes synth reserve. Pin the "
+                'stage\'s account ("account") and run `voiceide-conductor doctor --stage <name>`, which records the '
+                "quota it reads in cdk.context.json; a planning figure goes in lambdas.planned_account_concurrency"
+            )
+        return data
 
     @model_validator(mode="after")
     def _reserve_below_timeout(self) -> LambdaSettings:
@@ -190,6 +200,9 @@ class AlarmSettings(_Settings):
     # Bedrock spend guard: the estimated US dollars of one hour's tokens (input, output, cache reads and
     # writes, and what dropped speculations spent) at the stage's bedrock.prices.
     bedrock_usd_per_hour: float = Field(default=10.0, gt=0)
+    # A second, lower spend alarm near the stage's expected load (the capacity target's hourly spend): it
+    # tells someone when the stage spends what its plan expects, long before the ceiling above. None: none.
+    bedrock_usd_per_hour_expected: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -201,6 +214,34 @@ class AlarmSettings(_Settings):
                 'at bedrock.prices; write e.g. "bedrock_usd_per_hour": 5'
             )
         return data
+
+    @model_validator(mode="after")
+    def _expected_below_ceiling(self) -> AlarmSettings:
+        expected = self.bedrock_usd_per_hour_expected
+        if expected is not None and expected >= self.bedrock_usd_per_hour:
+            raise ValueError(
+                f"bedrock_usd_per_hour_expected ({expected:g}) must be below bedrock_usd_per_hour "
+                f"({self.bedrock_usd_per_hour:g}): it is the earlier alarm, at the load the stage expects"
+            )
+        return self
+
+
+# What a new on-demand DynamoDB table (and each new global secondary index) serves at once, before it
+# has scaled: 12,000 read and 4,000 write units a second. Warm throughput below these changes nothing.
+ON_DEMAND_WARM_READ_UNITS = 12_000
+ON_DEMAND_WARM_WRITE_UNITS = 4_000
+
+
+class CapacitySettings(_Settings):
+    """What the stage's table must serve from its first minute (docs/capacity.md: write units a second per
+    person speaking): DynamoDB warm throughput of the table and of its sessions index. A new on-demand table
+    starts at ``ON_DEMAND_WARM_*``; above that, the stage pre-warms it, a one-time charge per raise (the
+    value can never be lowered again). None: the on-demand start, nothing paid."""
+
+    warm_read_units_per_second: int | None = Field(default=None, ge=ON_DEMAND_WARM_READ_UNITS)
+    warm_write_units_per_second: int | None = Field(default=None, ge=ON_DEMAND_WARM_WRITE_UNITS)
+    index_warm_read_units_per_second: int | None = Field(default=None, ge=ON_DEMAND_WARM_READ_UNITS)
+    index_warm_write_units_per_second: int | None = Field(default=None, ge=ON_DEMAND_WARM_WRITE_UNITS)
 
 
 class SessionsSettings(_Settings):
@@ -262,7 +303,23 @@ class CognitoPoolSettings(_Settings):
     mfa: Literal["optional", "required"] = "optional"
     # "plus": Cognito's threat protection (compromised credentials, risky sign-ins), billed per user.
     feature_plan: Literal["essentials", "plus"] = "essentials"
+    # Threat protection of password sign-in (needs feature_plan "plus"): "audit" scores and logs every
+    # sign-in's risk without acting on it, "full" also blocks or asks for MFA. None: "full" on plus, else off.
+    threat_protection: Literal["off", "audit", "full"] | None = None
     self_sign_up: bool = False
+    # The app signs in with SRP (ALLOW_USER_SRP_AUTH) and refresh tokens only. True also allows the plain
+    # password flow (ALLOW_USER_PASSWORD_AUTH) that the command-line client (voiceide-client) uses: a
+    # development stage's setting, never a retaining stage's.
+    password_sign_in: bool = False
+    # Invitations, password resets and verification e-mails through Amazon SES from a verified identity
+    # (address, or a verified domain: ses_verified_domain) instead of Cognito's built-in e-mail, which
+    # sends a few dozen a day: a retaining stage that creates its pool must set ses_from_email (synth
+    # refuses it otherwise). ses_region: the identity's region where it is not the stage's.
+    ses_from_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    ses_from_name: str | None = Field(default=None, min_length=1, max_length=64)
+    ses_reply_to: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    ses_region: Region | None = None
+    ses_verified_domain: str | None = Field(default=None, pattern=r"^[a-z0-9.-]+\.[a-z]{2,}$")
     # Hosted UI (and Sign in with Apple through the pool): a Cognito domain prefix and the app's
     # redirect URLs (e.g. "voiceide://signin"); none: sign-in only through the app's own screens.
     domain_prefix: str | None = Field(default=None, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
@@ -295,7 +352,36 @@ class CognitoPoolSettings(_Settings):
             )
         if self.callback_urls and not self.domain_prefix:
             raise ValueError("callback_urls need domain_prefix (the hosted UI redirects to them)")
+        if self.existing and (self.ses_settings or self.password_sign_in or self.threat_protection):
+            raise ValueError(
+                "ses_*, password_sign_in and threat_protection configure a pool the stack creates; an existing "
+                "pool (user_pool_id) keeps its own"
+            )
+        if self.threat_mode != "off" and self.feature_plan != "plus":
+            raise ValueError(
+                f'threat_protection "{self.threat_mode}" needs feature_plan "plus" (Cognito offers threat '
+                "protection on the Plus plan only)"
+            )
+        if (self.ses_settings - {"ses_from_email"}) and not self.ses_from_email:
+            raise ValueError("ses_from_name, ses_reply_to, ses_region and ses_verified_domain need ses_from_email")
+        domain = self.ses_verified_domain
+        if domain and self.ses_from_email and not self.ses_from_email.endswith(f"@{domain}"):
+            raise ValueError(
+                f"ses_from_email {self.ses_from_email!r} is not an address of ses_verified_domain {domain!r}"
+            )
         return self
+
+    @property
+    def ses_settings(self) -> set[str]:
+        """The SES settings the stage gives."""
+        return {name for name in self.model_fields_set if name.startswith("ses_") and getattr(self, name)}
+
+    @property
+    def threat_mode(self) -> Literal["off", "audit", "full"]:
+        """Threat protection as applied: ``threat_protection``, or "full" on the Plus plan and off otherwise."""
+        if self.threat_protection is not None:
+            return self.threat_protection
+        return "full" if self.feature_plan == "plus" else "off"
 
 
 class StageConfig(_Settings):
@@ -343,6 +429,7 @@ class StageConfig(_Settings):
     sessions: SessionsSettings = SessionsSettings()
     speculation: SpeculationSettings = SpeculationSettings()
     fair_share: FairShareSettings = FairShareSettings()
+    capacity: CapacitySettings = CapacitySettings()
 
     @model_validator(mode="before")
     @classmethod
@@ -360,29 +447,6 @@ class StageConfig(_Settings):
     def _auth(self) -> StageConfig:
         if self.auth != "cognito" and "cognito" in self.model_fields_set:
             raise ValueError(f'\'cognito\' settings apply only with "auth": "cognito" (this stage has {self.auth!r})')
-        return self
-
-    @model_validator(mode="after")
-    def _concurrency(self, info: ValidationInfo) -> StageConfig:
-        lambdas = self.lambdas
-        if not lambdas.reserved:
-            return self
-        if lambdas.account_concurrency is None:
-            if (info.context or {}).get(QUOTA_UNKNOWN_OK):
-                return self
-            raise ValueError(
-                f"lambdas reserves {lambdas.reserved} executions but does not state the account's Lambda quota: "
-                f'put "account_concurrency": <ConcurrentExecutions> in stages.{self.name}.lambdas in cdk.json '
-                f"(run `voiceide-conductor doctor --stage {self.name}` to read it), or set the reservations to null"
-            )
-        room = lambdas.account_concurrency - MIN_UNRESERVED_CONCURRENCY
-        if lambdas.reserved > room:
-            raise ValueError(
-                f"turn_reserved_concurrency + reserved_concurrency ({lambdas.reserved}) must leave "
-                f"{MIN_UNRESERVED_CONCURRENCY} of account_concurrency ({lambdas.account_concurrency}) unreserved "
-                f"for the other functions: at most {max(room, 0)} (a higher quota: Service Quotas, "
-                f"{LAMBDA_CONCURRENCY_QUOTA_CODE})"
-            )
         return self
 
     @model_validator(mode="after")
@@ -480,11 +544,58 @@ def parse_stages_context(raw: Any) -> Mapping[str, Any]:
     return raw
 
 
-def select_stage(stages: Any, stage: str | None, *, quota_unknown_ok: bool = False) -> StageConfig:
+# A context key that overrides one setting of one stage: ``-c stages.prod.alarm_email=oncall@example.com``,
+# ``-c stages.prod.cognito.ses_from_email=no-reply@example.com``. The deploying operator gives what cdk.json
+# must not hold (an address, an account's own settings) without editing it.
+OVERRIDE_PREFIX = "stages."
+
+
+def apply_overrides(stages: Any, context: Mapping[str, Any]) -> dict[str, Any]:
+    """``stages`` with every ``stages.<stage>.<setting>[.<setting>...]`` key of ``context`` set in it.
+
+    A value from the command line is a string: ``null`` means None, a JSON array or object is parsed,
+    anything else stays a string (the settings' validation reads numbers and booleans from strings)."""
+    merged = json.loads(json.dumps(parse_stages_context(stages)))
+    for key, value in sorted(context.items()):
+        if not key.startswith(OVERRIDE_PREFIX):
+            continue
+        path = key[len(OVERRIDE_PREFIX) :].split(".")
+        if len(path) < 2 or not all(path):
+            raise StageConfigError(f"context {key!r}: write -c stages.<stage>.<setting>=<value>")
+        if path[0] not in merged:
+            known = ", ".join(sorted(merged))
+            raise StageConfigError(f"context {key!r} names no stage of cdk.json (known: {known})")
+        node = merged
+        for part in path[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise StageConfigError(f"context {key!r}: {part!r} is not a group of settings")
+            node = child
+        node[path[-1]] = _override_value(value)
+    return merged
+
+
+def _override_value(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text == "null":
+        return None
+    if text and text[0] in "[{":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StageConfigError(f"context value {value!r} is not valid JSON: {exc}") from exc
+    return value
+
+
+def select_stage(stages: Any, stage: str | None) -> StageConfig:
     """Validate and return the settings of ``stage`` (``dev`` when None) from ``stages``.
 
-    ``quota_unknown_ok``: accept reservations without ``lambdas.account_concurrency`` (``doctor``, which
-    reads the quota for the stage that does not state it yet); synth never does."""
+    What a stage needs before it deploys (someone to alarm, a proven reservation) is checked by synth
+    only (infra/stage_checks.py, infra/reservations.py): doctor and the capacity model read every stage."""
     stages = parse_stages_context(stages)
     name = stage or DEFAULT_STAGE
     if name not in stages:
@@ -494,9 +605,7 @@ def select_stage(stages: Any, stage: str | None, *, quota_unknown_ok: bool = Fal
     if not isinstance(settings, Mapping):
         raise StageConfigError(f"stage {name!r}: settings must be an object")
     try:
-        return StageConfig.model_validate(
-            {**settings, "name": name}, context={QUOTA_UNKNOWN_OK: True} if quota_unknown_ok else None
-        )
+        return StageConfig.model_validate({**settings, "name": name})
     except ValidationError as exc:
         raise StageConfigError(f"stage {name!r} has invalid settings:\n{exc}") from exc
 

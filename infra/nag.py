@@ -48,7 +48,8 @@ MFA_OPTIONAL_REASON = (
 )
 ESSENTIALS_PLAN_REASON = (
     "The pool is on the Essentials feature plan (cognito.feature_plan in cdk.json): threat protection is "
-    "billed per monthly active user; a stage sets feature_plan 'plus' to turn it on (full function). The "
+    "billed per monthly active user; a stage sets feature_plan 'plus' to turn it on (cognito.threat_protection: "
+    "audit or full, as prod). The "
     "password policy (12+ characters, all character classes) and admin-created users apply on every plan."
 )
 ROUTE_AUTH_REASON = (

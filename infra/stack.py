@@ -18,6 +18,7 @@ from infra.constructs.monitoring import ConductorAlarms, Watched
 from infra.constructs.reaper import ConductorSessionReaper
 from infra.constructs.sessions_api import SESSIONS_API_CONNECTION_METHODS, ConductorSessionsApi
 from infra.nag import suppress_findings
+from infra.reservations import Reservations
 from shared.adapters.session_records import SESSIONS_INDEX, SESSIONS_INDEX_PROJECTED
 
 # The turn runner streams each answer (ConverseStream, authorized as InvokeModelWithResponseStream)
@@ -47,6 +48,13 @@ def bedrock_model_arns(stack: Stack, config: StageConfig) -> list[str]:
     return arns
 
 
+def warm_throughput(read: int | None, write: int | None) -> dynamodb.WarmThroughput | None:
+    """DynamoDB warm throughput of a table or index; None when neither figure is set."""
+    if read is None and write is None:
+        return None
+    return dynamodb.WarmThroughput(read_units_per_second=read, write_units_per_second=write)
+
+
 class ConductorStack(Stack):
     """Everything one stage of the conductor needs."""
 
@@ -56,11 +64,15 @@ class ConductorStack(Stack):
         construct_id: str,
         *,
         config: StageConfig,
+        reservations: Reservations | None = None,
         skip_bundle_deps: bool = False,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
+        # Reserved concurrency only where a recorded quota reading proves it fits (infra/reservations.py).
+        self.reservations = reservations or Reservations()
+        capacity = config.capacity
 
         self.table = dynamodb.Table(
             self,
@@ -83,6 +95,8 @@ class ConductorStack(Stack):
             # once the stage holds data (docs/deploying.md, "Removing a stage"); a later deploy leaves that
             # setting alone.
             removal_policy=removal_policy(config),
+            # What the table serves from its first minute (capacity.*; None: the on-demand start).
+            warm_throughput=warm_throughput(capacity.warm_read_units_per_second, capacity.warm_write_units_per_second),
         )
         # The sessions index, as the local table defines it (conductor_local/dynamodb/tables.py): a person's
         # sessions by last activity, projecting only what a session list shows. Every state write
@@ -93,10 +107,18 @@ class ConductorStack(Stack):
             sort_key=dynamodb.Attribute(name="last_active", type=dynamodb.AttributeType.NUMBER),
             projection_type=dynamodb.ProjectionType.INCLUDE,
             non_key_attributes=list(SESSIONS_INDEX_PROJECTED),
+            warm_throughput=warm_throughput(
+                capacity.index_warm_read_units_per_second, capacity.index_warm_write_units_per_second
+            ),
         )
 
         self.functions = ConductorFunctions(
-            self, "Functions", config=config, table=self.table, skip_bundle_deps=skip_bundle_deps
+            self,
+            "Functions",
+            config=config,
+            table=self.table,
+            reservations=self.reservations,
+            skip_bundle_deps=skip_bundle_deps,
         )
         # Deletes what remains of a session when the time to live deletes its state (the table's stream).
         self.reaper = ConductorSessionReaper(

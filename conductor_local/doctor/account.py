@@ -1,5 +1,6 @@
 """``doctor``'s account checks: API Gateway's account-level CloudWatch Logs role, Lambda's concurrency
-against what the stage reserves, and the Bedrock quotas of the stage's model (Service Quotas)."""
+against what the stage asks to reserve, and the Bedrock quotas of the stage's model (Service Quotas). The
+quotas they read go into a ``Readings`` that doctor records in cdk.context.json."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from conductor_local.doctor.common import (
     CheckResult,
+    Readings,
     Target,
     code,
     could_not_check,
@@ -85,17 +87,14 @@ def check_cloudwatch_role(apigateway: Any, target: Target) -> CheckResult:
 # --- Lambda: concurrency ---------------------------------------------------------------------------
 
 
-def quota_line(target: Target, limit: int) -> str:
-    """The line cdk.json needs for synth to check the stage's reservations against ``limit``."""
-    return f'"account_concurrency": {limit} in stages.{target.stage}.lambdas of cdk.json'
-
-
-def check_lambda_concurrency(lambda_client: Any, cloudformation: Any, target: Target) -> CheckResult:
+def check_lambda_concurrency(
+    lambda_client: Any, cloudformation: Any, target: Target, readings: Readings | None = None
+) -> CheckResult:
     """``GetAccountSettings``: the account's concurrency (``AccountLimit.ConcurrentExecutions``) against
-    what the stage reserves (its deployed functions' reservations already count as taken) and against
-    what cdk.json states (``lambdas.account_concurrency``), with the exact line cdk.json needs. Lambda
-    refuses a reservation that leaves less than 100 unreserved, and the deploy fails; synth refuses
-    a reservation of a stage that does not state the quota."""
+    what the stage asks to reserve (its deployed functions' reservations already count as taken). Lambda
+    refuses a reservation that leaves less than 100 unreserved, and the deploy fails. Synth applies the
+    reservation only for a stage that pins its account and has a reading of it (``readings`` collects
+    this one, which doctor records), so a stage that pins none deploys without it."""
     name = "Lambda concurrency"
     try:
         limits = lambda_client.get_account_settings()["AccountLimit"]
@@ -105,23 +104,24 @@ def check_lambda_concurrency(lambda_client: Any, cloudformation: Any, target: Ta
         return warning(name, f"could not check: {error_text(error)}")
     limit = int(limits.get("ConcurrentExecutions", 0))
     unreserved = int(limits.get("UnreservedConcurrentExecutions", 0))
+    if readings is not None:
+        readings.lambda_concurrency, readings.lambda_unreserved = limit, unreserved
     figures = f"ConcurrentExecutions {limit:,}, UnreservedConcurrentExecutions {unreserved:,} in {target.region}"
     wanted = target.reserved_concurrency
     needed = sum(wanted.values())
-    stage = (
-        f"{target.stage} reserves " + ", ".join(f"{count:,} for {function}" for function, count in wanted.items())
-        if wanted
-        else f"{target.stage} reserves none"
-    )
-    line = quota_line(target, limit)
+    asked = ", ".join(f"{count:,} for {function}" for function, count in wanted.items())
+    stage = f"{target.stage} asks to reserve {asked}" if wanted else f"{target.stage} reserves none"
     held = _reserved_by_stack(lambda_client, cloudformation, target.stack_name) if needed else 0
     floor = min(MIN_UNRESERVED, limit)
     room = max(unreserved + (held or 0) - floor, 0)
     more = f"request more in {LAMBDA_CONCURRENCY_QUOTA}"
     lower = "or lower lambdas.reserved_concurrency / lambdas.turn_reserved_concurrency in cdk.json (null: none)"
+    unpinned = f"{target.stage} pins no account, so synth reserves none of it and the functions share the pool"
     if needed > room:
         detail = f"{figures}; {stage}, but only {room:,} more can be reserved (Lambda keeps {floor:,} unreserved)"
-        fix = f"{more}, {lower}; then put {line}"
+        fix = f"{more}, {lower}"
+        if target.account is None:
+            return warning(name, f"{detail}; {unpinned}", fix)
         if held is None:  # the stage may already hold its reservations: not known to fail
             return warning(
                 name,
@@ -129,19 +129,22 @@ def check_lambda_concurrency(lambda_client: Any, cloudformation: Any, target: Ta
                 "cloudformation:ListStackResources and lambda:GetFunctionConcurrency)",
                 fix,
             )
-        return CheckResult(name, False, detail + "; the deploy would fail", fix)
-    if needed and target.account_concurrency is None:
         return CheckResult(
-            name,
-            False,
-            f"{figures}; {stage}, but cdk.json does not state the account's quota, so synth refuses the stage",
-            f"put {line}",
+            name, False, detail + "; the deploy would fail (synth refuses the reservation with this reading)", fix
         )
-    if target.account_concurrency is not None and target.account_concurrency != limit:
+    if needed and target.account is None:
         return warning(
             name,
-            f"{figures}; {stage}: cdk.json states lambdas.account_concurrency {target.account_concurrency:,}",
-            f"put {line}" + (f" ({more} for a higher one)" if limit < target.account_concurrency else ""),
+            f"{figures}; {stage}, but {unpinned}",
+            'to reserve, pin the account (the "quota reading" line says which) and commit cdk.context.json',
+        )
+    planned = target.planned_account_concurrency
+    if planned is not None and limit < planned:
+        return warning(
+            name,
+            f"{figures}; {stage}; cdk.json plans lambdas.planned_account_concurrency {planned:,}, which the account "
+            "does not have (synth never trusts the plan)",
+            more,
         )
     if limit < LAMBDA_DEFAULT_CONCURRENCY:
         return warning(
@@ -149,10 +152,9 @@ def check_lambda_concurrency(lambda_client: Any, cloudformation: Any, target: Ta
             f"{figures}; {stage}: the account's limit is below Lambda's default of {LAMBDA_DEFAULT_CONCURRENCY:,} "
             "(new accounts start lower), and each live turn and each person speaking hold a turn runner "
             "execution",
-            more + ("" if target.account_concurrency is not None else f"; then put {line}"),
+            more,
         )
-    stated = "" if target.account_concurrency is not None else f" (to reserve any, put {line})"
-    return CheckResult(name, True, f"{figures}; {stage}{stated}")
+    return CheckResult(name, True, f"{figures}; {stage}")
 
 
 def _reserved_by_stack(lambda_client: Any, cloudformation: Any, stack_name: str) -> int | None:
@@ -250,10 +252,11 @@ def _bedrock_quotas(service_quotas: Any, operation: str) -> list[dict[str, Any]]
     return [quota for page in pages for quota in page.get("Quotas", [])]
 
 
-def check_bedrock_quotas(service_quotas: Any, target: Target) -> CheckResult:
+def check_bedrock_quotas(service_quotas: Any, target: Target, readings: Readings | None = None) -> CheckResult:
     """Service Quotas' ``ListServiceQuotas`` (and the AWS defaults for what the account has no
     applied value of): the model's tokens and requests per minute, in the scope its id calls for.
-    A quota of 0 throttles every request; a missing tokens-per-minute quota is worth a look."""
+    A quota of 0 throttles every request; a missing tokens-per-minute quota is worth a look. The lowest
+    value of each metric goes into ``readings`` (doctor records it)."""
     name = "Bedrock quotas"
     scope, foundation_id = quota_scope(target), target.foundation_id
     try:
@@ -281,6 +284,10 @@ def check_bedrock_quotas(service_quotas: Any, target: Target) -> CheckResult:
         + (" (AWS default)" if quota["QuotaName"] in defaults else "")
         for quota in listed
     ]
+    account = _account_values(found)
+    if readings is not None:
+        readings.bedrock_tokens_per_minute = account.get("tokens")
+        readings.bedrock_requests_per_minute = account.get("requests")
     zero = [quota["QuotaName"] for quota in listed if not quota.get("Value")]
     if zero:
         return CheckResult(
@@ -301,44 +308,38 @@ def check_bedrock_quotas(service_quotas: Any, target: Target) -> CheckResult:
         )
     if not found["requests"]:
         figures.append("no requests-per-minute quota (Bedrock throttles on tokens)")
-    return _against_stated(name, target, f"{where}: {'; '.join(figures)}", found)
+    return _against_planned(name, target, f"{where}: {'; '.join(figures)}", account)
 
 
-# cdk.json's names of the quotas (stages.<stage>.bedrock), by the metric of the quota's name.
-STATED_SETTINGS = {"tokens": "tokens_per_minute", "requests": "requests_per_minute"}
+# cdk.json's names of the planned quotas (stages.<stage>.bedrock), by the metric of the quota's name.
+PLANNED_SETTINGS = {"tokens": "tokens_per_minute", "requests": "requests_per_minute"}
 
 
-def bedrock_quota_line(target: Target, values: dict[str, int]) -> str:
-    """The settings cdk.json needs to state the account's Bedrock quotas of the stage's model (what
-    ``make capacity`` holds the stage against instead of the defaults it assumes)."""
-    settings = ", ".join(f'"{STATED_SETTINGS[metric]}": {value}' for metric, value in values.items())
-    return f"{settings} in stages.{target.stage}.bedrock of cdk.json"
-
-
-def _against_stated(name: str, target: Target, detail: str, found: dict[str, list[dict[str, Any]]]) -> CheckResult:
-    """The account's quotas (the lowest where several match) against what cdk.json states: a stated
-    value above the account's is a capacity the stage does not have."""
-    account = {
+def _account_values(found: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+    """The account's value of each metric (the lowest where several quotas match)."""
+    return {
         metric: int(min(float(quota["Value"]) for quota in quotas))
         for metric, quotas in found.items()
         if quotas and all(isinstance(quota.get("Value"), int | float) for quota in quotas)
     }
-    stated = {"tokens": target.bedrock_tokens_per_minute, "requests": target.bedrock_requests_per_minute}
-    line = bedrock_quota_line(target, account)
+
+
+def _against_planned(name: str, target: Target, detail: str, account: dict[str, int]) -> CheckResult:
+    """The account's quotas against what cdk.json plans: a plan above the account's is a capacity the
+    stage does not have (the capacity report's stated figures count on it)."""
+    planned = {"tokens": target.bedrock_tokens_per_minute, "requests": target.bedrock_requests_per_minute}
     above = [
-        f"bedrock.{STATED_SETTINGS[metric]} {value:,} (the account has {account[metric]:,})"
-        for metric, value in stated.items()
+        f"bedrock.{PLANNED_SETTINGS[metric]} {value:,} (the account has {account[metric]:,})"
+        for metric, value in planned.items()
         if value is not None and metric in account and value > account[metric]
     ]
     if above:
         return warning(
             name,
-            f"{detail}; cdk.json states {', '.join(above)}: make capacity counts on quota the account does not have",
-            f"request the increase in Service Quotas → Amazon Bedrock ({target.bedrock_region}), or put {line}",
+            f"{detail}; cdk.json plans {', '.join(above)}: quota the account does not have",
+            f"request the increase in Service Quotas → Amazon Bedrock ({target.bedrock_region}), or lower the plan "
+            f"in stages.{target.stage}.bedrock of cdk.json",
         )
-    unstated = [metric for metric in account if stated[metric] is None]
-    if unstated:
-        return CheckResult(name, True, f"{detail} (make capacity assumes defaults: put {line})")
     return CheckResult(name, True, detail)
 
 

@@ -38,13 +38,15 @@ class Target:
     access_logging: bool = True
     access_logging_setting: str = ""
     role_owners: tuple[str, ...] = ()
-    # Reserved concurrency of the message Lambda and of the turn runner (None: not reserved), and the
-    # account's Lambda concurrency cdk.json assumes (``lambdas.account_concurrency``).
+    # The account the stage pins (``account``; None: none): synth trusts a quota reading only for it.
+    account: str | None = None
+    # Reserved concurrency the stage asks for, of the message Lambda and of the turn runner (None: none),
+    # and the account concurrency cdk.json plans (``lambdas.planned_account_concurrency``, never trusted).
     message_reserved_concurrency: int | None = None
     turn_reserved_concurrency: int | None = None
-    account_concurrency: int | None = None
-    # The Bedrock quotas of the stage's model cdk.json states (``bedrock.tokens_per_minute``,
-    # ``bedrock.requests_per_minute``; None: not stated, the capacity model assumes the defaults).
+    planned_account_concurrency: int | None = None
+    # The Bedrock quotas of the stage's model cdk.json plans (``bedrock.tokens_per_minute``,
+    # ``bedrock.requests_per_minute``; None: no plan, the capacity model assumes the defaults).
     bedrock_tokens_per_minute: int | None = None
     bedrock_requests_per_minute: int | None = None
 
@@ -66,6 +68,24 @@ class Target:
         """The stage's reserved concurrency by function, for the functions that reserve any."""
         reserved = {"message": self.message_reserved_concurrency, "turn": self.turn_reserved_concurrency}
         return {name: value for name, value in reserved.items() if value}
+
+
+@dataclass
+class Readings:
+    """The quotas the checks read (None: not read), for doctor to record (infra/quota_readings.py)."""
+
+    lambda_concurrency: int | None = None
+    lambda_unreserved: int | None = None
+    bedrock_tokens_per_minute: int | None = None
+    bedrock_requests_per_minute: int | None = None
+
+    @property
+    def lambda_read(self) -> bool:
+        return self.lambda_concurrency is not None
+
+    @property
+    def bedrock_read(self) -> bool:
+        return self.bedrock_tokens_per_minute is not None or self.bedrock_requests_per_minute is not None
 
 
 @dataclass(frozen=True)

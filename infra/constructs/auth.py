@@ -17,6 +17,27 @@ MIN_PASSWORD_LENGTH = 12
 TOKEN_VALIDITY = Duration.hours(1)
 REFRESH_TOKEN_VALIDITY = Duration.days(30)
 OAUTH_SCOPES = (cognito.OAuthScope.OPENID, cognito.OAuthScope.EMAIL, cognito.OAuthScope.PROFILE)
+# cognito.threat_protection -> the pool's threat protection of password sign-in (Plus plan only).
+THREAT_MODES = {
+    "off": cognito.StandardThreatProtectionMode.NO_ENFORCEMENT,
+    "audit": cognito.StandardThreatProtectionMode.AUDIT_ONLY,
+    "full": cognito.StandardThreatProtectionMode.FULL_FUNCTION,
+}
+
+
+def pool_email(config: StageConfig) -> cognito.UserPoolEmail | None:
+    """The pool's e-mail sender: Amazon SES from the stage's verified identity (``cognito.ses_*``), or
+    None for Cognito's built-in e-mail (a few dozen a day: development stages only)."""
+    settings = config.cognito
+    if settings.ses_from_email is None:
+        return None
+    return cognito.UserPoolEmail.with_ses(
+        from_email=settings.ses_from_email,
+        from_name=settings.ses_from_name,
+        reply_to=settings.ses_reply_to,
+        ses_region=settings.ses_region or config.region,
+        ses_verified_domain=settings.ses_verified_domain,
+    )
 
 
 class ConductorUserPool(Construct):
@@ -24,7 +45,9 @@ class ConductorUserPool(Construct):
 
     Created by the stack unless the stage names an existing pool (``cognito.user_pool_id`` and
     ``client_ids``). The app client is public (no secret: it ships in the app) and allows SRP (the
-    app's sign-in screen), password (the command-line client) and refresh-token sign-in.
+    app's sign-in screen) and refresh-token sign-in; a development stage with ``cognito.password_sign_in``
+    also allows the plain password flow the command-line client (voiceide-client) uses. With
+    ``cognito.ses_from_email`` the pool sends its e-mail (invitations, password resets) through Amazon SES.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig) -> None:
@@ -65,11 +88,8 @@ class ConductorUserPool(Construct):
             mfa_second_factor=cognito.MfaSecondFactor(otp=True, sms=False),
             account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
             feature_plan=cognito.FeaturePlan.PLUS if plus else cognito.FeaturePlan.ESSENTIALS,
-            standard_threat_protection_mode=(
-                cognito.StandardThreatProtectionMode.FULL_FUNCTION
-                if plus
-                else cognito.StandardThreatProtectionMode.NO_ENFORCEMENT
-            ),
+            standard_threat_protection_mode=THREAT_MODES[settings.threat_mode],
+            email=pool_email(config),
             # As the table: no deletion protection, so a rolled-back first create deletes the pool.
             removal_policy=removal_policy(config),
         )
@@ -78,7 +98,8 @@ class ConductorUserPool(Construct):
             "AppClient",
             user_pool_client_name=f"voiceide-ios-{config.name}",
             generate_secret=False,
-            auth_flows=cognito.AuthFlow(user_srp=True, user_password=True),
+            # ALLOW_REFRESH_TOKEN_AUTH comes with every client.
+            auth_flows=cognito.AuthFlow(user_srp=True, user_password=settings.password_sign_in),
             prevent_user_existence_errors=True,
             enable_token_revocation=True,
             id_token_validity=TOKEN_VALIDITY,

@@ -290,7 +290,12 @@ class ConductorDashboard(Construct):
             cloudwatch.GraphWidget(
                 title="Bedrock estimated USD per hour (spend guard; every token at the stage's prices)",
                 left=[alarms.bedrock_usd_per_hour()],
-                left_annotations=[limit(config.alarms.bedrock_usd_per_hour, "ceiling")],
+                left_annotations=[limit(config.alarms.bedrock_usd_per_hour, "ceiling")]
+                + (
+                    [limit(config.alarms.bedrock_usd_per_hour_expected, "expected load")]
+                    if config.alarms.bedrock_usd_per_hour_expected is not None
+                    else []
+                ),
                 width=WIDTH,
                 height=HEIGHT,
             ),

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from infra import bundling
 from infra.config import LOG_RETENTION_DAYS, StageConfig
+from infra.reservations import Reservations
 from shared.adapters.store import HISTORY_BACKSTOP_SECONDS
 
 RETENTION: dict[int, logs.RetentionDays] = dict(
@@ -128,6 +129,7 @@ class ConductorFunctions(Construct):
         config: StageConfig,
         table: dynamodb.ITable,
         skip_bundle_deps: bool,
+        reservations: Reservations | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.config = config
@@ -145,6 +147,8 @@ class ConductorFunctions(Construct):
             removal_policy=LAYER_REMOVAL_POLICY,
         )
         lambdas = config.lambdas
+        # What the stage may reserve: lambdas.* only where a recorded quota reading proves it fits.
+        reserved = reservations or Reservations()
         self.environment: dict[str, str] = {
             "CONDUCTOR_TABLE": table.table_name,
             "BEDROCK_MODEL_ID": config.bedrock.model_id,
@@ -191,7 +195,7 @@ class ConductorFunctions(Construct):
                 "WebSocket $default: decides on each frame and launches turns",
                 lambdas.message_memory_mb,
                 Duration.seconds(lambdas.message_timeout_seconds),
-                lambdas.reserved_concurrency,
+                reserved.message,
             )
         )
         self.disconnect = self._function(
@@ -220,7 +224,7 @@ class ConductorFunctions(Construct):
                 lambdas.turn_memory_mb,
                 Duration.seconds(lambdas.turn_timeout_seconds),
                 # A turn holds its execution for minutes: capped, long turns cannot starve the routes.
-                lambdas.turn_reserved_concurrency,
+                reserved.turn,
             )
         )
         self.turn.configure_async_invoke(

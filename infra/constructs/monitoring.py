@@ -315,6 +315,24 @@ class ConductorAlarms(Construct):
             ),
         )
         self.alarms.append(self.spend)
+        # The earlier spend alarm: an hour that costs what the stage's expected load costs.
+        self.expected_spend: cloudwatch.Alarm | None = None
+        expected = config.alarms.bedrock_usd_per_hour_expected
+        if expected is not None:
+            self.expected_spend = cloudwatch.Alarm(
+                self,
+                "BedrockSpendAtExpectedLoad",
+                metric=self.bedrock_usd_per_hour(),
+                threshold=expected,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=self._description(
+                    f"Bedrock tokens of the last hour cost an estimated ${expected:g} or more at the stage's prices: "
+                    f"the load the stage expects (the spend guard fires at ${ceiling:g})"
+                ),
+            )
+            self.alarms.append(self.expected_spend)
 
         self.topic = self._topic(config)
         if config.alarm_email:

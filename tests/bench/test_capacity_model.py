@@ -13,6 +13,7 @@ from benchmarks import aws_quotas
 from benchmarks.capacity_model import (
     SpeakerFigures,
     StageView,
+    account_quotas,
     capacity,
     changes_to_hold,
     cost_per_user_hour,
@@ -64,7 +65,7 @@ def stage(**overrides: object) -> StageView:
         burst_limit=200,
         turn_reserved=1500,
         message_reserved=None,
-        account_concurrency=3000,
+        planned_concurrency=3000,
         memory_mb={"message": 512, "turn": 1024, "watcher": 1024, "connect": 256, "disconnect": 256},
     )
     return replace(base, **overrides)  # type: ignore[arg-type]
@@ -127,7 +128,7 @@ def test_the_bedrock_quotas_a_stage_states_replace_the_defaults() -> None:
     assert by_name(found, "API Gateway route throttle").basis == "setting"
     assert by_name(found, "DynamoDB table read").basis == "default"
     assert by_name(found, "Lambda unreserved pool").basis == "stated"
-    assert by_name(limits(stage(account_stated=False), figures()), "Lambda unreserved pool").basis == "default"
+    assert by_name(limits(stage(planned_concurrency=None), figures()), "Lambda unreserved pool").basis == "default"
 
 
 def test_holding_a_target_beyond_a_stated_bedrock_quota_names_the_setting_and_the_request() -> None:
@@ -161,11 +162,11 @@ def test_raising_the_binding_limit_moves_the_binding_to_the_next() -> None:
 
 
 def test_without_a_reservation_the_turn_function_runs_in_the_unreserved_pool() -> None:
-    dev = stage(name="dev", turn_reserved=None, account_concurrency=1000)
+    dev = stage(name="dev", turn_reserved=None, planned_concurrency=1000)
     found = limits(dev, figures())
     assert not [limit for limit in found if limit.name.startswith("Lambda turn function reserved")]
     pool = by_name(found, "Lambda unreserved pool")
-    assert pool.value == 1000 == unreserved_pool(dev)
+    assert pool.value == 1000 == unreserved_pool(dev, account_quotas(dev, "stated"))
     assert pool.per_speaker == pytest.approx((6.0 + 12.0 + 18.0 + 0.3 + 0.3) / 60)
 
 
@@ -181,15 +182,17 @@ def test_what_holding_a_target_takes_is_computed_from_the_figures() -> None:
     assert changes["throttle.burst_limit"].needed == 2000
     assert "bedrock_tpm:anthropic.claude-sonnet-5-5" in changes
     assert changes["bedrock_tpm:anthropic.claude-sonnet-5-5"].needed == 7_000_000
+    planned = "cdk.json lambdas.planned_account_concurrency"
     assert "lambdas.turn_reserved_concurrency" not in changes  # 1,000 x 0.5 = 500 <= 1,500
-    assert "lambdas.account_concurrency" not in changes
+    assert planned not in changes
     more = {change.setting: change for change in changes_to_hold(stage(), figures(), 4000)}
     assert more["lambdas.turn_reserved_concurrency"].needed == 2000
-    assert "lambdas.account_concurrency" not in more  # 2,000 reserved + 4,000 x 0.11 = 440 fit in 3,000
+    assert planned not in more  # 2,000 reserved + 4,000 x 0.11 = 440 fit in 3,000
     assert "L-8A5B8E43" in more["apigw_account_rps"].how  # 4,000 x 3 = 12,000 > 10,000 requests/s
     most = {change.setting: change for change in changes_to_hold(stage(), figures(), 8000)}
-    assert most["lambdas.account_concurrency"].needed == 4000 + 880  # the reservation and the pool
-    assert "L-B99A9384" in most["lambdas.account_concurrency"].how
+    assert most[planned].needed == 4000 + 880  # the reservation and the pool
+    assert "L-B99A9384" in most[planned].how
+    assert most[planned].how.startswith("cdk.json: lambdas.planned_account_concurrency 4880, after")
     assert not changes_to_hold(stage(), figures(), 50)
 
 
@@ -214,19 +217,15 @@ def test_the_report_names_the_binding_limit_and_what_to_raise() -> None:
     out = io.StringIO()
     report_stage(stage(), figures(), out, target=1000)
     text = out.getvalue()
-    assert "== prod: 100 people speaking at once" in text
-    assert "binds first: API Gateway route throttle" in text
+    assert "== prod: 100 people speaking at once at AWS defaults; no reading; 100 on the stated quotas" in text
     assert "raise throttle.rate_limit from 100 to 1,000" in text
-    assert "Bedrock quotas of the model: 1,000,000 tokens/min (not stated: assumed, no documented default)" in text
+    assert "1,000,000 [assumed]" in text  # no documented Bedrock default for Claude Sonnet 5.5
     stated = io.StringIO()
     report_stage(
         stage(bedrock_tpm=20_000_000, bedrock_rpm=15_000, max_turns_per_minute=3), figures(), stated, target=10
     )
     text = stated.getvalue()
-    assert (
-        "20,000,000 tokens/min (stated in cdk.json bedrock.tokens_per_minute); "
-        "15,000 requests/min (stated in cdk.json bedrock.requests_per_minute)"
-    ) in text
+    assert "20,000,000 [stated]" in text and "15,000 [stated]" in text
     assert "max_turns_per_minute 3 is below the speaker's 4.0 turns a minute" in text
 
 
@@ -236,14 +235,14 @@ def test_the_stages_of_cdk_json_are_read_through_the_stage_config() -> None:
     settings = dict(read_cdk_json_context()["stages"]["dev"])
     settings["throttle"] = {"rate_limit": 4, "burst_limit": 8}
     settings["speculation"] = {"enabled": False}
-    settings["lambdas"] = {**settings.get("lambdas", {}), "account_concurrency": None}
+    settings["lambdas"] = {**settings.get("lambdas", {}), "planned_account_concurrency": None}
     settings["lambdas"].pop("turn_reserved_concurrency", None)
     settings["lambdas"].pop("reserved_concurrency", None)
     view = stage_view(select_stage({"x": settings}, "x"))
     assert view.name == "x" and not view.model.startswith("us.")  # the foundation model, priced and quoted
     assert (view.rate_limit, view.burst_limit, view.speculation) == (4, 8, False)
     assert view.turn_reserved is None and view.message_reserved is None
-    assert view.account_concurrency == aws_quotas.value("lambda_concurrency") and not view.account_stated
+    assert view.planned_concurrency is None
     assert (view.bedrock_tpm, view.bedrock_rpm) == (None, None)
     settings["bedrock"] = {**settings["bedrock"], "tokens_per_minute": 2_400_000, "requests_per_minute": 600}
     settings["max_turns_per_minute"] = 12
@@ -266,3 +265,123 @@ def test_every_quota_names_its_source_and_undocumented_values_say_so() -> None:
 def test_figures_survive_a_json_round_trip() -> None:
     measured = figures()
     assert SpeakerFigures.from_json(measured.to_json()) == measured
+
+
+# ---- the three columns: AWS defaults, doctor's reading, the stated plans -----------------------------
+
+PINNED = "123456789012"
+PROFILE = "us.anthropic.claude-sonnet-5-5"
+
+
+def reading(lambda_concurrency: int | None = 2000, tpm: int | None = 2_000_000):  # type: ignore[no-untyped-def]
+    from infra.quota_readings import BedrockReading, QuotaReading
+
+    return QuotaReading(
+        PINNED,
+        "us-east-1",
+        "2026-11-28T12:00:00Z",
+        lambda_concurrency=lambda_concurrency,
+        bedrock={PROFILE: BedrockReading(tokens_per_minute=tpm)},
+    )
+
+
+def pinned(**overrides: object) -> StageView:
+    base = {
+        "rate_limit": 10_000,
+        "burst_limit": 5_000,
+        "bedrock_tpm": 20_000_000,
+        "account": PINNED,
+        "model_id": PROFILE,
+    }
+    return stage(**(base | overrides))
+
+
+def test_each_column_holds_the_stage_to_its_own_quotas() -> None:
+    prod = pinned()
+    defaults = account_quotas(prod, "defaults")
+    assert defaults is not None
+    assert (defaults.lambda_concurrency.value, defaults.lambda_concurrency.basis) == (1000, "default")
+    assert (defaults.bedrock_tpm.value, defaults.bedrock_tpm.basis) == (1_000_000, "assumed")
+    assert not defaults.reserves  # without a reading synth reserves nothing
+    assert account_quotas(prod, "read", None) is None
+    read = account_quotas(prod, "read", reading())
+    assert read is not None
+    assert (read.lambda_concurrency.value, read.lambda_concurrency.basis) == (2000, "read")
+    assert (read.bedrock_tpm.value, read.bedrock_tpm.basis) == (2_000_000, "read")
+    assert read.bedrock_rpm.value is None  # not read and no documented default: not held to one
+    assert read.reserves  # 1,500 leaves 500 of 2,000 unreserved
+    stated = account_quotas(prod, "stated")
+    assert stated is not None
+    assert (stated.bedrock_tpm.value, stated.bedrock_tpm.basis) == (20_000_000, "stated")
+    assert (stated.lambda_concurrency.value, stated.lambda_concurrency.basis) == (3000, "stated")
+    people = {quotas.column: capacity(prod, figures(), quotas).people for quotas in (defaults, read, stated)}
+    # 7,000 quota tokens a minute each: the Bedrock quota binds in every column
+    assert people == pytest.approx(
+        {"defaults": 1_000_000 / 7000, "read": 2_000_000 / 7000, "stated": 20_000_000 / 7000}
+    )
+
+
+def test_without_a_reading_the_turn_function_shares_the_pool_and_a_reading_too_small_is_refused() -> None:
+    prod = pinned()
+    defaults = account_quotas(prod, "defaults")
+    assert defaults is not None
+    found = limits(prod, figures(), defaults)
+    assert not [limit for limit in found if limit.key == "turn_reserved"]
+    pool = by_name(found, "Lambda unreserved pool")
+    assert pool.value == 1000 and pool.per_speaker == pytest.approx((6.0 + 12.0 + 18.0 + 0.3 + 0.3) / 60)
+    small = account_quotas(prod, "read", reading(lambda_concurrency=1000))
+    assert small is not None and not small.reserves
+    assert "synth refuses" in small.note  # 1,500 reserved would leave less than 100 of 1,000
+    unread = account_quotas(prod, "read", reading(lambda_concurrency=None))
+    assert unread is not None and not unread.reserves
+    assert unread.lambda_concurrency.basis == "default"
+
+
+def test_the_first_aws_quota_to_bind_is_named_apart_from_the_stages_own_settings() -> None:
+    result = capacity(stage(), figures())  # the route throttle (100/s) binds first: a setting
+    assert result.ranked[0].key == "route" and result.ranked[0].kind == "setting"
+    assert result.first_quota is not None
+    assert result.first_quota.key == "bedrock_tpm" and result.first_quota.kind == "quota"
+    reserved = capacity(stage(rate_limit=10_000, burst_limit=5_000, turn_reserved=20), figures())
+    assert reserved.ranked[0].key == "turn_reserved"  # 20 / 0.5 = 40 people: the stage's own reservation
+    assert reserved.first_quota is not None and reserved.first_quota.key == "bedrock_tpm"
+
+
+def test_requests_in_flight_hold_the_max_tokens_the_request_really_carries() -> None:
+    from benchmarks.capacity_model import request_max_tokens
+
+    assert request_max_tokens(PROFILE, 2048, "low", "off") == 2048 + 4096  # Sonnet 5.5 thinks between tools
+    assert request_max_tokens("us.anthropic.claude-haiku-5-5", 1024, "low", "off") == 1024
+    held = stage(request_max_tokens=6144)
+    tokens = by_name(limits(held, figures(stream_seconds=30.0)), "Bedrock tokens per minute")
+    assert tokens.per_speaker == pytest.approx(7_000 + 0.5 * 6144)
+    # cache reads count while a request is in flight, not once it is settled
+    cached = figures(stream_seconds=30.0, bedrock_requests=5, cache_read_tokens=5_000)
+    assert tpm_per_speaker(cached, 6144) == pytest.approx(7_000 + 0.5 * (6144 + 1_000))
+
+
+def test_the_report_prints_three_columns_and_the_binding_aws_quota() -> None:
+    out = io.StringIO()
+    report_stage(pinned(), figures(), out, target=1000, reading=reading())
+    text = out.getvalue()
+    assert "== prod: 142 people speaking at once at AWS defaults; 285 on what doctor read; 2,857 on the stated" in text
+    for title in ("AWS defaults", "doctor's reading", "stated, unconfirmed"):
+        assert title in text
+    assert "first AWS quota to bind" in text and "Bedrock tokens/min at 142" in text
+    assert "Bedrock tokens/min at 285" in text and "Bedrock tokens/min at 2,857" in text
+    unread = io.StringIO()
+    report_stage(pinned(account=None), figures(), unread, target=1000)
+    assert "no reading" in unread.getvalue()
+    assert "account: not pinned (stages.prod.account)" in unread.getvalue()
+
+
+def test_each_stage_takes_the_figures_measured_with_its_model_and_speculation() -> None:
+    from benchmarks.capacity_report import figures_for
+
+    haiku = figures(model="anthropic.claude-haiku-5-5")
+    sonnet = figures(model="anthropic.claude-sonnet-5-5")
+    sonnet_off = figures(model="anthropic.claude-sonnet-5-5", speculation=False)
+    measured = [haiku, sonnet_off, sonnet]
+    assert figures_for(stage(), measured) is sonnet
+    assert figures_for(stage(speculation=False), measured) is sonnet_off
+    assert figures_for(stage(model="anthropic.claude-opus-5-5"), measured) is haiku  # its speculation setting

@@ -24,14 +24,28 @@ EXISTING_POOL_STAGE = "shared"
 EXISTING_POOL = {"user_pool_id": "eu-west-1_AbCdEf123", "client_ids": ["3n4b5urk1ft4fl3mg5e62d9ado", "7a1b2c3d4e"]}
 # A development stage that writes no access logs at all (access_logging: off).
 QUIET_STAGE = "quiet"
+# What a retaining stage is given when it is deployed (cdk.json leaves them null: a real address is the
+# deploying operator's): who hears its alarms, and the verified SES address its pool sends from.
+ALARM_EMAIL = "oncall@example.com"
+SES_FROM_EMAIL = "no-reply@example.com"
+DEPLOY_SETTINGS: dict[str, Any] = {"alarm_email": ALARM_EMAIL, "cognito": {"ses_from_email": SES_FROM_EMAIL}}
+
+
+def deploy_context(stage: str) -> dict[str, str]:
+    """The ``-c stages.<stage>.<setting>=...`` context an operator synthesizes a retaining stage of cdk.json
+    with (as ``make synth`` does for prod); none for other stages."""
+    if read_cdk_json_context()["stages"].get(stage, {}).get("removal_policy") != "retain":
+        return {}
+    return {f"stages.{stage}.alarm_email": ALARM_EMAIL, f"stages.{stage}.cognito.ses_from_email": SES_FROM_EMAIL}
 
 
 def variant_stages() -> dict[str, Any]:
     stages = read_cdk_json_context()["stages"]
     settings = copy.deepcopy(stages["prod"])
+    settings["cognito"] = {**settings["cognito"], "ses_from_email": SES_FROM_EMAIL}
     settings.update(
         region="eu-west-1",
-        alarm_email="oncall@example.com",
+        alarm_email=ALARM_EMAIL,
         api_gateway_cloudwatch_role=False,
         access_logging="on",
         log_retention_days=30,
@@ -50,7 +64,10 @@ def variant_stages() -> dict[str, Any]:
 
 
 def stage_like_prod(**changes: Any) -> dict[str, Any]:
+    """prod's settings as deployed (``DEPLOY_SETTINGS`` given), with ``changes``."""
     settings = copy.deepcopy(read_cdk_json_context()["stages"]["prod"])
+    settings["alarm_email"] = DEPLOY_SETTINGS["alarm_email"]
+    settings["cognito"] = {**settings["cognito"], **DEPLOY_SETTINGS["cognito"]}
     settings.update(changes)
     return settings
 
@@ -133,12 +150,15 @@ class Synth:
 
 
 def synthesize(outdir: Path, stage: str, **overrides: Any) -> Synth:
+    """``stage`` synthesized in process; a retaining stage of cdk.json (prod) with ``deploy_context`` unless
+    ``overrides`` bring their own ``stages``."""
     from infra.app import build_app
 
+    context = {} if "stages" in overrides else deploy_context(stage)
     # Account-agnostic like a synth without credentials, whatever the developer's shell has.
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("CDK_DEFAULT_ACCOUNT", raising=False)
-        app, stack = build_app({"stage": stage, "skip_bundle_deps": "true", **overrides}, outdir=str(outdir))
+        app, stack = build_app({"stage": stage, "skip_bundle_deps": "true", **context, **overrides}, outdir=str(outdir))
     assembly = app.synth()
     template = assembly.get_stack_by_name(stack.stack_name).template
     return Synth(config=stack.config, stack=stack, template=json.loads(json.dumps(template)), outdir=outdir)

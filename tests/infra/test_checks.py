@@ -10,6 +10,7 @@ import pytest
 from cfnlint.api import lint
 
 from infra.constructs.monitoring import NO_SUBSCRIBER_WARNING
+from infra.reservations import UNPROVEN_WARNING
 from tests.infra.conftest import Synth, synthesize
 
 pytestmark = pytest.mark.infra
@@ -61,11 +62,14 @@ def test_cfn_lint_finds_no_errors(any_stage: Synth) -> None:
 
 def test_cdk_nag_ran_and_reported_nothing_unacknowledged(any_stage: Synth) -> None:
     report = json.loads((any_stage.outdir / "validation-report.json").read_text())
-    # The stack's own annotations join the report: only the warning of a stage whose alarms reach nobody.
+    # The stack's own annotations join the report: only the warnings of a stage whose alarms reach nobody
+    # and of one asking for reserved concurrency no quota reading proves.
     annotations = [p for p in report["pluginReports"] if p["pluginName"] == ANNOTATIONS_PLUGIN]
     assert findings(report) == []
     warnings = {v["ruleName"] for p in annotations for v in p["violations"] if v["severity"] == "warning"}
     expected = set() if any_stage.config.alarm_listeners else {f"Annotation::{NO_SUBSCRIBER_WARNING}"}
+    if any_stage.stack.reservations.withheld:
+        expected.add(f"Annotation::{UNPROVEN_WARNING}")
     assert warnings == expected
     assert all(p["conclusion"] == "success" for p in annotations)
 
@@ -100,8 +104,11 @@ def test_acknowledgments_sit_on_the_resources_that_need_them(dev: Synth, prod: S
     # prod signs in with Cognito: no token secret; the one acknowledged is the sessions API's cursor key
     assert set(found["AwsSolutions-SMG4"]) == set(prod.of_type("AWS::SecretsManager::Secret"))
     assert len(found["AwsSolutions-SMG4"]) == 1
-    pools = set(prod.of_type("AWS::Cognito::UserPool"))
-    assert pools and set(found["AwsSolutions-COG2"]) == set(found["AwsSolutions-COG8"]) == pools
+    # prod requires MFA and is on the Plus plan; dev's pool acknowledges both, with their reasons.
+    assert "AwsSolutions-COG2" not in found and "AwsSolutions-COG8" not in found
+    pools = set(dev.of_type("AWS::Cognito::UserPool"))
+    dev_found = acknowledgments(dev)
+    assert pools and set(dev_found["AwsSolutions-COG2"]) == set(dev_found["AwsSolutions-COG8"]) == pools
     management = [rule for rule in found if rule.startswith("AwsSolutions-IAM5[Resource::arn:aws:execute-api:")]
     by_method = {rule.split("/prod/", 1)[1].split("/", 1)[0]: rule for rule in management}
     assert len(management) == 2 and set(by_method) == {"POST", "DELETE"}

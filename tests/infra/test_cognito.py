@@ -89,11 +89,14 @@ def make_pool(url: str) -> Pool:
         "cognito-idp", endpoint_url=url, region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x"
     )
     pool_id = client.create_user_pool(PoolName=f"voiceide-{uuid.uuid4().hex[:8]}")["UserPool"]["Id"]
+    # dev's app client (infra/constructs/auth.py): the app's SRP, and the plain password flow of the
+    # command-line client (cognito.password_sign_in), which signs these users in. A retaining stage's client
+    # allows SRP and refresh only; its tokens are the same tokens, which is what the authorizer checks.
     client_id = client.create_user_pool_client(
         UserPoolId=pool_id,
         ClientName="voiceide-ios",
         GenerateSecret=False,
-        ExplicitAuthFlows=["ALLOW_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"],
+        ExplicitAuthFlows=["ALLOW_USER_SRP_AUTH", "ALLOW_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"],
     )["UserPoolClient"]["ClientId"]
     return Pool(url, pool_id, client_id, client)
 

@@ -80,7 +80,11 @@ def test_missing_or_malformed_stages_context(raw: Any) -> None:
         (("bedrock", "thinking"), "enabled", "'off' or 'adaptive'"),
         (("access_logging",), "yes", "'auto', 'on' or 'off'"),
         (("lambdas", "turn_reserved_concurrency"), 0, "greater than or equal to 1"),
-        (("lambdas", "turn_reserved_concurrency"), 10, "does not state the account's Lambda quota"),
+        (("lambdas", "account_concurrency"), 1000, "lambdas.account_concurrency was removed"),
+        (("cognito", "threat_protection"), "audit", 'threat_protection "audit" needs feature_plan "plus"'),
+        (("cognito", "ses_from_name"), "VoiceIDE", "need ses_from_email"),
+        (("cognito", "ses_from_email"), "not-an-address", "String should match pattern"),
+        (("capacity",), {"index_warm_write_units_per_second": 100}, "greater than or equal to 4000"),
         (("auth",), "none", "auth 'none' is for the local stack only (voiceide-conductor local)"),
         (("alarms", "output_tokens_per_hour"), 200_000, "replaced by alarms.bedrock_usd_per_hour"),
         (("alarms", "bedrock_usd_per_hour"), 0, "greater than 0"),
@@ -190,37 +194,41 @@ def test_both_stages_say_how_the_model_thinks(stages: dict[str, Any]) -> None:
     assert (defaults.effort, defaults.thinking) == ("low", "off")
 
 
-def test_no_stage_reserves_concurrency_without_stating_the_accounts_quota(stages: dict[str, Any]) -> None:
-    """New accounts start at 10 or 50 concurrent executions, where Lambda refuses any reservation: a stage
-    reserves only when it states the quota, and then leaves 100 of it unreserved."""
+def test_a_stated_account_quota_is_only_a_plan(stages: dict[str, Any]) -> None:
+    """New accounts start at 10 or 50 concurrent executions: a quota written in cdk.json proves nothing
+    (synth trusts only a reading, infra/reservations.py). prod keeps its wish and its plan, and pins no
+    account; the old setting that made synth reserve is refused with what replaced it."""
     dev, prod = select_stage(stages, "dev"), select_stage(stages, "prod")
-    assert dev.lambdas.reserved == 0 and dev.lambdas.account_concurrency is None  # deploys into a new account
-    assert (prod.lambdas.turn_reserved_concurrency, prod.lambdas.account_concurrency) == (1500, 3000)
-    assert prod.lambdas.reserved <= prod.lambdas.account_concurrency - MIN_UNRESERVED_CONCURRENCY  # type: ignore[operator]
-    # A reservation without the quota: one line says what to put where, and how to read it.
-    stages["dev"]["lambdas"]["turn_reserved_concurrency"] = 10
+    assert dev.lambdas.reserved == 0 and dev.account is None
+    assert (prod.lambdas.turn_reserved_concurrency, prod.lambdas.planned_account_concurrency) == (1500, 3000)
+    assert prod.account is None
+    assert prod.lambdas.reserved <= 3000 - MIN_UNRESERVED_CONCURRENCY
+    stages["prod"]["lambdas"]["account_concurrency"] = 3000
     with pytest.raises(StageConfigError) as error:
-        select_stage(stages, "dev")
+        select_stage(stages, "prod")
     [line] = [line for line in str(error.value).splitlines() if "account_concurrency" in line]
-    assert (
-        'lambdas reserves 10 executions but does not state the account\'s Lambda quota: put "account_concurrency": '
-        "<ConcurrentExecutions> in stages.dev.lambdas in cdk.json (run `voiceide-conductor doctor --stage dev` to "
-        "read it), or set the reservations to null"
-    ) in line
-    # doctor reads the stage anyway, to print the quota it lacks.
-    assert select_stage(stages, "dev", quota_unknown_ok=True).lambdas.account_concurrency is None
-    # Both reservations count: 850 + 60 leaves 90 of 1,000 unreserved.
-    stages["dev"]["lambdas"].update(turn_reserved_concurrency=850, reserved_concurrency=60, account_concurrency=1000)
-    with pytest.raises(StageConfigError, match="turn_reserved_concurrency \\+ reserved_concurrency \\(910\\)"):
-        select_stage(stages, "dev")
-    # A new account's quota of 50 holds no reservation at all.
-    stages["dev"]["lambdas"].update(turn_reserved_concurrency=1, reserved_concurrency=None, account_concurrency=50)
-    with pytest.raises(StageConfigError, match=r"must leave 100 of account_concurrency \(50\) .*at most 0"):
-        select_stage(stages, "dev")
-    stages["dev"]["lambdas"]["account_concurrency"] = 5_000
-    assert select_stage(stages, "dev").lambdas.turn_reserved_concurrency == 1
-    stages["dev"]["lambdas"].update(turn_reserved_concurrency=None, reserved_concurrency=None)
-    assert select_stage(stages, "dev").lambdas.turn_reserved_concurrency is None
+    assert "lambdas.account_concurrency was removed: a stated quota never makes synth reserve" in line
+    assert "lambdas.planned_account_concurrency" in line
+    # A reservation needs no stated quota to be read (doctor, the capacity model read every stage).
+    del stages["prod"]["lambdas"]["account_concurrency"], stages["prod"]["lambdas"]["planned_account_concurrency"]
+    assert select_stage(stages, "prod").lambdas.reserved == 1500
+
+
+def test_prods_per_person_ceiling_and_expected_load_alarm(stages: dict[str, Any]) -> None:
+    """prod caps what one person spends a day, and alarms at its expected load below the spend guard."""
+    prod = select_stage(stages, "prod")
+    assert prod.daily_budget_usd > 0
+    expected = prod.alarms.bedrock_usd_per_hour_expected
+    assert expected is not None and expected < prod.alarms.bedrock_usd_per_hour
+    stages["prod"]["alarms"]["bedrock_usd_per_hour_expected"] = prod.alarms.bedrock_usd_per_hour
+    with pytest.raises(StageConfigError, match=r"bedrock_usd_per_hour_expected \(3000\) must be below"):
+        select_stage(stages, "prod")
+
+
+def test_warm_throughput_below_the_on_demand_start_is_refused(stages: dict[str, Any]) -> None:
+    stages["prod"]["capacity"] = {"warm_write_units_per_second": 3000}
+    with pytest.raises(StageConfigError, match="warm_write_units_per_second"):
+        select_stage(stages, "prod")
 
 
 def test_every_stage_names_its_models_prices_and_a_spend_ceiling_in_dollars(stages: dict[str, Any]) -> None:
@@ -236,6 +244,7 @@ def test_every_stage_names_its_models_prices_and_a_spend_ceiling_in_dollars(stag
 
 
 def test_a_stage_names_who_hears_its_alarms(stages: dict[str, Any]) -> None:
+    # cdk.json names nobody for prod: the deploying operator does (synth refuses prod without, test_stage_checks).
     assert select_stage(stages, "prod").alarm_listeners == ()
     stages["prod"]["alarm_topic_arn"] = "arn:aws:sns:us-east-1:123456789012:oncall"
     stages["prod"]["alarm_email"] = "oncall@example.com"

@@ -253,6 +253,23 @@ def test_the_spend_guard_counts_every_token_at_the_stages_prices(dev: Synth, pro
         assert only_dropped == pytest.approx(prices.input)
 
 
+def test_prod_alarms_at_its_expected_load_below_the_spend_guard_and_caps_each_person(dev: Synth, prod: Synth) -> None:
+    """The spend guard ($3,000/h) sits above prod's full-load spend: a second alarm tells someone when an
+    hour costs what the expected load costs, on the same estimate; and one person's day has a ceiling."""
+    guard, expected = alarm(prod, "BedrockSpendPerHour"), alarm(prod, "BedrockSpendAtExpectedLoad")
+    assert expected["Threshold"] == prod.config.alarms.bedrock_usd_per_hour_expected
+    assert expected["Threshold"] < guard["Threshold"] == prod.config.alarms.bedrock_usd_per_hour
+    assert expected["Metrics"] == guard["Metrics"] and expected["EvaluationPeriods"] == 1
+    assert expected["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert expected["AlarmActions"] == guard["AlarmActions"]  # it reaches someone too
+    assert not [name for name in alarms(dev) if name.startswith("AlarmsBedrockSpendAtExpectedLoad")]
+    for synth, ceiling in ((dev, 0.0), (prod, prod.config.daily_budget_usd)):
+        for handler in ("lambdas.message.handler", "lambdas.turn.handler"):
+            env = synth.function(handler)[1]["Properties"]["Environment"]["Variables"]
+            assert float(env["CONDUCTOR_DAILY_BUDGET_USD"]) == ceiling
+    assert prod.config.daily_budget_usd > 0
+
+
 def test_api_gateway_refusals_alarm_as_a_rate_of_the_apps_requests(any_stage: Synth) -> None:
     """ClientError: API Gateway answered 4XX before any function ran (a throttled frame is a 429, a
     refused sign-in a 401/403), per request of the app (refused ones, connects and $default frames)."""

@@ -14,8 +14,10 @@ from infra.config import StageConfigError, select_stage
 from infra.constructs.functions import INDEX_ACTIONS, TABLE_ACTIONS
 from infra.constructs.monitoring import NO_SUBSCRIBER_WARNING
 from infra.nag import flatten_cfn_reference
+from infra.quota_readings import QuotaReading, reading_key
+from infra.reservations import UNPROVEN_WARNING
 from shared.adapters.session_records import SESSIONS_INDEX
-from tests.infra.conftest import Synth, stage_like_prod, synthesize
+from tests.infra.conftest import ALARM_EMAIL, SES_FROM_EMAIL, Synth, stage_like_prod, synthesize
 from tests.infra.test_checks import findings
 from tests.infra.test_operations import alarm_metrics
 
@@ -259,6 +261,15 @@ def test_dev_signs_in_to_its_own_small_pool_and_stays_tightly_throttled(dev: Syn
     assert props["MfaConfiguration"] == "OPTIONAL"
     assert props["UserPoolTier"] == "ESSENTIALS"
     assert pool["DeletionPolicy"] == "Delete"
+    # Cognito's own e-mail is enough for a handful of developers; dev also allows the plain password flow
+    # the command-line client signs in with (cognito.password_sign_in), besides the app's SRP.
+    assert "EmailConfiguration" not in props
+    _, client = dev.one("AWS::Cognito::UserPoolClient")
+    assert set(client["Properties"]["ExplicitAuthFlows"]) == {
+        "ALLOW_USER_SRP_AUTH",
+        "ALLOW_USER_PASSWORD_AUTH",
+        "ALLOW_REFRESH_TOKEN_AUTH",
+    }
     _, stage = dev.one_of_api("AWS::ApiGatewayV2::Stage", "WEBSOCKET")
     throttle = stage["Properties"]["DefaultRouteSettings"]
     # Enough for the ten people speaking at once dev is for (docs/capacity.md: ~1.7 requests a second
@@ -282,7 +293,17 @@ def test_cognito_stages_create_a_pool_and_a_public_app_client(prod: Synth, varia
             "TemporaryPasswordValidityDays": 3,
         }
         assert props["AdminCreateUserConfig"] == {"AllowAdminCreateUserOnly": True}
-        assert props["MfaConfiguration"] == "OPTIONAL" and props["EnabledMfas"] == ["SOFTWARE_TOKEN_MFA"]
+        # Every user enrols an authenticator app (TOTP); no SMS.
+        assert props["MfaConfiguration"] == "ON" and props["EnabledMfas"] == ["SOFTWARE_TOKEN_MFA"]
+        # Threat protection on the Plus plan, scoring and logging every sign-in (audit).
+        assert props["UserPoolTier"] == "PLUS"
+        assert props["UserPoolAddOns"] == {"AdvancedSecurityMode": "AUDIT"}
+        # Invitations and password resets from the stage's verified SES address, not Cognito's ~50 a day.
+        email = props["EmailConfiguration"]
+        assert (email["EmailSendingAccount"], email["From"]) == ("DEVELOPER", SES_FROM_EMAIL)
+        assert flatten_cfn_reference(email["SourceArn"]) == (
+            f"arn:aws:ses:{synth.config.region}:<AWS::AccountId>:identity/{SES_FROM_EMAIL}"
+        )
         assert props["UsernameAttributes"] == ["email"]
         # Retained on deletion and replacement, deleted when its first create rolls back (so no
         # deletion protection in the template, which would keep that rollback from deleting it).
@@ -292,11 +313,8 @@ def test_cognito_stages_create_a_pool_and_a_public_app_client(prod: Synth, varia
         client_props = client["Properties"]
         assert ref_of(client_props["UserPoolId"]) == pool_id
         assert client_props["GenerateSecret"] is False  # it ships inside the app
-        assert set(client_props["ExplicitAuthFlows"]) == {
-            "ALLOW_USER_SRP_AUTH",
-            "ALLOW_USER_PASSWORD_AUTH",
-            "ALLOW_REFRESH_TOKEN_AUTH",
-        }
+        # The app's SRP and refresh tokens only: the password never leaves the phone.
+        assert set(client_props["ExplicitAuthFlows"]) == {"ALLOW_USER_SRP_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"}
         assert client_props["PreventUserExistenceErrors"] == "ENABLED"
         assert client_props["EnableTokenRevocation"] is True
         assert not synth.of_type("AWS::Cognito::UserPoolDomain")
@@ -367,6 +385,7 @@ def hosted_ui_stage(tmp_path_factory: pytest.TempPathFactory) -> Synth:
         "domain_prefix": "voiceide-hosted-test",
         "callback_urls": ["voiceide://signin"],
         "logout_urls": ["voiceide://signout"],
+        "ses_from_email": SES_FROM_EMAIL,
     }
     stages = {"hosted": stage_like_prod(cognito=cognito)}
     return synthesize(tmp_path_factory.mktemp("cdk-hosted"), "hosted", stages=stages)
@@ -433,11 +452,14 @@ def acknowledged_rules(synth: Synth, resource_type: str) -> set[str]:
     }
 
 
-def test_cognito_findings_are_acknowledged_only_where_the_stage_chose_so(prod: Synth) -> None:
-    # prod: MFA optional and the Essentials plan, each acknowledged on the pool with its reason.
-    assert acknowledged_rules(prod, "AWS::Cognito::UserPool") == {"AwsSolutions-COG2", "AwsSolutions-COG8"}
-    report = json.loads((prod.outdir / "validation-report.json").read_text())
-    assert findings(report) == []
+def test_cognito_findings_are_acknowledged_only_where_the_stage_chose_so(dev: Synth, prod: Synth) -> None:
+    # prod requires MFA and is on the Plus plan: nothing to acknowledge. dev: MFA optional and the
+    # Essentials plan, each acknowledged on the pool with its reason.
+    assert acknowledged_rules(prod, "AWS::Cognito::UserPool") == set()
+    assert acknowledged_rules(dev, "AWS::Cognito::UserPool") == {"AwsSolutions-COG2", "AwsSolutions-COG8"}
+    for synth in (dev, prod):
+        report = json.loads((synth.outdir / "validation-report.json").read_text())
+        assert findings(report) == []
 
 
 @pytest.mark.parametrize(
@@ -653,6 +675,27 @@ def test_table_settings(any_stage: Synth) -> None:
     assert len(props["GlobalSecondaryIndexes"]) == 1  # the sessions index (tests/infra/test_sessions_api.py)
 
 
+# What 1,000 people speaking at once write (docs/capacity.md, prod's target): 7.203 WRU/s each to the table,
+# 3.498 to the sessions index. A new on-demand table and index start at 4,000 WRU/s.
+TARGET_SPEAKERS = 1000
+TABLE_WRU_PER_SPEAKER = 7.203
+INDEX_WRU_PER_SPEAKER = 3.498
+
+
+def test_prod_starts_warm_enough_for_its_target_and_dev_pays_for_no_warming(dev: Synth, prod: Synth) -> None:
+    _, table = prod.one("AWS::DynamoDB::Table")
+    props = table["Properties"]
+    capacity = prod.config.capacity
+    assert props["WarmThroughput"] == {"WriteUnitsPerSecond": capacity.warm_write_units_per_second}
+    assert props["WarmThroughput"]["WriteUnitsPerSecond"] >= TARGET_SPEAKERS * TABLE_WRU_PER_SPEAKER
+    [index] = props["GlobalSecondaryIndexes"]
+    assert index["WarmThroughput"] == {"WriteUnitsPerSecond": capacity.index_warm_write_units_per_second}
+    assert index["WarmThroughput"]["WriteUnitsPerSecond"] >= TARGET_SPEAKERS * INDEX_WRU_PER_SPEAKER
+    _, dev_table = dev.one("AWS::DynamoDB::Table")
+    assert "WarmThroughput" not in dev_table["Properties"]
+    assert "WarmThroughput" not in dev_table["Properties"]["GlobalSecondaryIndexes"][0]
+
+
 # The account-level API Gateway logging role and setting: other stages' access logs rely on them, so
 # they stay even when the create that made them rolls back (their names never block a retry).
 ACCOUNT_LEVEL = ("AWS::ApiGateway::Account", "AWS::IAM::Role")
@@ -780,32 +823,52 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
         assert fn["Properties"]["Environment"]["Variables"]["CONDUCTOR_TABLE"] == {"Ref": table_id}
 
 
-def test_the_turn_runner_has_its_reserved_concurrency_and_the_routes_only_when_configured(
-    dev: Synth, prod: Synth, variant: Synth
-) -> None:
-    reserved = {
-        synth.config.name: {
-            fn["Properties"]["Handler"]: fn["Properties"].get("ReservedConcurrentExecutions")
-            for fn in synth.of_type("AWS::Lambda::Function").values()
-            if "ReservedConcurrentExecutions" in fn["Properties"]
-        }
-        for synth in (dev, prod, variant)
+def reserved_by_handler(synth: Synth) -> dict[str, int]:
+    return {
+        fn["Properties"]["Handler"]: fn["Properties"]["ReservedConcurrentExecutions"]
+        for fn in synth.of_type("AWS::Lambda::Function").values()
+        if "ReservedConcurrentExecutions" in fn["Properties"]
     }
-    # dev reserves nothing: it deploys into a new account whose quota (10 or 50) holds no reservation.
-    assert reserved == {
-        "dev": {},
-        "prod": {TURN_HANDLER: 1500},
-        "staging": {TURN_HANDLER: 200, HANDLERS["$default"]: 20},
-    }
+
+
+def test_no_stage_reserves_concurrency_that_no_reading_proves(dev: Synth, prod: Synth, variant: Synth) -> None:
+    """prod as shipped pins no account and commits no reading: it deploys at an account's defaults (even
+    a new account's 10 or 50), reserving nothing of the 1,500 it asks for, and says so at synth."""
+    assert prod.config.lambdas.turn_reserved_concurrency == 1500 and prod.config.account is None
+    assert variant.config.lambdas.reserved == 220
+    for synth in (dev, prod, variant):
+        assert reserved_by_handler(synth) == {}
     for synth in (prod, variant):
-        assert synth.config.lambdas.turn_reserved_concurrency == reserved[synth.config.name][TURN_HANDLER]
+        [warning] = [w for w in synth_warnings(synth) if UNPROVEN_WARNING in w]
+        assert f"stage '{synth.config.name}' pins no account (stages.{synth.config.name}.account)" in warning
+    assert not [w for w in synth_warnings(dev) if UNPROVEN_WARNING in w]  # dev asks for none
 
 
-def test_synth_refuses_a_reservation_without_the_accounts_quota(tmp_path: Path) -> None:
-    settings = stage_like_prod()
-    del settings["lambdas"]["account_concurrency"]
-    with pytest.raises(StageConfigError, match=re.escape("run `voiceide-conductor doctor --stage qa` to read it")):
-        synthesize(tmp_path, "qa", stages={"qa": settings})
+def lambda_reading(quota: int) -> QuotaReading:
+    """What doctor records after reading ``quota`` in prod's region of ``ACCOUNT``."""
+    return QuotaReading(ACCOUNT, "us-east-1", "2026-11-28T12:00:00Z", lambda_concurrency=quota, lambda_unreserved=quota)
+
+
+def test_a_pinned_stage_with_a_reading_that_holds_it_reserves(tmp_path: Path) -> None:
+    """doctor read 1,600 in prod's account and region: 1,500 for the turn runner leaves the 100 Lambda keeps."""
+    reading = lambda_reading(1600)
+    synth = synthesize(
+        tmp_path,
+        "prod",
+        **{"stages.prod.account": ACCOUNT, reading_key(ACCOUNT, "us-east-1"): reading.to_json()},
+    )
+    assert reserved_by_handler(synth) == {TURN_HANDLER: 1500}
+    assert not [w for w in synth_warnings(synth) if UNPROVEN_WARNING in w]
+
+
+def test_a_reading_that_cannot_hold_the_reservation_fails_synth(tmp_path: Path) -> None:
+    reading = lambda_reading(1000)
+    with pytest.raises(StageConfigError, match=r"^stages\.prod\.lambdas\.turn_reserved_concurrency \(1,500\) must"):
+        synthesize(
+            tmp_path,
+            "prod",
+            **{"stages.prod.account": ACCOUNT, reading_key(ACCOUNT, "us-east-1"): json.dumps(reading.to_json())},
+        )
 
 
 # --- Alarms and outputs -------------------------------------------------------------------------
@@ -836,8 +899,10 @@ def test_alarms_on_errors_throttles_and_bedrock(any_stage: Synth) -> None:
         assert alarm["TreatMissingData"] == "notBreaching"
 
 
-def test_alarms_notify_an_encrypted_topic_and_email_only_where_configured(prod: Synth, variant: Synth) -> None:
-    assert not prod.of_type("AWS::SNS::Subscription")
+def test_alarms_notify_an_encrypted_topic_and_email_only_where_configured(
+    dev: Synth, prod: Synth, variant: Synth
+) -> None:
+    assert not dev.of_type("AWS::SNS::Subscription")
     for synth in (prod, variant):
         topic_id, topic = synth.one("AWS::SNS::Topic")
         key_id = ref_of(topic["Properties"]["KmsMasterKeyId"])
@@ -852,9 +917,10 @@ def test_alarms_notify_an_encrypted_topic_and_email_only_where_configured(prod: 
         _, topic_policy = synth.one("AWS::SNS::TopicPolicy")
         statements = topic_policy["Properties"]["PolicyDocument"]["Statement"]
         assert [s["Effect"] for s in statements if s.get("Condition") == SSL_ONLY] == ["Deny"]
-    _, subscription = variant.one("AWS::SNS::Subscription")
-    assert subscription["Properties"]["Protocol"] == "email"
-    assert subscription["Properties"]["Endpoint"] == "oncall@example.com"
+    for synth in (prod, variant):  # prod as deployed: -c stages.prod.alarm_email=… (tests/infra/conftest.py)
+        _, subscription = synth.one("AWS::SNS::Subscription")
+        assert subscription["Properties"]["Protocol"] == "email"
+        assert subscription["Properties"]["Endpoint"] == ALARM_EMAIL
 
 
 def test_outputs(dev: Synth, prod: Synth, variant: Synth) -> None:
@@ -888,6 +954,7 @@ def test_stack_names_and_regions(dev: Synth, prod: Synth, variant: Synth) -> Non
 
 
 SSL_ONLY = {"Bool": {"aws:SecureTransport": "false"}}
+ACCOUNT = "123456789012"
 
 
 def flat_conditions(statement: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -935,13 +1002,15 @@ def synth_warnings(synth: Synth) -> list[str]:
 
 
 def test_a_stage_without_a_subscriber_says_so_when_it_synthesizes(dev: Synth, prod: Synth, variant: Synth) -> None:
-    for synth in (dev, prod):
-        assert synth.config.alarm_listeners == ()
-        [warning] = [w for w in synth_warnings(synth) if NO_SUBSCRIBER_WARNING in w]
-        assert f"Stage '{synth.config.name}' names nobody to hear its alarms" in warning
-        assert "alarm_email or alarm_topic_arn" in warning
-    assert variant.config.alarm_email is not None
-    assert not [w for w in synth_warnings(variant) if NO_SUBSCRIBER_WARNING in w]
+    """A stage that keeps nothing (dev) may synthesize without a listener, with a warning; a retaining
+    one may not synthesize at all (tests/infra/test_stage_checks.py)."""
+    assert dev.config.alarm_listeners == ()
+    [warning] = [w for w in synth_warnings(dev) if NO_SUBSCRIBER_WARNING in w]
+    assert "Stage 'dev' names nobody to hear its alarms" in warning
+    assert "alarm_email or alarm_topic_arn" in warning
+    for synth in (prod, variant):
+        assert synth.config.alarm_email == ALARM_EMAIL
+        assert not [w for w in synth_warnings(synth) if NO_SUBSCRIBER_WARNING in w]
 
 
 ONCALL_TOPIC = "arn:aws:sns:us-east-1:123456789012:voiceide-oncall"
@@ -964,6 +1033,7 @@ def test_a_stage_names_its_own_topic_and_every_alarm_notifies_it_too(
             assert sorted(flatten_cfn_reference(a) for a in actions) == sorted([f"<{topic_id}>", ONCALL_TOPIC]), name
     from infra.app import build_app
 
-    build_app({"stage": "qa", "stages": {"qa": stage_like_prod()}, "skip_bundle_deps": "true"}, outdir=str(tmp_path))
+    quiet = stage_like_prod(alarm_email=None, removal_policy="destroy")
+    build_app({"stage": "qa", "stages": {"qa": quiet}, "skip_bundle_deps": "true"}, outdir=str(tmp_path))
     [line] = [line for line in capfd.readouterr().err.splitlines() if "names nobody" in line]
     assert line.startswith("warning: Stage 'qa' names nobody to hear its alarms")

@@ -22,6 +22,7 @@ import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ RUNTIME = _LOADER.get_service_model("bedrock-runtime")
 LAMBDA = _LOADER.get_service_model("lambda")
 SERVICE_QUOTAS = _LOADER.get_service_model("service-quotas")
 LOGGING_ROLE = "arn:aws:iam::123456789012:role/VoiceIDEConductor-prod-ApiCloudWatchRole"
+ACCOUNT = "123456789012"  # moto's account: what GetCallerIdentity answers
+READ_AT = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 
 
 def _enum_and_pattern_problems(shape: Any, value: Any, path: str) -> list[str]:
@@ -314,6 +317,7 @@ def endpoints(bedrock_state: BedrockState, monkeypatch: pytest.MonkeyPatch) -> I
         "AWS_ENDPOINT_URL_CLOUDFORMATION": moto_url,
         "AWS_ENDPOINT_URL_DYNAMODB": moto_url,
         "AWS_ENDPOINT_URL_API_GATEWAY": moto_url,
+        "AWS_ENDPOINT_URL_STS": moto_url,
         "AWS_ENDPOINT_URL_BEDROCK": bedrock_url,
         "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": bedrock_url,
         "AWS_ENDPOINT_URL_LAMBDA": bedrock_url,
@@ -377,9 +381,9 @@ def target(**changes: Any) -> doctor.Target:
     return doctor.Target(**settings)
 
 
-def run_doctor(checked: doctor.Target) -> tuple[int, list[str]]:
+def run_doctor(checked: doctor.Target, context_file: Path | None = None) -> tuple[int, list[str]]:
     out = io.StringIO()
-    code = doctor.run(checked, None, out)
+    code = doctor.run(checked, None, out, context_file=context_file, now=lambda: READ_AT)
     return code, out.getvalue().splitlines()
 
 
@@ -406,8 +410,7 @@ def test_every_check_passes_on_a_healthy_stage(deployed: str, bedrock_state: Bed
     assert line(lines, "model invocation").startswith("✓")
     assert line(lines, "Bedrock quotas") == (
         "✓ Bedrock quotas: us-east-1: Cross-Region InvokeModel tokens per minute for Anthropic Claude Haiku 5.5 = "
-        "4,000,000; no requests-per-minute quota (Bedrock throttles on tokens) (make capacity assumes defaults: put "
-        '"tokens_per_minute": 4000000 in stages.dev.bedrock of cdk.json)'
+        "4,000,000; no requests-per-minute quota (Bedrock throttles on tokens)"
     )
     assert line(lines, "Lambda concurrency").startswith("✓ Lambda concurrency: ConcurrentExecutions 1,000")
     assert line(lines, "stack").endswith("wss://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/dev")
@@ -531,18 +534,80 @@ def test_stage_settings_come_from_cdk_json() -> None:
         doctor.load_target("qa", None)
 
 
-def test_a_stage_reserving_without_its_quota_is_read_so_doctor_can_print_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Synth refuses such a stage and sends the operator here: doctor must still read it."""
-    from infra import config
+def test_prod_as_shipped_is_read_with_its_wish_and_its_plan_but_no_account() -> None:
+    prod = doctor.load_target("prod", None)
+    assert prod.account is None  # so synth reserves none of the 1,500 (tests/infra)
+    assert (prod.turn_reserved_concurrency, prod.planned_account_concurrency) == (1500, 3000)
 
-    stages = config.read_cdk_json_context()["stages"]
-    prod = {**stages["prod"], "lambdas": {**stages["prod"]["lambdas"]}}
-    del prod["lambdas"]["account_concurrency"]
-    with pytest.raises(config.StageConfigError, match="voiceide-conductor doctor --stage prod"):
-        config.select_stage({"prod": prod}, "prod")
-    monkeypatch.setattr(config, "read_cdk_json_context", lambda: {"stages": {**stages, "prod": prod}})
-    target = doctor.load_target("prod", None)
-    assert (target.turn_reserved_concurrency, target.account_concurrency) == (1500, None)
+
+# --- recording what was read -------------------------------------------------------------------------
+
+
+def test_doctor_records_the_quotas_it_read_where_synth_finds_them(deployed: str, tmp_path: Path) -> None:
+    """The Lambda and Bedrock figures doctor printed, with the caller's account and the date, in
+    cdk.context.json; other keys of the file stay."""
+    from infra.quota_readings import load_context, reading_for, reading_key
+
+    context_file = tmp_path / "cdk.context.json"
+    context_file.write_text(json.dumps({"availability-zones:account=1:region=x": ["x-1a"]}))
+    code, lines = run_doctor(target(account=ACCOUNT), context_file)
+    assert code == doctor.EXIT_OK, lines
+    assert line(lines, "quota reading") == (
+        f"✓ quota reading: recorded for account {ACCOUNT} (2026-11-28T12:00:00Z) in cdk.context.json: us-east-1: "
+        f"Lambda concurrency 1,000 (1,000 unreserved), Bedrock {PROFILE_ID} 4,000,000 tokens/min; synth trusts it "
+        "for dev (commit cdk.context.json)"
+    )
+    context = load_context(context_file)
+    assert set(context) == {"availability-zones:account=1:region=x", reading_key(ACCOUNT, REGION)}
+    reading = reading_for(context, ACCOUNT, REGION)
+    assert reading is not None
+    assert reading.read_at == "2026-11-28T12:00:00Z"
+    assert (reading.lambda_concurrency, reading.lambda_unreserved) == (1000, 1000)
+    assert reading.bedrock[PROFILE_ID].tokens_per_minute == 4_000_000
+    assert reading.bedrock[PROFILE_ID].requests_per_minute is None  # not read: absent
+
+
+def test_a_stage_pinning_no_account_is_told_which_one_to_pin(deployed: str, tmp_path: Path) -> None:
+    code, lines = run_doctor(target(), tmp_path / "cdk.context.json")
+    assert code == doctor.EXIT_OK, lines
+    text = line(lines, "quota reading")
+    assert text.startswith(f"! quota reading: recorded for account {ACCOUNT}")
+    assert text.endswith(
+        f'dev pins no account, so synth trusts none of it → put "account": "{ACCOUNT}" in stages.dev of cdk.json and '
+        "commit cdk.context.json"
+    )
+
+
+def test_a_reading_of_another_account_than_the_pinned_one_is_said(deployed: str, tmp_path: Path) -> None:
+    code, lines = run_doctor(target(account="999999999999"), tmp_path / "cdk.context.json")
+    assert code == doctor.EXIT_OK, lines
+    assert line(lines, "quota reading").endswith(
+        "dev pins account 999999999999, not this one → run doctor with credentials of account 999999999999"
+    )
+
+
+def test_the_bedrock_reading_goes_under_the_models_own_region(deployed: str, tmp_path: Path) -> None:
+    from infra.quota_readings import load_context, reading_for
+
+    context_file = tmp_path / "cdk.context.json"
+    run_doctor(target(region="us-west-2"), context_file)
+    context = load_context(context_file)
+    lambda_reading, bedrock_reading = reading_for(context, ACCOUNT, "us-west-2"), reading_for(context, ACCOUNT, REGION)
+    assert lambda_reading is not None and lambda_reading.lambda_concurrency == 1000 and not lambda_reading.bedrock
+    assert bedrock_reading is not None and bedrock_reading.lambda_concurrency is None
+    assert bedrock_reading.bedrock[PROFILE_ID].tokens_per_minute == 4_000_000
+
+
+def test_main_records_in_the_checkouts_context_file_by_default(
+    deployed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infra import quota_readings
+
+    context_file = tmp_path / "cdk.context.json"
+    monkeypatch.setattr(quota_readings, "CDK_CONTEXT_JSON", context_file)
+    out = io.StringIO()
+    doctor.main("dev", None, out=out)
+    assert quota_readings.reading_for(quota_readings.load_context(context_file), ACCOUNT, REGION) is not None
 
 
 # --- without credentials: one line, no traceback ---------------------------------------------------

@@ -19,7 +19,7 @@ from conductor_local.doctor.account import (
     quota_names_model,
 )
 from conductor_local.doctor.command import check_stack_and_table
-from conductor_local.doctor.common import Target
+from conductor_local.doctor.common import Readings, Target
 
 REGION = "us-east-1"
 PROFILE_ID = "us.anthropic.claude-haiku-5-5"
@@ -134,7 +134,9 @@ def function_resource(logical_id: str, name: str) -> dict[str, Any]:
     }
 
 
-def concurrency_check(checked: Target, limit: int, unreserved: int, stack: list[Any] | None = None) -> Any:
+def concurrency_check(
+    checked: Target, limit: int, unreserved: int, stack: list[Any] | None = None, readings: Readings | None = None
+) -> Any:
     """``stack``: the stack's functions as (name, reserved) pairs, or an error code for ListStackResources;
     None: the stack is not deployed."""
     lambda_client, cloudformation = client("lambda"), client("cloudformation")
@@ -155,83 +157,92 @@ def concurrency_check(checked: Target, limit: int, unreserved: int, stack: list[
                 for name, reserved in stack:
                     response = {"ReservedConcurrentExecutions": reserved} if reserved else {}
                     lambda_stub.add_response("get_function_concurrency", response, {"FunctionName": name})
-        result = check_lambda_concurrency(lambda_client, cloudformation, checked)
+        result = check_lambda_concurrency(lambda_client, cloudformation, checked, readings)
         lambda_stub.assert_no_pending_responses()
         cfn_stub.assert_no_pending_responses()
     return result
 
 
-def test_room_for_the_stages_reservations_passes() -> None:
-    result = concurrency_check(target(turn_reserved_concurrency=100, account_concurrency=1000), 1000, 1000)
+ACCOUNT = "123456789012"
+
+
+def test_room_for_the_stages_reservations_passes_and_is_read() -> None:
+    readings = Readings()
+    checked = target(account=ACCOUNT, turn_reserved_concurrency=100)
+    result = concurrency_check(checked, 1000, 1000, readings=readings)
     assert result.line() == (
         "✓ Lambda concurrency: ConcurrentExecutions 1,000, UnreservedConcurrentExecutions 1,000 in us-east-1; "
-        "dev reserves 100 for turn"
+        "dev asks to reserve 100 for turn"
     )
+    assert (readings.lambda_concurrency, readings.lambda_unreserved) == (1000, 1000)
 
 
-def test_a_reservation_without_the_stated_quota_fails_with_the_line_cdk_json_needs() -> None:
-    """Synth refuses the stage until cdk.json states the quota: doctor reads it and prints the line."""
+def test_a_stage_pinning_no_account_is_told_synth_reserves_none_of_it() -> None:
+    """prod as shipped: it asks for 1,500 but pins no account, so synth reserves nothing (and deploys)."""
     result = concurrency_check(target(stage="prod", turn_reserved_concurrency=1500), 3000, 3000)
-    assert not result.ok
+    assert result.ok and result.warning
     assert result.line() == (
-        "✗ Lambda concurrency: ConcurrentExecutions 3,000, UnreservedConcurrentExecutions 3,000 in us-east-1; prod "
-        "reserves 1,500 for turn, but cdk.json does not state the account's quota, so synth refuses the stage → "
-        'put "account_concurrency": 3000 in stages.prod.lambdas of cdk.json'
+        "! Lambda concurrency: ConcurrentExecutions 3,000, UnreservedConcurrentExecutions 3,000 in us-east-1; prod "
+        "asks to reserve 1,500 for turn, but prod pins no account, so synth reserves none of it and the functions "
+        'share the pool → to reserve, pin the account (the "quota reading" line says which) and commit '
+        "cdk.context.json"
     )
 
 
-def test_a_stage_reserving_nothing_passes_and_is_told_the_line_to_reserve_any() -> None:
+def test_a_stage_reserving_nothing_passes() -> None:
     result = concurrency_check(target(), 1000, 1000)
     assert result.ok and not result.warning
-    assert result.detail.endswith(
-        'dev reserves none (to reserve any, put "account_concurrency": 1000 in stages.dev.lambdas of cdk.json)'
-    )
+    assert result.detail.endswith("dev reserves none")
 
 
 def test_a_new_accounts_quota_of_50_passes_a_stage_reserving_nothing_with_a_warning() -> None:
     result = concurrency_check(target(), 50, 50)
     assert result.ok and result.warning
     assert "below Lambda's default of 1,000" in result.detail
-    assert result.fix == (
-        "request more in Service Quotas → AWS Lambda → Concurrent executions (L-B99A9384); then put "
-        '"account_concurrency": 50 in stages.dev.lambdas of cdk.json'
-    )
+    assert result.fix == "request more in Service Quotas → AWS Lambda → Concurrent executions (L-B99A9384)"
 
 
-def test_a_new_accounts_limit_cannot_hold_a_reservation() -> None:
-    result = concurrency_check(target(turn_reserved_concurrency=10), 10, 10)
+def test_a_new_accounts_limit_cannot_hold_a_pinned_stages_reservation() -> None:
+    result = concurrency_check(target(account=ACCOUNT, turn_reserved_concurrency=10), 10, 10)
     assert not result.ok
     assert result.detail == (
-        "ConcurrentExecutions 10, UnreservedConcurrentExecutions 10 in us-east-1; dev reserves 10 for turn, but "
-        "only 0 more can be reserved (Lambda keeps 10 unreserved); the deploy would fail"
+        "ConcurrentExecutions 10, UnreservedConcurrentExecutions 10 in us-east-1; dev asks to reserve 10 for turn, "
+        "but only 0 more can be reserved (Lambda keeps 10 unreserved); the deploy would fail (synth refuses the "
+        "reservation with this reading)"
     )
     assert "L-B99A9384" in result.fix and "lambdas.turn_reserved_concurrency" in result.fix
-    assert result.fix.endswith('then put "account_concurrency": 10 in stages.dev.lambdas of cdk.json')
+
+
+def test_too_little_room_for_a_stage_pinning_no_account_is_only_a_warning() -> None:
+    """Synth withholds the reservation of a stage pinning no account: its deploy does not fail."""
+    result = concurrency_check(target(turn_reserved_concurrency=10), 10, 10)
+    assert result.ok and result.warning
+    assert result.detail.endswith("dev pins no account, so synth reserves none of it and the functions share the pool")
 
 
 def test_what_the_deployed_stage_reserves_already_counts_as_its_own() -> None:
     deployed = [("voiceide-dev-Turn-a1b2", 500), ("voiceide-dev-Message-c3d4", 50), ("voiceide-dev-Connect-e5f6", 0)]
     result = concurrency_check(
-        target(turn_reserved_concurrency=500, message_reserved_concurrency=50, account_concurrency=1000),
+        target(account=ACCOUNT, turn_reserved_concurrency=500, message_reserved_concurrency=50),
         1000,
         450,
         deployed,
     )
     assert result.ok and not result.warning, result.line()
-    assert result.detail.endswith("dev reserves 50 for message, 500 for turn")
+    assert result.detail.endswith("dev asks to reserve 50 for message, 500 for turn")
 
 
 def test_too_little_room_when_the_stages_reservations_cannot_be_read_is_a_warning() -> None:
-    result = concurrency_check(target(turn_reserved_concurrency=500), 1000, 450, "AccessDenied")
+    result = concurrency_check(target(account=ACCOUNT, turn_reserved_concurrency=500), 1000, 450, "AccessDenied")
     assert result.ok and result.warning
     assert "allow cloudformation:ListStackResources and lambda:GetFunctionConcurrency" in result.detail
 
 
-def test_an_account_below_what_cdk_json_states_is_a_warning_with_the_right_line() -> None:
-    result = concurrency_check(target(turn_reserved_concurrency=10, account_concurrency=1000), 400, 400)
+def test_an_account_below_the_planned_concurrency_is_a_warning() -> None:
+    checked = target(account=ACCOUNT, turn_reserved_concurrency=10, planned_account_concurrency=3000)
+    result = concurrency_check(checked, 1000, 1000)
     assert result.ok and result.warning
-    assert "cdk.json states lambdas.account_concurrency 1,000" in result.detail
-    assert result.fix.startswith('put "account_concurrency": 400 in stages.dev.lambdas of cdk.json')
+    assert "cdk.json plans lambdas.planned_account_concurrency 3,000, which the account does not have" in result.detail
     assert "L-B99A9384" in result.fix
 
 
@@ -266,30 +277,36 @@ UNRELATED = [
 ]
 
 
-def quotas_check(checked: Target, applied: list[dict[str, Any]], defaults: list[dict[str, Any]] | None = None) -> Any:
+def quotas_check(
+    checked: Target,
+    applied: list[dict[str, Any]],
+    defaults: list[dict[str, Any]] | None = None,
+    readings: Readings | None = None,
+) -> Any:
     service_quotas = client("service-quotas")
     with Stubber(service_quotas) as stub:
         stub.add_response("list_service_quotas", {"Quotas": applied}, {"ServiceCode": "bedrock"})
         if defaults is not None:
             stub.add_response("list_aws_default_service_quotas", {"Quotas": defaults}, {"ServiceCode": "bedrock"})
-        result = check_bedrock_quotas(service_quotas, checked)
+        result = check_bedrock_quotas(service_quotas, checked, readings)
         stub.assert_no_pending_responses()
     return result
 
 
-def test_a_profiles_cross_region_quotas_are_reported() -> None:
+def test_a_profiles_cross_region_quotas_are_reported_and_read() -> None:
     applied = [
         *UNRELATED,
         quota("On-demand InvokeModel tokens per minute for Anthropic Claude Haiku 5.5", 2_000_000.0),
         quota("Cross-Region InvokeModel tokens per minute for Anthropic Claude Haiku 5.5", 4_000_000.0),
         quota("Cross-Region InvokeModel requests per minute for Anthropic Claude Haiku 5.5", 2_000.0),
     ]
-    assert quotas_check(target(), applied).line() == (
+    readings = Readings()
+    assert quotas_check(target(), applied, readings=readings).line() == (
         "✓ Bedrock quotas: us-east-1: Cross-Region InvokeModel tokens per minute for Anthropic Claude Haiku 5.5 = "
-        "4,000,000; Cross-Region InvokeModel requests per minute for Anthropic Claude Haiku 5.5 = 2,000 "
-        '(make capacity assumes defaults: put "tokens_per_minute": 4000000, "requests_per_minute": 2000 in '
-        "stages.dev.bedrock of cdk.json)"
+        "4,000,000; Cross-Region InvokeModel requests per minute for Anthropic Claude Haiku 5.5 = 2,000"
     )
+    # The profile's cross-Region quotas, not the on-demand one: what doctor records for the model.
+    assert (readings.bedrock_tokens_per_minute, readings.bedrock_requests_per_minute) == (4_000_000, 2_000)
 
 
 HAIKU_QUOTAS = [
@@ -298,30 +315,30 @@ HAIKU_QUOTAS = [
 ]
 
 
-def test_quotas_cdk_json_states_as_the_account_has_them_pass_without_a_hint() -> None:
-    stated = target(bedrock_tokens_per_minute=4_000_000, bedrock_requests_per_minute=1_500)
-    result = quotas_check(stated, HAIKU_QUOTAS)
+def test_quotas_cdk_json_plans_within_the_accounts_pass_without_a_hint() -> None:
+    planned = target(bedrock_tokens_per_minute=4_000_000, bedrock_requests_per_minute=1_500)
+    result = quotas_check(planned, HAIKU_QUOTAS)
     assert result.ok and not result.warning
-    assert "make capacity" not in result.detail and not result.fix
+    assert "cdk.json" not in result.detail and not result.fix
 
 
-def test_a_stated_quota_above_the_accounts_is_a_warning_with_the_line_cdk_json_needs() -> None:
-    stated = target(bedrock_tokens_per_minute=20_000_000, bedrock_requests_per_minute=2_000)
-    result = quotas_check(stated, HAIKU_QUOTAS)
+def test_a_planned_quota_above_the_accounts_is_a_warning() -> None:
+    planned = target(bedrock_tokens_per_minute=20_000_000, bedrock_requests_per_minute=2_000)
+    result = quotas_check(planned, HAIKU_QUOTAS)
     assert result.ok and result.warning
     assert result.detail.endswith(
-        "; cdk.json states bedrock.tokens_per_minute 20,000,000 (the account has 4,000,000): make capacity counts "
-        "on quota the account does not have"
+        "; cdk.json plans bedrock.tokens_per_minute 20,000,000 (the account has 4,000,000): quota the account "
+        "does not have"
     )
     assert result.fix == (
-        "request the increase in Service Quotas → Amazon Bedrock (us-east-1), or put "
-        '"tokens_per_minute": 4000000, "requests_per_minute": 2000 in stages.dev.bedrock of cdk.json'
+        "request the increase in Service Quotas → Amazon Bedrock (us-east-1), or lower the plan in "
+        "stages.dev.bedrock of cdk.json"
     )
 
 
-def test_a_stated_requests_quota_above_the_accounts_is_a_warning_too() -> None:
-    stated = target(bedrock_tokens_per_minute=4_000_000, bedrock_requests_per_minute=15_000)
-    result = quotas_check(stated, HAIKU_QUOTAS)
+def test_a_planned_requests_quota_above_the_accounts_is_a_warning_too() -> None:
+    planned = target(bedrock_tokens_per_minute=4_000_000, bedrock_requests_per_minute=15_000)
+    result = quotas_check(planned, HAIKU_QUOTAS)
     assert result.warning
     assert "bedrock.requests_per_minute 15,000 (the account has 2,000)" in result.detail
     assert "tokens_per_minute 4,000,000" not in result.detail
