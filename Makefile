@@ -36,13 +36,20 @@ $(ALL_STAMP): pyproject.toml | $(BIN)/python
 run: $(RUN_STAMP)
 	$(BIN)/voiceide-conductor local --host $(HOST) --port $(PORT)
 
-## The test suite (core, handlers, local stack, client stub, end-to-end, infrastructure).
+## The test suite (core, handlers, local stack, client stub, end-to-end, infrastructure), on every
+## core: each worker runs whole files, so a module's stack or browser is started once, by one worker.
+## PYTEST_WORKERS=0 runs it in this process alone.
+PYTEST_WORKERS ?= auto
 test: $(ALL_STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
+## Style, types (mypy, strict on the shared library: pyproject.toml [tool.mypy]) and dead code
+## (vulture: [tool.vulture], its reviewed exceptions in .ci/vulture_allowlist.py).
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/vulture
 
 format: $(DEV_STAMP)
 	$(BIN)/ruff check --fix .

@@ -18,7 +18,8 @@ from typing import Any, TextIO
 from benchmarks.bench_stack import Bench, bench_stack
 from benchmarks.load import PLAIN
 from conductor_local.bedrock.offline_brain import ModelPace
-from voiceide_client import ConductorClient, scaled_backoff
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.conversation.client import ConductorClient
 
 TOOL = 'call editor.openFile {"path": "Sources/App/main.swift"}'
 PHONE = {"id": "phone", "name": "Phone", "roles": ["voice", "display"]}

@@ -18,7 +18,9 @@ from multiprocessing import get_context
 from typing import Any
 
 from shared.wire.protocol import AssistantSpeechFinal, AssistantSpeechPartial, Event
-from voiceide_client import ConductorClient, TurnTimeout, scaled_backoff
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.conversation.turn import TurnTimeout
 
 PLAIN = "please open the main file"
 TURN_TIMEOUT_S = 60.0

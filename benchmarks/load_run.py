@@ -47,7 +47,8 @@ from benchmarks.talker import LOAD_SESSIONS, SpokenTurn, talk, tools
 from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
 from shared.flows.early_launch import EARLY_LAUNCHES_HELD_METRIC, EARLY_LAUNCHES_METRIC, EARLY_WRITES_LOST_METRIC
-from voiceide_client import ConductorClient, scaled_backoff
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.conversation.client import ConductorClient
 
 DEADLINE_S = 540.0
 """The whole run ends within 9 minutes whatever happens (the stack's start and stop fit in the 10th)."""

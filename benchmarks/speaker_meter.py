@@ -49,7 +49,8 @@ from benchmarks.talker import SESSION, SpokenTurn, Utterance, talk, tools
 from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
 from shared.wire.model_rules import rules_for
-from voiceide_client import ConductorClient, scaled_backoff
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.conversation.client import ConductorClient
 
 STATE_SK = "STATE"
 INDEX_WRU_PER_STATE_WRITE = 2.0

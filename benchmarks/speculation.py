@@ -61,8 +61,8 @@ from benchmarks.load import TURN_TIMEOUT_S, TimedClient
 from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.bedrock.server import RejectRequest
 from conductor_local.bedrock.validation import estimate_input_tokens
-from voiceide_client import RecognizerPace, TurnTimeout
-from voiceide_client.recognizer import cumulative_partials
+from voiceide_client.conversation.turn import TurnTimeout
+from voiceide_client.voice.recognizer import RecognizerPace, cumulative_partials
 
 FIRST_TOKEN_S = 0.7
 PACE = ModelPace(first_token_s=FIRST_TOKEN_S)

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.wire.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ToolCall
-from voiceide_client import ConductorClient, RecognizerPace, TurnTimeout
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.conversation.turn import TurnTimeout
+from voiceide_client.voice.recognizer import RecognizerPace
 
 WORD_INTERVAL_S = 0.25
 FINAL_AFTER_S = 0.8

@@ -75,7 +75,7 @@ from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
 from shared.flows.config import Settings
 from shared.wire.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ToolCall
-from voiceide_client import TurnTimeout
+from voiceide_client.conversation.turn import TurnTimeout
 
 RAMBLE = "ramble 100"
 RAMBLE_NAME = "plain 100-delta answer"

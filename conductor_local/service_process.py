@@ -114,9 +114,9 @@ def _bedrock(args: Sequence[str]) -> Server:
 
 
 def _lambda(args: Sequence[str]) -> Server:
-    from conductor_local.lambda_runtime.deadline_queue import deadline_functions
     from conductor_local.lambda_runtime.server import LocalLambdaServer
     from conductor_local.lambda_runtime.turn_functions import turn_functions
+    from conductor_local.sqs.deadline_queue import deadline_functions
 
     server = LocalLambdaServer(turn_functions() | deadline_functions()).start()
     os.environ["AWS_ENDPOINT_URL_LAMBDA"] = server.url  # a handler that launches a turn calls this service

@@ -199,7 +199,7 @@ class LocalStack:
             self._export({CALLBACK_URL_ENV: self.gateway.callback_url})
             # the console (and --allow-origin pages) sign in at the moto server's user pool
             self._moto.allow_origins(self.gateway.browser_origins)
-            from conductor_local.lambda_runtime.deadline_queue import start_poller
+            from conductor_local.sqs.deadline_queue import start_poller
 
             self.deadline_poller = start_poller(
                 self.dynamodb_endpoint, self.deadline_queue_url, self.lambda_server.url, self.region
@@ -324,7 +324,7 @@ class LocalStack:
         host, port = self._moto.get_host_and_port()
         self.dynamodb_endpoint = f"http://{host}:{port}"
         create_tables(self.dynamodb_client(), self.table_name)
-        from conductor_local.lambda_runtime.deadline_queue import create_deadline_queue, sqs_client
+        from conductor_local.sqs.deadline_queue import create_deadline_queue, sqs_client
 
         self.deadline_queue_url = create_deadline_queue(sqs_client(self.dynamodb_endpoint, self.region))
 
@@ -348,8 +348,8 @@ class LocalStack:
         self.bedrock_server = LocalBedrockServer(responder, "127.0.0.1", 0, think_seconds_per_token=thinking).start()
 
     def _start_lambda(self) -> None:
-        from conductor_local.lambda_runtime.deadline_queue import deadline_functions
         from conductor_local.lambda_runtime.server import LocalLambdaServer
+        from conductor_local.sqs.deadline_queue import deadline_functions
 
         if self._service_processes:  # it runs the handlers with the environment set by now
             self.lambda_server = ServiceProcess("lambda").start()

@@ -8,15 +8,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from lambdas.events import DisconnectEvent
-from lambdas.runtime import logger, metrics, service, tracer
+from lambdas.runtime import lambda_entry, logger, service
 from shared.adapters.gateway import callback_endpoint
 
 
-@logger.inject_lambda_context(clear_state=True, log_event=False)
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
+@lambda_entry
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    logger.thread_safe_clear_keys()
     try:
         parsed = DisconnectEvent.model_validate(event)
     except ValidationError as error:

@@ -12,20 +12,17 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.events import MessageEvent, principal_of
-from lambdas.runtime import PowertoolsMetrics, logger, metrics, service, tracer
+from lambdas.runtime import PowertoolsMetrics, lambda_entry, logger, service
 from shared.adapters.gateway import callback_endpoint
 from shared.flows.commit import error_metric_name
-from shared.flows.service import Request
+from shared.flows.delivery import Request
 from shared.wire.protocol import ErrorCode, error_event
 
 OK = {"statusCode": 200}
 
 
-@logger.inject_lambda_context(clear_state=True, log_event=False)
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
+@lambda_entry
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    logger.thread_safe_clear_keys()
     raw_context = event.get("requestContext") if isinstance(event, dict) else None
     raw_context = raw_context if isinstance(raw_context, dict) else {}
     connection_id = str(raw_context.get("connectionId", ""))

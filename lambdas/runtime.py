@@ -16,11 +16,12 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import cache
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import botocore.session
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
 from shared.adapters.brain import BedrockBrain, bedrock_client_config, prompt_cache_enabled
@@ -30,10 +31,10 @@ from shared.adapters.store import SessionStore
 from shared.adapters.turn_launcher import LambdaTurnLauncher
 from shared.core.wrapper import wrapper_tool_spec
 from shared.flows.commit import Committer
+from shared.flows.conductor_service import ConductorService
 from shared.flows.config import Settings
 from shared.flows.delivery import Delivery
 from shared.flows.memory_keeper import MemoryKeeper
-from shared.flows.service import ConductorService
 from shared.flows.speculation_watcher import SpeculationWatcher
 from shared.flows.turn_runner import TurnRunner
 
@@ -48,6 +49,49 @@ logger = Logger(service=SERVICE_NAME)
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VoiceIDE"), service=SERVICE_NAME)
 # botocore only: every AWS call becomes a subsegment; nothing else is patched.
 tracer = Tracer(service=SERVICE_NAME, patch_modules=["botocore"])
+
+
+Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+"""A Lambda handler: the event and the invocation's context in, the response out."""
+
+
+@overload
+def lambda_entry(handler: Handler, /) -> Handler: ...
+
+
+@overload
+def lambda_entry(*, correlation_id_path: str) -> Callable[[Handler], Handler]: ...
+
+
+def lambda_entry(
+    handler: Handler | None = None, /, *, correlation_id_path: str | None = None
+) -> Handler | Callable[[Handler], Handler]:
+    """How every handler is entered (Powertools, here at the edge only); the ``$connect`` authorizer
+    alone keeps to a logger of its own (no trace, no metrics, none of the service's imports):
+
+    * the logger takes the invocation's context (``cold_start``, the request id) with the keys of
+      the previous invocation cleared, the per-thread ones too, and the correlation id at
+      ``correlation_id_path`` when one is given; it never logs the event
+      (``POWERTOOLS_LOGGER_LOG_EVENT`` is overridden): a ``$connect``'s query string holds the
+      client's token;
+    * the invocation is one trace segment, without its response (what users said);
+    * the metrics it adds are flushed as one EMF record when it returns.
+    """
+    if handler is None:
+        return functools.partial(lambda_entry, correlation_id_path=correlation_id_path)
+    run = handler
+
+    @functools.wraps(run)
+    def cleared(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        logger.thread_safe_clear_keys()
+        return run(event, context)
+
+    measured = metrics.log_metrics(cleared)
+    traced_handler = tracer.capture_lambda_handler(measured, capture_response=False)
+    return logger.inject_lambda_context(
+        traced_handler, correlation_id_path=correlation_id_path, clear_state=True, log_event=False
+    )
+
 
 Adapter = TypeVar("Adapter")
 

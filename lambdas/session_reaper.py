@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.runtime import PowertoolsMetrics, logger, metrics, session_reaper, tracer
+from lambdas.runtime import PowertoolsMetrics, lambda_entry, logger, session_reaper
 
 REAPED_METRIC = "SessionsReaped"
 ITEMS_METRIC = "SessionItemsReaped"
@@ -22,11 +22,8 @@ ITEMS_METRIC = "SessionItemsReaped"
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 
-@logger.inject_lambda_context(clear_state=True, log_event=False)
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
+@lambda_entry
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    logger.thread_safe_clear_keys()
     response = process_partial_response(event=event, record_handler=handle_record, processor=processor, context=context)
     return dict(response)
 

@@ -27,9 +27,11 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.runtime import logger, metrics, session_service, settings, tracer
-from shared.core.session_index import LOCAL_PRINCIPAL, Status
-from shared.flows.session_api_models import (
+from lambdas.runtime import lambda_entry, logger, session_service, settings
+from shared.core.session_index import LOCAL_PRINCIPAL
+from shared.flows.session_service import BadRequest, NotFound
+from shared.wire import bounded_json
+from shared.wire.session_api_models import (
     LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,
     TRANSCRIPT_LIMIT_DEFAULT,
@@ -39,10 +41,9 @@ from shared.flows.session_api_models import (
     Session,
     SessionDetail,
     SessionList,
+    Status,
     error_body,
 )
-from shared.flows.session_service import BadRequest, NotFound
-from shared.wire import bounded_json
 from shared.wire.session_cursors import CursorSeal
 
 UUID_V4 = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$"
@@ -289,9 +290,7 @@ def unreadable_body(event: dict[str, Any]) -> str | None:
     return None
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True, log_event=False)
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
+@lambda_entry(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     problem = unreadable_body(event)
     if problem is not None:

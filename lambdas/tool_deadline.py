@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from lambdas.runtime import PowertoolsMetrics, deadline_alarms, logger, metrics, service, tracer
+from lambdas.runtime import PowertoolsMetrics, deadline_alarms, lambda_entry, logger, service
 from shared.adapters.deadline_alarms import DeadlineAlarm, SqsDeadlineAlarms
 
 MALFORMED_METRIC = "DeadlineAlarmsMalformed"
@@ -26,11 +26,8 @@ EXPIRED_METRIC = "DeadlineAlarmsHandled"
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
-@logger.inject_lambda_context(clear_state=True, log_event=False)
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
+@lambda_entry
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    logger.thread_safe_clear_keys()
     response = process_partial_response(event=event, record_handler=handle_record, processor=processor, context=context)
     return dict(response)
 

@@ -17,8 +17,8 @@ from lambdas.runtime import (
     POSTS_METRIC,
     PowertoolsMetrics,
     call_counts,
+    lambda_entry,
     logger,
-    metrics,
     speculation_watcher,
     tracer,
     turn_runner,
@@ -28,11 +28,8 @@ from shared.adapters.turn_launcher import TurnTask
 TURN_RUN_METRIC = "TurnRunMs"
 
 
-@logger.inject_lambda_context(clear_state=True, log_event=False)
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
+@lambda_entry
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    logger.thread_safe_clear_keys()
     try:
         task = TurnTask.model_validate(event)
     except ValidationError as error:

@@ -14,7 +14,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
-from lambdas.runtime import PowertoolsMetrics, logger, metrics, speculation_watcher, tracer, turn_runner
+from lambdas.runtime import PowertoolsMetrics, lambda_entry, logger, speculation_watcher, tracer, turn_runner
 from shared.adapters.turn_launcher import TurnTask
 from shared.core.conductor import RUNNER_LOST_LINE
 from shared.wire.protocol import ErrorCode
@@ -23,11 +23,8 @@ TURNS_ABANDONED_METRIC = "TurnsAbandoned"
 WATCHER_FAILURES_METRIC = "WatcherFailures"
 
 
-@logger.inject_lambda_context(clear_state=True, log_event=False)
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
+@lambda_entry
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    logger.thread_safe_clear_keys()
     record = event if isinstance(event, dict) else {}
     request_context = record.get("requestContext")
     request_context = request_context if isinstance(request_context, dict) else {}

@@ -66,8 +66,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from http.server import ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
@@ -119,7 +117,8 @@ from conductor_local.bedrock.validation import (
     input_too_long,
     unsupported_cache,
 )
-from conductor_local.loopback_guard import GuardedRequestHandler, LoopbackGuard
+from conductor_local.local_server import EndpointHttpServer, LoopbackHttpServer
+from conductor_local.loopback_guard import GuardedRequestHandler
 from shared.wire.log_safety import safe_text
 
 __all__ = [
@@ -193,8 +192,7 @@ def _encode_event(step: Mapping[str, Any]) -> bytes:
     return event_message(event_type, payload)
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
+class _HTTPServer(EndpointHttpServer):
     app: LocalBedrockServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -353,11 +351,15 @@ def _input_limit_from_env(value: str | None) -> InputLimit:
     raise ValueError(f"{MAX_INPUT_TOKENS_ENV} must be a positive int, 'model' or 'none', not {value!r}")
 
 
-class LocalBedrockServer:
+class LocalBedrockServer(LoopbackHttpServer):
     """A threaded loopback HTTP server speaking Bedrock Runtime's ``ConverseStream`` and ``Converse``.
 
     ``port=0`` picks a free port; ``url`` is what to give boto3 as ``endpoint_url``.
     """
+
+    handler_class = _Handler
+    server_class = _HTTPServer
+    thread_name = "local-bedrock"
 
     def __init__(
         self,
@@ -373,6 +375,7 @@ class LocalBedrockServer:
         """``max_input_tokens`` left at ``"model"`` reads ``LOCAL_BEDROCK_MAX_INPUT_TOKENS`` when set.
         ``think_seconds_per_token``: how fast a thinking model writes its reasoning (None: at once;
         the paced local model passes its own rate)."""
+        super().__init__(host, port)
         self.responder = responder
         self.think_seconds_per_token = think_seconds_per_token
         self.validate_requests = validate_requests
@@ -380,10 +383,6 @@ class LocalBedrockServer:
             max_input_tokens = _input_limit_from_env(os.environ.get(MAX_INPUT_TOKENS_ENV))
         self.max_input_tokens = max_input_tokens
         self.prompt_cache = prompt_cache or PromptCache()
-        self._host = host
-        self._port = port
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
@@ -433,16 +432,6 @@ class LocalBedrockServer:
         return None
 
     @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the server is not started")
-        return self._httpd.server_address[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://{self._host}:{self.port}"
-
-    @property
     def requests(self) -> list[RecordedRequest]:
         """Every request received (ConverseStream and Converse), in arrival order (rejected ones too)."""
         with self._lock:
@@ -454,26 +443,12 @@ class LocalBedrockServer:
         with self._lock:
             return list(self._operations)
 
-    def start(self) -> LocalBedrockServer:
-        if self._httpd is not None:
-            raise RuntimeError("the server is already started")
-        httpd = _HTTPServer((self._host, self._port), _Handler)
-        httpd.app = self
-        httpd.guard = LoopbackGuard(bind=self._host)  # native clients only, by a loopback name
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="local-bedrock", daemon=True
-        )
-        self._thread.start()
-        return self
-
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving and cut open streams; returns within about ``timeout`` seconds."""
         if self._httpd is None or self._stopping.is_set():
             return
         self._stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._stop_listening()
         with self._lock:
             open_connections = dict(self._connections)
         for sock in open_connections:
@@ -483,17 +458,6 @@ class LocalBedrockServer:
         for thread in [self._thread, *open_connections.values()]:
             if thread is not None:
                 thread.join(max(0.0, deadline - time.monotonic()))
-
-    def __enter__(self) -> LocalBedrockServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _record(self, request: RecordedRequest, operation: str) -> None:
         with self._lock:

@@ -45,8 +45,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -83,6 +82,7 @@ from conductor_local.gateway.frames import (
 from conductor_local.gateway.handshake import Handshakes
 from conductor_local.gateway.http_api import SESSIONS_PATH, HttpApi, gateway_answer
 from conductor_local.lambda_runtime.context import LocalLambdaContext
+from conductor_local.local_server import LocalServer
 from conductor_local.loopback_guard import LoopbackGuard
 from shared.wire.log_safety import SafeRecords, safe_text
 
@@ -156,7 +156,7 @@ def _iso_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class LocalApiGateway(Handshakes):
+class LocalApiGateway(LocalServer, Handshakes):
     """API Gateway's WebSocket API for the given route handlers, on one loopback port.
 
     ``start()``/``stop()`` are called from ordinary (sync) code; the server runs its own event
@@ -236,7 +236,7 @@ class LocalApiGateway(Handshakes):
 
     # ---- lifecycle ------------------------------------------------------------------------
 
-    def start(self) -> LocalApiGateway:
+    def start(self) -> Self:
         if self._loop is not None:
             raise RuntimeError("the gateway is already started")
         loop = self._loop = asyncio.new_event_loop()
@@ -259,14 +259,6 @@ class LocalApiGateway(Handshakes):
                 closing.result(timeout=self._disconnect_timeout + 10)
         finally:
             self._stop_loop()
-
-    def __enter__(self) -> LocalApiGateway:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     @property
     def port(self) -> int:

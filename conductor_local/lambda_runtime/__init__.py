@@ -1,3 +1,3 @@
-"""The local Lambda: the asynchronous Invoke endpoint that runs the turn function, its context
-object, and the queue that fires tool-deadline alarms.
+"""The local Lambda: the Invoke endpoint that runs the turn function (asynchronously) and the
+tool-deadline function, and its context object.
 """

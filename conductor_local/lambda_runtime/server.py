@@ -28,13 +28,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from conductor_local.lambda_runtime.context import LocalLambdaContext
-from conductor_local.loopback_guard import GuardedRequestHandler, LoopbackGuard
+from conductor_local.local_server import EndpointHttpServer, LoopbackHttpServer
+from conductor_local.loopback_guard import GuardedRequestHandler
 from shared.wire.log_safety import safe_text
 
 logger = logging.getLogger(__name__)
@@ -84,8 +83,7 @@ def failure_record(name: str, payload: Any, error: BaseException, *, request_id:
     }
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
+class _HTTPServer(EndpointHttpServer):
     app: LocalLambdaServer
 
 
@@ -167,54 +165,21 @@ class _Handler(GuardedRequestHandler):
         self.wfile.write(body)
 
 
-class LocalLambdaServer:
+class LocalLambdaServer(LoopbackHttpServer):
     """A threaded loopback HTTP server speaking Lambda's ``Invoke`` for registered functions."""
 
+    handler_class = _Handler
+    server_class = _HTTPServer
+    thread_name = "local-lambda"
+
     def __init__(self, functions: dict[str, LocalFunction], host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host, port)
         self.functions = dict(functions)
-        self._host = host
-        self._port = port
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._idle = threading.Condition()
         self._started = 0
         self._running: set[int] = set()
         self.failures: list[dict[str, Any]] = []
         """Invocation records of asynchronous invocations that failed every attempt."""
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("the server is not started")
-        return f"http://{self._host}:{self._httpd.server_address[1]}"
-
-    def start(self) -> LocalLambdaServer:
-        httpd = _HTTPServer((self._host, self._port), _Handler)
-        httpd.app = self
-        httpd.guard = LoopbackGuard(bind=self._host)  # native clients only, by a loopback name
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="local-lambda", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = None
-
-    def __enter__(self) -> LocalLambdaServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     @property
     def started(self) -> int:

@@ -1,60 +1,17 @@
-"""A Python stand-in for the VoiceIDE iOS runtime: the conductor's WebSocket client, as library and CLI."""
+"""A Python stand-in for the VoiceIDE iOS runtime: the conductor's WebSocket client, as library and CLI.
 
-from .client import (
-    DEFAULT_BACKOFF,
-    ClientClosed,
-    ConductorClient,
-    ConductorUnavailable,
-    Link,
-    TranscriptTooLarge,
-    scaled_backoff,
-    session_url,
-)
-from .local_stub import OFFLINE_REPLY, LocalConductorStub
-from .recognizer import RecognizerPace
-from .render import NullRenderer, TranscriptRenderer
-from .speech import (
-    EspeakSpeaker,
-    HeldSpeaker,
-    Playback,
-    PrintSpeaker,
-    SilentSpeaker,
-    Speaker,
-    SpeakerError,
-    make_speaker,
-)
-from .tools import ToolError, ToolHandler, ToolRouter
-from .turn import ToolInvocation, TurnResult, TurnTimeout
-from .ui_model import PatchError, UIModel
+The package root hands nothing on: each name is imported from the module that defines it
+(``from voiceide_client.conversation.client import ConductorClient``). Its packages, each importing
+only those listed before it:
 
-__all__ = [
-    "DEFAULT_BACKOFF",
-    "OFFLINE_REPLY",
-    "ClientClosed",
-    "ConductorClient",
-    "ConductorUnavailable",
-    "EspeakSpeaker",
-    "HeldSpeaker",
-    "Link",
-    "LocalConductorStub",
-    "NullRenderer",
-    "PatchError",
-    "Playback",
-    "PrintSpeaker",
-    "RecognizerPace",
-    "SilentSpeaker",
-    "Speaker",
-    "SpeakerError",
-    "ToolError",
-    "ToolHandler",
-    "ToolInvocation",
-    "ToolRouter",
-    "TranscriptRenderer",
-    "TranscriptTooLarge",
-    "TurnResult",
-    "TurnTimeout",
-    "UIModel",
-    "make_speaker",
-    "scaled_backoff",
-    "session_url",
-]
+* ``voice``: what is spoken (the speakers), what was heard of it, the recognizer's transcripts;
+* ``tools``: the tools the client answers (``ToolRouter``, the simulated workspace, their
+  declarations, results cut into parts);
+* ``connection``: reaching the conductor: the WebSocket link and its reconnects, why a connection
+  failed, what a frame is, sign-in, the sessions API, the offline stand-in;
+* ``rendering``: what a person sees: the transcript (plain or live on a terminal), terminal-safe
+  text, the UI model;
+* ``conversation``: ``ConductorClient``, the turns it takes and the tool calls it runs;
+* ``companion``: the desktop companion, a device that runs the model's tools over a real folder;
+* ``command_line``: ``voiceide-client`` and its ``sessions`` and ``companion`` commands.
+"""

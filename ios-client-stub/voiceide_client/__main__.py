@@ -2,6 +2,6 @@
 
 import sys
 
-from .cli import main
+from voiceide_client.command_line.cli import main
 
 sys.exit(main())

@@ -108,11 +108,6 @@ def numeric_claims_are_numbers(claims: Mapping[str, Any]) -> bool:
     return True
 
 
-def issuer_of(region: str, user_pool_id: str) -> str:
-    """The ``iss`` of a Cognito user pool's tokens."""
-    return f"https://cognito-idp.{region}.amazonaws.com/{user_pool_id}"
-
-
 @dataclass(frozen=True)
 class Identity:
     """Who a verified token identifies."""

@@ -18,8 +18,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from shared.core import devices
-from shared.core.session_index import Status, is_listed, owner_of, status_of
+from shared.core.session_index import is_listed, owner_of, status_of
 from shared.core.state import SessionState
+from shared.wire.session_api_models import Status
 
 SESSIONS_INDEX = "by-owner"
 SESSIONS_INDEX_PROJECTED = ("session_id", "title", "created_at", "turns", "status", "origin", "last_said")
@@ -30,7 +31,7 @@ ERASE_ATTEMPTS = 8
 def index_attributes(state: SessionState) -> dict[str, dict[str, str]]:
     """The index keys and listed fields of ``state``, as attributes of its ``STATE`` item. An empty
     session (``is_listed`` false) has no ``owner``: the sparse ``by-owner`` index leaves it out."""
-    attributes = {
+    attributes: dict[str, dict[str, str]] = {
         "last_active": {"N": f"{state.last_active_at or state.created_at:.3f}"},
         "session_id": {"S": state.session_id},
         "created_at": {"N": f"{state.created_at:.3f}"},
@@ -71,7 +72,7 @@ class SessionRow:
             created_at=float(item["created_at"]["N"]),
             last_active_at=float(item["last_active"]["N"]),
             turns=int(item["turns"]["N"]),
-            status=item["status"]["S"],  # type: ignore[arg-type]
+            status=item["status"]["S"],
             origin=item["origin"]["S"],
             last_utterance=item.get("last_said", {}).get("S"),
             devices=int(item.get("devices_n", {}).get("N", "0")),

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from json.decoder import scanstring
+from collections.abc import Callable
+from json import decoder
 from typing import Any
 
 from shared.core import devices
-from shared.core.confirmation import REPLACE_TEXT, change_card, describe_change, replaced_range
+from shared.core.confirmation_words import REPLACE_TEXT, change_card, describe_change, replaced_range
 from shared.core.decision import CoreSettings, Decision, Outcome
 from shared.core.speakable import card_patch
 from shared.core.state import ModelCall, SessionState
@@ -27,6 +28,9 @@ from shared.wire.protocol import AssistantUIPatch, ToolCall, ToolResult
 PREVIEW_PREFIX = f"{OWN_CALL_PREFIX}preview-"
 READ_TOOL = "editor.readFile"
 _TAIL_TRIM = 8  # characters a cut may leave of an escape sequence at the end of a part
+# json's string reader: (text, index after the opening quote) -> (the string, the index after it);
+# public in json.decoder, though typeshed leaves it out
+_scanstring: Callable[[str, int], tuple[str, int]] = decoder.scanstring  # type: ignore[attr-defined]
 
 
 def is_preview(call_id: str) -> bool:
@@ -107,7 +111,7 @@ def _file_text(raw: str, *, cut: bool) -> tuple[str | None, bool]:
         return None, False
     for trim in range(_TAIL_TRIM):
         try:
-            text, _end = scanstring(raw[: len(raw) - trim] + '"', begin + 1)
+            text, _end = _scanstring(raw[: len(raw) - trim] + '"', begin + 1)
         except ValueError:
             continue
         return text, False

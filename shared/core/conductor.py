@@ -6,7 +6,9 @@ The caller commits state and history together with optimistic locking and may ca
 function again on fresher state after a lost race, so nothing here has side effects.
 
 This module holds the decisions on the app's events; the model stream's are in
-``shared.core.stream`` (re-exported here), the building blocks in ``shared.core.decision``.
+``shared.core.stream`` (re-exported here, but for how a message ends, ``stream_finished`` with its
+``StreamReport``, and ``stream_failed``: imported from there), the building blocks in
+``shared.core.decision``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 
 from shared.core import background, confirming, progress, speculation, usage
-from shared.core.confirmation import Verdict, verdict
+from shared.core.confirmation_words import Verdict, verdict
 from shared.core.decision import (
     DEFAULT_SETTINGS,
     SET_STATE_TOOL,
@@ -52,8 +54,6 @@ from shared.core.stream import (
     StreamTaken,
     claim_stream,
     end_lost_stream,
-    stream_failed,
-    stream_finished,
     stream_speak,
     stream_tool_started,
 )
@@ -113,8 +113,6 @@ __all__ = [
     "next_tool_deadline",
     "remember_memory",
     "speak_playback",
-    "stream_failed",
-    "stream_finished",
     "stream_speak",
     "stream_tool_started",
 ]

@@ -3,7 +3,7 @@
 When the model calls a tool declared ``effects: changes`` (the catalog's ``editor.replaceText``),
 the call is *held*: not sent to the app. The conductor asks aloud, in one short sentence, what will
 change ("Replace lines 10 to 20 of main.swift?"), shows a card with it (for an edit, a diff), and
-goes idle so the person can answer. Their next utterance decides (``shared.core.confirmation``):
+goes idle so the person can answer. Their next utterance decides (``shared.core.confirmation_words``):
 
 * **yes**: the held calls go to the app now, and the turn goes on as with any call;
 * **no**: the model gets "declined by the user" for each, and says so;
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 from shared.core import background, change_preview, devices
-from shared.core.confirmation import Verdict, describe_change
+from shared.core.confirmation_words import Verdict, describe_change
 from shared.core.decision import CoreSettings, Decision, Outcome, close_round, deadline_of, error_payload
 from shared.core.messages import tool_result_block
 from shared.core.state import ModelCall, OwnPurpose, SessionState, Turn

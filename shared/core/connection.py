@@ -9,7 +9,7 @@ reconnects in the middle of a turn never hears a live event before the ones it m
 from __future__ import annotations
 
 from shared.core import devices
-from shared.core.conductor import Outcome
+from shared.core.decision import Outcome
 from shared.core.state import SessionState
 from shared.wire.protocol import DEFAULT_DEVICE_ID, SessionReady, SessionStart
 
@@ -124,7 +124,7 @@ def session_ready(
     return SessionReady(
         resumed=bool(before.history_len or before.summary or (before.turn is not None and not before.turn.speculative)),
         title=after.title,
-        lastSeq=after.next_seq - 1,
+        last_seq=after.next_seq - 1,
         capabilities=tuple(after.capabilities),
         devices=devices.seen(after, after.device_id) if after.devices else None,
     )

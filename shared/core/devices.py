@@ -10,7 +10,8 @@ Routing (docs/protocol.md, "Which device gets what"): an event goes to every dev
 except a ``tts.speak`` (only the device whose words started the turn: ``voice_device``) and a
 model's ``toolCall`` (only the device chosen to run it: ``ModelCall.device``). Partials go to the
 devices that display and to the voice device. With no other device present, nothing is targeted:
-a single-device session works, and costs, exactly as before.
+a single-device session works, and costs, exactly as before. What each role allows is
+``shared.core.roles``: nothing here names a role.
 """
 
 from __future__ import annotations
@@ -19,14 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shared.core.decision import SPEAK_TOOL, CoreSettings, Decision, Outcome
+from shared.core.roles import Action, may
 from shared.core.state import DeviceEntry, ModelCall, SessionState
 from shared.core.wrapper import ClientTool
 from shared.wire.protocol import (
     DEFAULT_DEVICE_ID,
-    DISPLAY,
     MAX_DEVICES,
-    TOOLS,
-    VOICE,
     DevicesChanged,
     DeviceSeen,
     Payload,
@@ -76,6 +75,11 @@ def roles_of(state: SessionState, device_id: str | None) -> list[str]:
         return state.device_roles
     entry = next((entry for entry in state.devices if entry.device_id == device_id), None)
     return entry.roles if entry is not None else []
+
+
+def device_may(state: SessionState, device_id: str | None, action: Action) -> bool:
+    """Whether the device's roles allow ``action`` (``shared.core.roles``)."""
+    return may(roles_of(state, device_id), action)
 
 
 def join(
@@ -175,9 +179,9 @@ def merged_tools(state: SessionState) -> list[ClientTool] | None:
     declared: list[ClientTool] = []
     any_declared = False
     sources: list[list[ClientTool] | None] = []
-    if TOOLS in state.device_roles:
+    if may(state.device_roles, Action.RUN_TOOLS):
         sources.append(state.device_tools if state.devices else state.tools)
-    sources.extend(entry.tools for entry in state.devices if TOOLS in entry.roles)
+    sources.extend(entry.tools for entry in state.devices if may(entry.roles, Action.RUN_TOOLS))
     for tools in sources:
         if tools is None:
             continue
@@ -227,9 +231,9 @@ def runs_tool(state: SessionState, device_id: str, name: str, settings: CoreSett
     """Whether the device runs tool ``name`` (what it declared, else the catalog)."""
     if device_id == state.device_id:
         own = state.device_tools if state.devices else state.tools
-        return TOOLS in state.device_roles and _runs(own, name, settings)
+        return may(state.device_roles, Action.RUN_TOOLS) and _runs(own, name, settings)
     entry = next((entry for entry in state.devices if entry.device_id == device_id), None)
-    return entry is not None and TOOLS in entry.roles and _runs(entry.tools, name, settings)
+    return entry is not None and may(entry.roles, Action.RUN_TOOLS) and _runs(entry.tools, name, settings)
 
 
 def tool_device(state: SessionState, name: str, settings: CoreSettings) -> str | None:
@@ -238,14 +242,14 @@ def tool_device(state: SessionState, name: str, settings: CoreSettings) -> str |
     that spoke last if it runs the tool, else the one that joined last of those that do; None when
     no device present runs it."""
     if not state.devices:
-        return state.device_id if TOOLS in state.device_roles else None
+        return state.device_id if may(state.device_roles, Action.RUN_TOOLS) else None
     candidates: list[tuple[float, str, bool]] = []  # (joined at, device, speaks)
-    own = TOOLS in state.device_roles and state.connection_id is not None
+    own = may(state.device_roles, Action.RUN_TOOLS) and state.connection_id is not None
     if own and _runs(state.device_tools, name, settings):
-        candidates.append((state.device_connected_at, state.device_id, VOICE in state.device_roles))
+        candidates.append((state.device_connected_at, state.device_id, may(state.device_roles, Action.SPEAK)))
     for entry in state.devices:
-        if TOOLS in entry.roles and _runs(entry.tools, name, settings):
-            candidates.append((entry.connected_at, entry.device_id, VOICE in entry.roles))
+        if may(entry.roles, Action.RUN_TOOLS) and _runs(entry.tools, name, settings):
+            candidates.append((entry.connected_at, entry.device_id, may(entry.roles, Action.SPEAK)))
     if not candidates:
         return None
     runners = [candidate for candidate in candidates if not candidate[2]]
@@ -296,7 +300,7 @@ def hears(recipient: Recipient, target: str | None) -> bool:
 
 def shows_partials(state: SessionState, recipient: Recipient) -> bool:
     """Partials go to the devices that display and to the voice device of the turn."""
-    return DISPLAY in recipient.roles or recipient.device_id == (state.voice_device or state.device_id)
+    return may(recipient.roles, Action.SHOW_PARTIALS) or recipient.device_id == (state.voice_device or state.device_id)
 
 
 def may_answer(state: SessionState, connection_id: str, call_id: str) -> bool:
@@ -322,16 +326,6 @@ def previewed(state: SessionState, call_id: str) -> ModelCall | None:
     if turn is None or turn.tools is None:
         return None
     return next((call for call in turn.tools.calls if call.held and call.preview == call_id), None)
-
-
-def may_speak(state: SessionState, connection_id: str) -> bool:
-    """Transcripts and barge-ins come from voice devices."""
-    return VOICE in roles_of(state, device_of(state, connection_id))
-
-
-def may_confirm(state: SessionState, connection_id: str) -> bool:
-    """A tap on a held change (``confirmChange``) comes from a device that shows it."""
-    return DISPLAY in roles_of(state, device_of(state, connection_id))
 
 
 REFUSED_KEPT = 8

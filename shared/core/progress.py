@@ -51,7 +51,7 @@ def handle_tool_progress(
     if decision.state.devices:  # the other devices show it (``shared.flows.delivery`` leaves out the runner)
         decision.unnumbered.append(
             ToolProgress(
-                callId=progress.call_id,
+                call_id=progress.call_id,
                 name=target.name,
                 fraction=progress.fraction,
                 message=target.progress.message,
@@ -188,7 +188,6 @@ def speak_progress(decision: Decision, settings: CoreSettings, now: float) -> No
     waiting = _waiting(turn.tools)
     call = max(waiting, key=lambda other: other.progress.at if other.progress else 0.0)
     turn.tools.progress_next_at = now + max(settings.progress_every_s, LISTENING_RETRY_S)
-    turn.tools.progress_said += 1
     decision.own_call(SPEAK_TOOL, {"text": progress_line(call)}, OwnPurpose.SPEAK_PROGRESS, turn.turn_id)
     decision.notes.append(f"progress line for {call.call_id} ({call.name})")
 

@@ -14,6 +14,8 @@ the deadline alarm the first part arms (``handle_tool_deadlines``). Pure.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from shared.core.conductor import handle_tool_result
 from shared.core.decision import DEFAULT_SETTINGS, CoreSettings, Decision, Outcome, PartWrite, error_payload
 from shared.core.state import ModelCall, ResultParts, SessionState
@@ -39,7 +41,7 @@ def handle_tool_result_part(
     decision = Decision(state)
     call = decision.state.model_call(result.call_id)
     assert call is not None
-    field = "result" if result.result is not None else "error"
+    field: Literal["result", "error"] = "result" if result.result is not None else "error"
     text = result.result if result.result is not None else (result.error or "")
     parts = call.parts or ResultParts(count=result.parts, field=field, first_at=now, due=_due(call, now))
     problem = _problem(parts, result, field, len(text))
@@ -87,7 +89,7 @@ def _failed(decision: Decision, call: ModelCall, problem: str, settings: CoreSet
     if call.parts is not None:
         decision.parts_dropped.append((call.call_id, call.parts.count))
     call.parts = None
-    failed = ToolResult(callId=call.call_id, error=f"the app's result arrived in parts that do not fit: {problem}")
+    failed = ToolResult(call_id=call.call_id, error=f"the app's result arrived in parts that do not fit: {problem}")
     return _then_answer(decision, failed, settings, now)
 
 
@@ -111,12 +113,12 @@ def handle_assembled_result(
     by_index = dict(pieces)
     if sorted(by_index) != list(range(parts.count)):
         missing = sorted(set(range(parts.count)) - set(by_index))
-        failed = ToolResult(callId=call_id, error=f"parts {missing} of the app's result were lost")
+        failed = ToolResult(call_id=call_id, error=f"parts {missing} of the app's result were lost")
         return _then_answer(decision, failed, settings, now)
     text = "".join(by_index[index] for index in range(parts.count))
     if parts.field == "result":
-        return _then_answer(decision, ToolResult(callId=call_id, result=text), settings, now)
-    return _then_answer(decision, ToolResult(callId=call_id, error=text), settings, now)
+        return _then_answer(decision, ToolResult(call_id=call_id, result=text), settings, now)
+    return _then_answer(decision, ToolResult(call_id=call_id, error=text), settings, now)
 
 
 def _then_answer(first: Decision, result: ToolResult, settings: CoreSettings, now: float) -> Outcome:

@@ -8,16 +8,14 @@ for it. Pure: the times are the caller's.
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 from shared.core.decision import Outcome
 from shared.core.state import SessionState
+from shared.wire.session_api_models import TITLE_MAX_CHARS, Status
 
-TITLE_MAX_CHARS = 60
 UTTERANCE_MAX_CHARS = 120
 LOCAL_PRINCIPAL = "local"  # the one person of a stage without sign-in
 
-Status = Literal["active", "idle", "ended"]
 STATUSES: tuple[Status, ...] = ("active", "idle", "ended")
 
 _SPACE = re.compile(r"\s+")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Literal
@@ -218,7 +219,7 @@ def _block_at(lines: list[str], i: int) -> _Seg | None:
     return None
 
 
-def _extent(lines: list[str], i: int, continues) -> int:
+def _extent(lines: list[str], i: int, continues: Callable[[str], object]) -> int:
     """The end of a block whose non-blank lines all continue it (blank lines inside it are bridged)."""
     end = i
     for j in range(i, len(lines)):
@@ -328,7 +329,8 @@ def _looks_diff(lines: list[str]) -> bool:
 
 
 def _last_file(text: str) -> str | None:
-    return (_FILE.findall(text) or [None])[-1]
+    files: list[str] = _FILE.findall(text)
+    return files[-1] if files else None
 
 
 def _basename(path: str) -> str:
@@ -366,7 +368,9 @@ def _inline(text: str, speech: bool) -> str:
 
 
 def _link_name(url: str) -> str:
-    host = re.match(r"(?:https?://(?:[^@/\s]*@)?([^/:?#\s]*))?", url, re.I)[1]
+    link = re.match(r"(?:https?://(?:[^@/\s]*@)?([^/:?#\s]*))?", url, re.I)
+    assert link is not None  # everything in the pattern is optional: it matches any text
+    host = link[1]
     if host is None:  # a relative link
         return _basename(url) or "a link"
     return f"a link to {host.removeprefix('www.')}" if host else "a link"

@@ -92,7 +92,7 @@ def first_phrase_end(text: str, min_words: int = PHRASE_MIN_WORDS) -> int:
         last = [*last[-1:], word[0].lower()]
         mark, gap_at = text[at], at + 1
         if mark in " \t":
-            dash = _GAP.match(text, at).end()
+            dash = _past_gap(text, at)
             if dash >= len(text):
                 return NOT_YET
             if text[dash] not in _DASHES:
@@ -105,7 +105,7 @@ def first_phrase_end(text: str, min_words: int = PHRASE_MIN_WORDS) -> int:
                 return NEVER
         elif mark not in ",;:":
             return NEVER  # a sentence end, a quote, a bracket, markup, a line end
-        after = _GAP.match(text, gap_at).end()
+        after = _past_gap(text, gap_at)
         if after >= len(text) or (mark == "," and after == gap_at and text[after:].isdigit() and len(text) - after < 3):
             return NOT_YET  # "1," or "1,00" may become "1,000"
         if after == gap_at or text[after] == "\n":
@@ -121,6 +121,13 @@ def first_phrase_end(text: str, min_words: int = PHRASE_MIN_WORDS) -> int:
             commas += 1
             item = 0
         at = after
+
+
+def _past_gap(text: str, at: int) -> int:
+    """Where the spaces and tabs from ``at`` end (``at`` itself when there are none)."""
+    gap = _GAP.match(text, at)
+    assert gap is not None  # the pattern matches the empty gap too
+    return gap.end()
 
 
 def _clause_follows(text: str, cut: int, parallel: bool) -> int:
@@ -145,7 +152,7 @@ def _clause_follows(text: str, cut: int, parallel: bool) -> int:
             return NEVER
         if text[word.end()] not in " \t":
             return NEVER
-        at = _GAP.match(text, word.end()).end()
+        at = _past_gap(text, word.end())
         if at >= len(text) and count < needed:
             return NOT_YET
     return cut

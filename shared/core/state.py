@@ -106,7 +106,6 @@ class ToolRound(_Model):
     sent_at: float = 0.0  # epoch seconds the calls went to the app
     # When the next "still running" sentence may be spoken (0: the progress threshold after sent_at).
     progress_next_at: float = 0.0
-    progress_said: int = 0
 
     def pending(self) -> list[ModelCall]:
         return [call for call in self.calls if call.result is None]

@@ -136,37 +136,44 @@ def stream_tool_started(
     return decision.outcome()
 
 
-def stream_finished(
-    state: SessionState,
-    stream_id: str,
-    message: ModelMessage,
-    settings: CoreSettings,
-    *,
-    window_cap: int | None = None,
-    claim: RunnerClaim | None = None,
-    text: str | None = None,
-    now: float = 0.0,
-    chars_per_token: float | None = None,
-    usage: Usage | None = None,
-    first_partial_at: float | None = None,
-    first_speak_at: float | None = None,
-) -> Outcome:
-    """The model's message is complete: speak it, forward its tool calls, or end the turn.
+@dataclass(frozen=True)
+class StreamReport:
+    """What the runner streaming ``stream_id`` reports when the model's message is complete.
 
+    ``claim``: the runner's (None: any may end it). ``text``: the current segment's text as the
+    runner has it (never written per delta). ``now``: when it ends (0: no deadlines, no timings).
     ``window_cap``: the runner had to send fewer messages than the window to fit the model's
-    context; later requests start from that. ``text``: the current segment's text.
-    ``chars_per_token``: what the message's request measured, kept for the next budgets.
+    context; later requests start from that. ``chars_per_token``: what the message's request
+    measured, kept for the next budgets. ``usage``: the request's tokens, added to the turn's.
+    ``first_partial_at`` / ``first_speak_at``: the invocation's first partial and ``tts.speak``
+    (epoch seconds), the turn's if it had none yet.
     """
+
+    stream_id: str
+    message: ModelMessage
+    claim: RunnerClaim | None = None
+    text: str | None = None
+    now: float = 0.0
+    window_cap: int | None = None
+    chars_per_token: float | None = None
+    usage: Usage | None = None
+    first_partial_at: float | None = None
+    first_speak_at: float | None = None
+
+
+def stream_finished(state: SessionState, report: StreamReport, settings: CoreSettings) -> Outcome:
+    """The model's message is complete: speak it, forward its tool calls, or end the turn."""
     decision = Decision(state)
-    turn, stream = _current_stream(decision, stream_id, claim)
-    _sync_text(stream, text)
+    turn, stream = _current_stream(decision, report.stream_id, report.claim)
+    _sync_text(stream, report.text)
     turn.stream = None
-    _count_usage(turn, usage, first_partial_at, first_speak_at)
+    _count_usage(turn, report.usage, report.first_partial_at, report.first_speak_at)
+    now, message = report.now, report.message
     decision.now = now
-    if window_cap is not None:
-        decision.state.window_cap = window_cap
-    if chars_per_token is not None:
-        decision.state.chars_per_token = chars_per_token
+    if report.window_cap is not None:
+        decision.state.window_cap = report.window_cap
+    if report.chars_per_token is not None:
+        decision.state.chars_per_token = report.chars_per_token
     if message.stop_reason not in NORMAL_STOPS:
         _finish_abnormal(decision, turn, stream, message)
         return decision.outcome()

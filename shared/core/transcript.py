@@ -28,6 +28,7 @@ from shared.core.stream import (
     MALFORMED_MARKER,
 )
 from shared.core.wrapper import OWN_CALL_PREFIX, WRAPPER_TOOL_NAME
+from shared.wire import session_api_models as api
 
 RESULT_MAX_CHARS = 2000
 NO_ANSWER_PREFIX = "[no answer:"  # a turn that failed before the model said anything
@@ -104,6 +105,28 @@ def transcript_entries(messages: Sequence[StoredMessage]) -> list[Entry]:
         elif message.role == "user":
             _user_entries(message, entries)
     return entries
+
+
+def entry_of(entry: Entry) -> api.UserEntry | api.AssistantEntry | api.ToolEntry:
+    """The entry as the sessions API answers it."""
+    at = api.timestamp(entry.at) if entry.at is not None else None
+    if isinstance(entry, UserEntry):
+        return api.UserEntry(seq=entry.seq, at=at, role="user", text=entry.text)
+    if isinstance(entry, AssistantEntry):
+        return api.AssistantEntry(
+            seq=entry.seq, at=at, role="assistant", text=entry.text, interrupted=entry.interrupted
+        )
+    assert isinstance(entry, ToolEntry)
+    return api.ToolEntry(
+        seq=entry.seq,
+        at=at,
+        role="tool",
+        name=entry.name,
+        arguments=entry.arguments,
+        call_id=entry.call_id,
+        outcome=entry.outcome,
+        result=entry.result,
+    )
 
 
 def _user_entries(message: StoredMessage, entries: list[Entry]) -> None:

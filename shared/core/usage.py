@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TypedDict, cast
 
 from shared.core.state import SessionState, Turn, Usage
 from shared.wire.protocol import TurnUsage
@@ -87,9 +87,21 @@ def usage_in(event: TurnUsage) -> Usage:
     return Usage(**counts_of(event))
 
 
-def counts_of(figures: Any) -> dict[str, int]:
+class Counts(TypedDict):
+    """The counted figures (``Usage.COUNTS``), by name."""
+
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    speculation_input_tokens: int
+    speculation_output_tokens: int
+
+
+def counts_of(figures: Usage | TurnUsage) -> Counts:
     """The counted figures (``Usage.COUNTS``) of a ``Usage`` or a ``turnUsage``, by name."""
-    return {name: getattr(figures, name) for name in Usage.COUNTS}
+    return cast(Counts, {name: getattr(figures, name) for name in Usage.COUNTS})
 
 
 # ---- the person's daily ceiling ----------------------------------------------------------------

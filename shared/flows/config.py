@@ -6,14 +6,14 @@ import json
 import os
 from collections.abc import Mapping
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.core.conductor import CoreSettings
+from shared.core.decision import CoreSettings
 from shared.core.speculation import SpeculationSettings
+from shared.core.tool_catalog import default_catalog
 from shared.core.usage import Prices
 from shared.core.wrapper import ClientTool
 from shared.wire.model_rules import Effort, Inference, ThinkingSetting
@@ -29,11 +29,6 @@ in one reply to run actions in parallel. Say briefly what you are about to do be
 call tools, and report results in a sentence or two. If a tool fails, say so plainly and \
 suggest a next step. If you were interrupted, do not repeat yourself unless asked.\
 """
-
-
-def default_catalog() -> list[ClientTool]:
-    raw = resources.files("shared.wire").joinpath("tool_catalog.json").read_text(encoding="utf-8")
-    return [ClientTool.model_validate(item) for item in json.loads(raw)]
 
 
 class Settings(BaseModel):

@@ -19,10 +19,11 @@ from shared.core.conductor import handle_barge_in
 from shared.core.decision import Outcome
 from shared.core.session_index import STATUSES, EmptyTitle, end_session, owner_of, rename
 from shared.core.state import SessionState
-from shared.core.transcript import Entry, StoredMessage, has_tool_use, transcript_entries
+from shared.core.transcript import Entry, StoredMessage, entry_of, has_tool_use, transcript_entries
 from shared.core.usage import counts_of
 from shared.flows.commit import Committer
-from shared.flows.session_api_models import (
+from shared.wire.protocol import ErrorCode, error_event
+from shared.wire.session_api_models import (
     LIST_LIMIT_MAX,
     TRANSCRIPT_LIMIT_MAX,
     DeviceInfo,
@@ -30,9 +31,7 @@ from shared.flows.session_api_models import (
     SessionDetail,
     SessionList,
     UsageTotals,
-    entry_of,
 )
-from shared.wire.protocol import ErrorCode, error_event
 from shared.wire.session_cursors import BadCursor, CursorSeal
 from shared.wire.wire_formats import is_uuid_v4
 

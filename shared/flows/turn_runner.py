@@ -26,7 +26,7 @@ from shared.core.messages import Message, shrink_window
 from shared.core.model_output import ModelMessage
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
-from shared.core.stream import RunnerClaim
+from shared.core.stream import RunnerClaim, StreamReport, stream_failed, stream_finished
 from shared.core.usage import budget_line, usage_of
 from shared.core.wrapper import ClientTool
 from shared.flows.commit import Committer, ConductorBusy, Metrics
@@ -202,7 +202,7 @@ class TurnRunner:
         try:
             committed = self.committer.apply(
                 task.session_id,
-                lambda fresh: conductor.stream_failed(
+                lambda fresh: stream_failed(
                     fresh,
                     task.stream_id,
                     code,
@@ -347,20 +347,19 @@ class TurnRunner:
 
         def finished(fresh: SessionState) -> conductor.Outcome:
             now = time.time()
-            outcome = conductor.stream_finished(
-                fresh,
+            report = StreamReport(
                 task.stream_id,
                 message,
-                self.settings.core,
-                window_cap=window_cap,
                 claim=run.claim,
                 text=text,
                 now=now,
+                window_cap=window_cap,
                 chars_per_token=ratio,
                 usage=usage_of(message.usage, self.settings.model_id) if message.usage else None,
                 first_partial_at=run.figures.first_partial_at,
                 first_speak_at=run.figures.first_speak_at,
             )
+            outcome = stream_finished(fresh, report, self.settings.core)
             if self.memory is not None and outcome.run_model is None:  # the run's last commit
                 outcome.state = self.memory.announce(outcome.state, run.fitted, run.claim, now)
             return outcome

@@ -169,10 +169,6 @@ def claude_version(model_id: str) -> tuple[str, float] | None:
     return None
 
 
-def is_nova(model_id: str) -> bool:
-    return _NOVA.match(base_model_id(model_id)) is not None
-
-
 def rules_for(model_id: str) -> ModelRules:
     """The rules of the model behind ``model_id``."""
     if version := claude_version(model_id):

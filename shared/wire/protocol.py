@@ -1,4 +1,5 @@
-"""The VoiceIDE event protocol: the envelope, the nine kinds and the extensions, parsing and serialization.
+"""The VoiceIDE event protocol: the envelope, its fifteen kinds (``KINDS``: the base protocol's nine and
+the conductor's six extensions), parsing and serialization.
 
 The wire contract is ``docs/protocol.md``.
 Everything here is camelCase on the wire. Parsing never raises: it returns an ``Event``, an
@@ -12,7 +13,7 @@ import json
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -165,12 +166,12 @@ class Handoff(_Payload):
 
 # Several devices on one session (docs/protocol.md, "Several devices").
 MAX_DEVICES = 4
-VOICE = "voice"  # hears and speaks: tts.speak, barge-in, a spoken yes
-DISPLAY = "display"  # shows the conversation: partials
-TOOLS = "tools"  # runs the tools it declares (none declared: the catalog's IDE tools)
-DEVICE_ROLES = (VOICE, DISPLAY, TOOLS)
-DEFAULT_DEVICE_ID = "app"  # the device of an app that does not say which it is
+VOICE: Final = "voice"  # hears and speaks: tts.speak, barge-in, a spoken yes
+DISPLAY: Final = "display"  # shows the conversation: partials
+TOOLS: Final = "tools"  # runs the tools it declares (none declared: the catalog's IDE tools)
 DeviceRole = Literal["voice", "display", "tools"]
+DEVICE_ROLES: tuple[DeviceRole, ...] = (VOICE, DISPLAY, TOOLS)
+DEFAULT_DEVICE_ID = "app"  # the device of an app that does not say which it is
 
 
 class Device(_Payload):
@@ -386,7 +387,7 @@ Payload = (
 )
 
 #: wire name of each kind -> payload model, exactly as the spec spells them
-KINDS: dict[str, type[_Payload]] = {
+KINDS: dict[str, type[Payload]] = {
     "sessionStart": SessionStart,
     "sessionReady": SessionReady,
     "userAudioTranscriptPartial": UserAudioTranscriptPartial,
@@ -403,7 +404,7 @@ KINDS: dict[str, type[_Payload]] = {
     "confirmChange": ConfirmChange,
     "error": ErrorPayload,
 }
-KIND_NAMES: dict[type[_Payload], str] = {model: name for name, model in KINDS.items()}
+KIND_NAMES: dict[type[Payload], str] = {model: name for name, model in KINDS.items()}
 
 
 def now_timestamp() -> str:
@@ -464,7 +465,7 @@ def _payload_wire(payload: _Payload) -> dict[str, Any]:
     return {key: value for key, value in wire.items() if value is not None or key not in _OMITTED_WHEN_NONE}
 
 
-def make_event(payload: _Payload, *, seq: int | None = None, event_id: uuid.UUID | None = None) -> Event:
+def make_event(payload: Payload, *, seq: int | None = None, event_id: uuid.UUID | None = None) -> Event:
     """A fresh event (new UUID, current timestamp) carrying ``payload``."""
     return Event(
         id=event_id or uuid.uuid4(),

@@ -22,7 +22,7 @@ def test_every_package_is_read() -> None:
     graph = read_graph()
     for package in PACKAGES:
         assert any(module.split(".")[0] == package for module in graph.internal), package
-    assert "shared.flows.service" in graph.internal["lambdas.message"] or any(
+    assert "shared.flows.conductor_service" in graph.internal["lambdas.message"] or any(
         target.startswith("shared.flows") for target in graph.internal["lambdas.message"]
     )
 

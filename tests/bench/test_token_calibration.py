@@ -56,8 +56,9 @@ def test_the_cache_minimum_is_given_in_the_endpoints_estimates() -> None:
 
 def test_the_ratio_was_recorded_on_a_prompt_and_tool_spec_of_todays_size() -> None:
     """Re-record (ctok, benchmarks/token_calibration.py) when the prompt or the catalog grows or shrinks much."""
+    from shared.core.tool_catalog import default_catalog
     from shared.core.wrapper import wrapper_tool_spec
-    from shared.flows.config import DEFAULT_SYSTEM_PROMPT, default_catalog
+    from shared.flows.config import DEFAULT_SYSTEM_PROMPT
 
     spec = json.dumps(wrapper_tool_spec(default_catalog()), separators=(",", ":"))
     tolerance = calibration.RECORDED_SIZE_TOLERANCE

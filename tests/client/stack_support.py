@@ -7,7 +7,7 @@ import asyncio
 from conductor_local.stack import LocalStack
 from shared.wire.protocol import SessionStart
 from tests.e2e.conftest import event_processed
-from voiceide_client import ConductorClient
+from voiceide_client.conversation.client import ConductorClient
 
 
 async def session_started(stack: LocalStack, client: ConductorClient, timeout: float = 5.0) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from conductor_local.stack import LocalStack
-from voiceide_client import ConductorClient, ToolRouter
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.tools.router import ToolRouter
 
 from .fake_conductor import async_test
 from .stack_support import session_started

@@ -6,7 +6,9 @@ import asyncio
 import json
 
 from shared.wire.protocol import ErrorCode, ErrorPayload, ToolResult
-from voiceide_client import ConductorClient, HeldSpeaker, ToolRouter
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.tools.router import ToolRouter
+from voiceide_client.voice.speaker import HeldSpeaker
 
 from .fake_conductor import FakeConductor, async_test, standard_turn
 

@@ -18,8 +18,13 @@ from shared.wire.protocol import (
     AssistantUIPatch,
     ToolResult,
 )
-from voiceide_client import ConductorClient, PatchError, ToolRouter, TranscriptRenderer, UIModel, cli
-from voiceide_client.live_render import LiveTranscriptRenderer
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_OK
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.rendering.live import LiveTranscriptRenderer
+from voiceide_client.rendering.transcript import TranscriptRenderer
+from voiceide_client.rendering.ui_model import PatchError, UIModel
+from voiceide_client.tools.router import ToolRouter
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak
 from .terminal import Screen
@@ -215,7 +220,7 @@ async def test_the_cli_shows_cards_and_states_in_its_plain_lines(
     async with FakeConductor(turn) as fake:
         code = await cli.run(["--url", fake.url, "--script", str(script)], stdout=out, stderr=out)
 
-    assert code == cli.EXIT_OK, out.getvalue()
+    assert code == EXIT_OK, out.getvalue()
     assert out.getvalue().splitlines() == [
         "you: show me the guard",
         "[state] thinking",

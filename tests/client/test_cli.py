@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from shared.wire.protocol import AssistantSpeechPartial, ErrorCode
-from voiceide_client import cli
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_OK, EXIT_TURN_TIMEOUT, EXIT_UNREACHABLE
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak, standard_turn
 from .test_connect import unused_port
@@ -48,7 +49,7 @@ async def test_script_mode_prints_the_conversation(tmp_path: Path) -> None:
         argv += ["--workspace", str(tmp_path)]
         code = await cli.run(argv, stdout=out, stderr=err)
 
-    assert code == cli.EXIT_OK, err.getvalue()
+    assert code == EXIT_OK, err.getvalue()
     assert fake.sessions[session_id].transcripts() == ["hello", "open the readme"]
     lines = out.getvalue().splitlines()
     assert lines[:5] == [
@@ -72,7 +73,7 @@ async def test_script_turn_timeout_exits_non_zero(tmp_path: Path) -> None:
     async with FakeConductor(silent) as fake:
         argv = ["--url", fake.url, "--script", str(_script(tmp_path, "hi\nnever sent\n")), "--timeout", "0.3"]
         code = await cli.run(argv, stdout=io.StringIO(), stderr=err)
-    assert code == cli.EXIT_TURN_TIMEOUT
+    assert code == EXIT_TURN_TIMEOUT
     assert "did not finish within 0.3 s" in err.getvalue()
     assert next(iter(fake.sessions.values())).transcripts() == ["hi"]
 
@@ -82,7 +83,7 @@ async def test_unreachable_conductor_exits_non_zero(tmp_path: Path) -> None:
     out, err = io.StringIO(), io.StringIO()
     url = f"ws://127.0.0.1:{unused_port()}/"
     argv = ["--url", url, "--script", str(_script(tmp_path, "hi\n"))]
-    assert await cli.run(argv, stdout=out, stderr=err, backoff=[0.01] * 5) == cli.EXIT_UNREACHABLE
+    assert await cli.run(argv, stdout=out, stderr=err, backoff=[0.01] * 5) == EXIT_UNREACHABLE
     assert out.getvalue() == ""  # said once, on stderr, by the last line
     lines = err.getvalue().splitlines()
     assert len(lines) == 6, lines
@@ -117,7 +118,7 @@ async def test_barge_in_after_n_partials(tmp_path: Path) -> None:
         code = await cli.run(argv, stdout=out, stderr=io.StringIO())
         session = next(iter(fake.sessions.values()))
 
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     assert interrupted_early == [False]
     assert [e.code for e in session.errors()] == [ErrorCode.AUDIO_OUTPUT_INTERRUPTED]
     assert "[barge-in] cut before a word was heard" in out.getvalue().splitlines()
@@ -139,7 +140,7 @@ async def test_interactive_mode_reads_transcripts_and_the_barge_in_key() -> None
         session = next(iter(fake.sessions.values()))
         await fake.wait_until(lambda: len(session.results()) == 6)
 
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     assert session.transcripts() == ["hello", "bye"]
     assert [e.code for e in session.errors()] == [ErrorCode.AUDIO_OUTPUT_INTERRUPTED]
     assert out.getvalue() == ""  # --quiet

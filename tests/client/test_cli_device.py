@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from shared.wire.protocol import Device
-from voiceide_client import cli
-from voiceide_client.terminal_device import ID_FILE, device_id, device_name, parse_roles
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_OK, EXIT_USAGE
+from voiceide_client.command_line.device import ID_FILE, device_id, device_name, parse_roles
 
 from .fake_conductor import FakeConductor, async_test, standard_turn
 
@@ -26,7 +27,7 @@ async def _device_of_a_run(argv: list[str]) -> Device | None:
     """The ``device`` of the sessionStart of one run of the client saying one line."""
     async with FakeConductor(standard_turn("Hi.")) as fake:
         code = await cli.run(["--url", fake.url, *argv], stdin=io.StringIO("hello\n"), stdout=io.StringIO())
-        assert code == cli.EXIT_OK
+        assert code == EXIT_OK
         (connection,) = fake.connections
         start = connection.session_start
         assert start is not None
@@ -74,7 +75,7 @@ def test_a_bad_role_or_name_is_one_line_and_exit_2(argv: list[str], said: str) -
 
     with contextlib.redirect_stderr(err):
         code = asyncio.run(run())
-    assert code == cli.EXIT_USAGE
+    assert code == EXIT_USAGE
     lines = err.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith("voiceide-client: ") and said in lines[0], lines
 

@@ -11,7 +11,10 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
 from shared.wire.protocol import ErrorCode, SessionStart, ToolResult, UserAudioTranscriptFinal, parse_event
-from voiceide_client import ConductorClient, TranscriptTooLarge, cli, scaled_backoff
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_USAGE
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.conversation.client import ConductorClient, TranscriptTooLarge
 
 from .fake_conductor import FakeConductor, async_test, standard_turn
 
@@ -35,7 +38,7 @@ async def test_a_180_kb_line_is_refused_in_one_line_and_the_script_goes_on(tmp_p
         session = next(iter(fake.sessions.values()))
         frames = [frame for connection in fake.connections for frame in connection.frames]
 
-    assert code == cli.EXIT_USAGE
+    assert code == EXIT_USAGE
     assert session.transcripts() == ["short one"] and len(fake.connections) == 1
     assert max(len(frame) for frame in frames) < 1000  # not a partial of it either
     lines = err.getvalue().splitlines()

@@ -20,8 +20,9 @@ from shared.wire.protocol import (
     ToolProgress,
     make_event,
 )
-from voiceide_client import cli
-from voiceide_client.live_render import LiveTranscriptRenderer
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_OK
+from voiceide_client.rendering.live import LiveTranscriptRenderer
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak
 
@@ -60,7 +61,7 @@ async def test_other_devices_and_their_progress_are_one_line_each_and_escapes_ne
         argv = ["--url", fake.url, "--roles", "voice,display"]
         code = await cli.run(argv, stdin=io.StringIO("build it\n"), stdout=out, stderr=io.StringIO())
 
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     lines = out.getvalue().splitlines()
     assert lines == [
         "you: build it",
@@ -122,7 +123,7 @@ async def test_a_change_card_after_its_question_is_shown_and_the_conductors_read
         session = next(iter(fake.sessions.values()))
         await fake.wait_until(lambda: "conductor-preview-1" not in session.pending)
 
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     printed = out.getvalue()
     assert "[card] Replace line 1 of main.swift\n    -old\n    +new\n" in printed
     assert "editor.readFile" not in printed and '"text"' not in printed  # the card shows the read

@@ -13,7 +13,10 @@ from typing import TextIO
 import pytest
 
 from shared.wire.protocol import ErrorCode, ErrorPayload
-from voiceide_client import ConductorClient, Link, cli, scaled_backoff
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_SERVER_ERROR
+from voiceide_client.connection.link import Link, scaled_backoff
+from voiceide_client.conversation.client import ConductorClient
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak
 
@@ -73,7 +76,7 @@ async def test_a_client_taken_over_says_so_once_and_ends_without_ctrl_d() -> Non
         typed.close()
         stdin.close()
 
-    assert code == cli.EXIT_SERVER_ERROR
+    assert code == EXIT_SERVER_ERROR
     assert connections == 1  # never reconnected
     printed = out.getvalue().splitlines() + err.getvalue().splitlines()
     assert printed.count(TAKEN_OVER_LINE) == 1
@@ -120,7 +123,7 @@ async def test_a_refused_fifth_device_says_one_line_and_stops_with_no_ready_line
         typed.close()
         stdin.close()
 
-    assert code == cli.EXIT_SERVER_ERROR
+    assert code == EXIT_SERVER_ERROR
     assert connections == 1
     printed = out.getvalue().splitlines() + err.getvalue().splitlines()
     assert printed == [REFUSED_LINE]  # no "type what you would say", no error line besides it

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from shared.wire.protocol import TurnUsage
-from voiceide_client import cli
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_OK
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak
 
@@ -64,7 +65,7 @@ async def test_each_usage_line_comes_before_the_next_request(
         else:
             code = await cli.run([*argv, "--script", str(script)], stdout=out, stderr=io.StringIO())
 
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     lines = [line for line in out.getvalue().splitlines() if line.startswith(("you:", "[usage]"))]
     assert lines == [
         "you: first",
@@ -89,5 +90,5 @@ async def test_a_conductor_that_sends_no_usage_holds_each_line_at_most_the_grace
         argv = ["--url", fake.url, "--usage", "--script", str(script), "--timeout", "20"]
         code = await asyncio.wait_for(cli.run(argv, stdout=out, stderr=io.StringIO()), 8)
         session = next(iter(fake.sessions.values()))
-    assert code == cli.EXIT_OK and session.transcripts() == ["first", "second"]
+    assert code == EXIT_OK and session.transcripts() == ["first", "second"]
     assert "[usage]" not in out.getvalue()

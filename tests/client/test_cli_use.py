@@ -17,8 +17,18 @@ from websockets.http11 import Request, Response
 
 from conductor_local.cli import client_command
 from shared.wire.protocol import ErrorPayload
-from voiceide_client import ConductorClient, cli, scaled_backoff
-from voiceide_client.local_stub import OFFLINE_REPLY
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import (
+    EXIT_CODES,
+    EXIT_OK,
+    EXIT_SERVER_ERROR,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    build_parser,
+)
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.connection.local_stub import OFFLINE_REPLY
+from voiceide_client.conversation.client import ConductorClient
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak, standard_turn
 from .test_connect import unused_port
@@ -95,7 +105,7 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(argv: list[str], expected: 
         stdin=subprocess.DEVNULL,
         check=False,
     )
-    assert result.returncode == cli.EXIT_USAGE == 2
+    assert result.returncode == EXIT_USAGE == 2
     assert result.stdout == ""
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
@@ -104,8 +114,8 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(argv: list[str], expected: 
 
 
 def test_help_documents_every_exit_code() -> None:
-    text = cli.build_parser().format_help()
-    for code, meaning in cli.EXIT_CODES.items():
+    text = build_parser().format_help()
+    for code, meaning in EXIT_CODES.items():
         assert f"  {code}  {meaning}" in text
 
 
@@ -121,7 +131,7 @@ async def test_the_first_connection_is_retried_until_the_conductor_comes_up(tmp_
         fake.turn = standard_turn("Up now.")
         code = await asyncio.wait_for(run, 10)
 
-    assert code == cli.EXIT_OK, err.getvalue()
+    assert code == EXIT_OK, err.getvalue()
     notices = err.getvalue().splitlines()
     assert notices[0] == (
         f"conductor not reachable at ws://127.0.0.1:{port}: nothing is listening (connection refused); "
@@ -139,7 +149,7 @@ async def test_a_refused_handshake_is_not_retried_and_shows_the_servers_reason(t
         code = await cli.run(argv, stdout=io.StringIO(), stderr=err, backoff=FAST)
         handshakes = fake.handshakes
 
-    assert code == cli.EXIT_UNREACHABLE
+    assert code == EXIT_UNREACHABLE
     assert handshakes == 1
     lines = err.getvalue().splitlines()
     assert lines[-1].startswith(
@@ -163,7 +173,7 @@ async def test_a_turn_that_ends_in_a_server_error_exits_5_and_quiet_still_prints
         code = await cli.run(argv, stdout=out, stderr=err, backoff=FAST)
         session = next(iter(fake.sessions.values()))
 
-    assert code == cli.EXIT_SERVER_ERROR == 5
+    assert code == EXIT_SERVER_ERROR == 5
     assert session.transcripts() == ["hello", "again", "bye"]  # the script goes on
     assert out.getvalue() == ""
     assert err.getvalue().splitlines() == [
@@ -211,7 +221,7 @@ async def test_the_cli_says_when_the_offline_stub_takes_over() -> None:
         typed.close()
         code = await asyncio.wait_for(client_run, 10)
 
-    assert code == cli.EXIT_UNREACHABLE
+    assert code == EXIT_UNREACHABLE
     notices = err.getvalue().splitlines()
     assert notices[0] == "connection to the conductor lost; reconnecting in 0.01 s (1/5)"
     assert "conductor unreachable after 5 attempts: the offline stub answers from now on" in notices

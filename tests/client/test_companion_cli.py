@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from shared.wire.protocol import ErrorCode, ErrorPayload
-from voiceide_client import cli
-from voiceide_client.companion import TAKEN_OVER, Companion
-from voiceide_client.companion_device import companion_device
-from voiceide_client.connection import scaled_backoff
+from voiceide_client.command_line import cli
+from voiceide_client.companion.device import companion_device
+from voiceide_client.companion.session import TAKEN_OVER, Companion
+from voiceide_client.connection.link import scaled_backoff
 
 from .fake_conductor import FakeConductor, async_test
 

@@ -22,14 +22,14 @@ from shared.wire.protocol import (
     ToolResult,
     make_event,
 )
-from voiceide_client.companion import Companion
-from voiceide_client.companion_command import run_command
-from voiceide_client.companion_device import companion_device
-from voiceide_client.companion_display import CompanionDisplay
-from voiceide_client.connection import scaled_backoff
-from voiceide_client.live_render import LiveTranscriptRenderer
-from voiceide_client.render import TranscriptRenderer
-from voiceide_client.terminal_text import printable, printable_data
+from voiceide_client.companion.command import run_command
+from voiceide_client.companion.device import companion_device
+from voiceide_client.companion.display import CompanionDisplay
+from voiceide_client.companion.session import Companion
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.rendering.live import LiveTranscriptRenderer
+from voiceide_client.rendering.terminal_text import printable, printable_data
+from voiceide_client.rendering.transcript import TranscriptRenderer
 
 from .fake_conductor import FakeConductor, async_test
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from shared.wire.protocol import ToolCall, ToolResult
-from voiceide_client.companion_journal import CallJournal, Interrupted
+from voiceide_client.companion.journal import CallJournal, Interrupted
 
 SESSION = "0b5f6f64-8c43-4c0e-9a64-9d0c2f6e2a11"
 OTHER = "5d0e2b1c-3f4a-4b6c-8d7e-9f0a1b2c3d4e"

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from voiceide_client.companion_workspace import CompanionWorkspace
-from voiceide_client.tools import ToolError
+from voiceide_client.companion.workspace import CompanionWorkspace
+from voiceide_client.tools.router import ToolError
 
 BIG = 64 * 1024 * 1024
 BOUND = 12 * 1024 * 1024

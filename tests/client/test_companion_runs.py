@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from shared.wire.protocol import ToolCall
-from voiceide_client.companion_calls import CompanionRouter
-from voiceide_client.companion_command import run_command
-from voiceide_client.companion_workspace import CompanionWorkspace
-from voiceide_client.project_file import ProjectFileError, load_project_file
-from voiceide_client.tools import ToolError
+from voiceide_client.companion.calls import CompanionRouter
+from voiceide_client.companion.command import run_command
+from voiceide_client.companion.project_file import ProjectFileError, load_project_file
+from voiceide_client.companion.workspace import CompanionWorkspace
+from voiceide_client.tools.router import ToolError
 
 from .fake_conductor import async_test
 

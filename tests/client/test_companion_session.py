@@ -26,13 +26,13 @@ from shared.wire.protocol import (
     ToolResult,
     make_event,
 )
-from voiceide_client import cli
-from voiceide_client.companion import REFUSED, Companion
-from voiceide_client.companion_cli import latest_session
-from voiceide_client.companion_device import companion_device, device_id, device_name
-from voiceide_client.companion_display import CompanionDisplay
-from voiceide_client.connection import scaled_backoff
-from voiceide_client.render import TranscriptRenderer
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.companion import latest_session
+from voiceide_client.companion.device import companion_device, device_id, device_name
+from voiceide_client.companion.display import CompanionDisplay
+from voiceide_client.companion.session import REFUSED, Companion
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.rendering.transcript import TranscriptRenderer
 
 from .fake_conductor import FakeConductor, FakeSession, async_test
 

@@ -19,9 +19,9 @@ import pytest
 
 from conductor_local.stack import LocalStack
 from shared.wire.protocol import AssistantSpeechFinal, SessionStart, ToolResult
-from voiceide_client.companion import Companion
-from voiceide_client.companion_device import companion_device
-from voiceide_client.connection import scaled_backoff
+from voiceide_client.companion.device import companion_device
+from voiceide_client.companion.session import Companion
+from voiceide_client.connection.link import scaled_backoff
 
 from .fake_conductor import async_test
 from .stack_support import session_started

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from voiceide_client.companion_edit import LineRange, replace_lines
-from voiceide_client.companion_workspace import CompanionWorkspace
-from voiceide_client.tools import ToolError
-from voiceide_client.workspace_tools import Workspace
+from voiceide_client.companion.edit import LineRange, replace_lines
+from voiceide_client.companion.workspace import CompanionWorkspace
+from voiceide_client.tools.router import ToolError
+from voiceide_client.tools.workspace import Workspace
 
 MAIN = "import UIKit\n// TODO: wire the view\nprint(1)\n"
 

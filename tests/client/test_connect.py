@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 from shared.wire.protocol import ErrorCode, Event, SessionStart
-from voiceide_client import ConductorClient, ConductorUnavailable, session_url
+from voiceide_client.connection.link import ConductorUnavailable, session_url
+from voiceide_client.conversation.client import ConductorClient
 
 from .fake_conductor import FakeConductor, async_test
 

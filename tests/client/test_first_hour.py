@@ -20,11 +20,11 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from shared.wire.protocol import ErrorCode, ErrorPayload
-from voiceide_client import cli
-from voiceide_client.cli_args import DEFAULT_PACE
-from voiceide_client.recognizer import send_transcript, speaking_time
-from voiceide_client.sessions_cli import run_sessions
-from voiceide_client.sign_in import CognitoSignIn, SignInError
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import DEFAULT_PACE, EXIT_OK, EXIT_SERVER_ERROR, EXIT_SIGN_IN_FAILED
+from voiceide_client.command_line.sessions import run_sessions
+from voiceide_client.connection.sign_in import CognitoSignIn, SignInError
+from voiceide_client.voice.recognizer import send_transcript, speaking_time
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak, standard_turn
 
@@ -68,7 +68,7 @@ async def test_a_refused_transcript_ends_the_scripts_turn_at_once_with_exit_5_an
         took = time.monotonic() - started
         session = next(iter(fake.sessions.values()))
 
-    assert code == cli.EXIT_SERVER_ERROR
+    assert code == EXIT_SERVER_ERROR
     assert took < 5  # not the 30 s --timeout
     assert session.transcripts() == [long_line, "short one"]  # the script went on
     lines = out.getvalue().splitlines() + err.getvalue().splitlines()
@@ -142,7 +142,7 @@ async def test_a_line_typed_during_a_long_answer_interrupts_it() -> None:
         code = await asyncio.wait_for(run, 5)
     stdin.close()
 
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     assert session.transcripts() == ["tell me a story", "something else"]
     barge_ins = [e for e in session.errors() if e.code == ErrorCode.AUDIO_OUTPUT_INTERRUPTED]
     assert len(barge_ins) == 1 and barge_ins[0].heard_text.startswith("word0")
@@ -160,7 +160,7 @@ async def test_bang_with_nothing_to_interrupt_sends_nothing_and_says_so() -> Non
         code = await cli.run(["--url", fake.url], stdin=stdin, stdout=out, stderr=io.StringIO(), backoff=FAST)
         session = next(iter(fake.sessions.values()))
 
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     assert session.errors() == []
     lines = out.getvalue().splitlines()
     assert "[barge-in]" not in " ".join(lines)
@@ -184,7 +184,7 @@ async def test_bang_during_an_answer_shows_what_was_heard() -> None:
         code = await asyncio.wait_for(run, 5)
     stdin.close()
 
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     cut = next(line for line in out.getvalue().splitlines() if line.startswith("[barge-in]"))
     assert cut.startswith('[barge-in] cut after "one two') and "twelve" not in cut
 
@@ -205,7 +205,7 @@ async def test_a_401_handshake_exits_with_the_sign_in_code_and_says_it_once(tmp_
         argv = ["--url", fake.url, "--script", str(_script(tmp_path, "hi\n"))]
         code = await cli.run(argv, stdout=out, stderr=err, backoff=FAST)
 
-    assert code == cli.EXIT_SIGN_IN_FAILED == 4
+    assert code == EXIT_SIGN_IN_FAILED == 4
     said = out.getvalue().splitlines() + err.getvalue().splitlines()
     refused = [line for line in said if "HTTP 401" in line]
     assert len(refused) == 1, said
@@ -236,9 +236,9 @@ class PagedApi:
 
 @async_test
 async def test_the_more_line_of_sessions_list_runs_as_printed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from voiceide_client import sessions_cli
+    from voiceide_client.command_line import sessions
 
-    monkeypatch.setattr(sessions_cli, "api_for", lambda args, parser, sign_in: PagedApi())
+    monkeypatch.setattr(sessions, "api_for", lambda args, parser, sign_in: PagedApi())
     out = io.StringIO()
     argv = ["list", "--url", "ws://127.0.0.1:8080/", "--status", "idle", "--limit", "5"]
     code = await run_sessions(argv, stdin=io.StringIO(), stdout=out, stderr=io.StringIO())

@@ -13,8 +13,8 @@ import pytest
 
 from conductor_local.gateway.server import LocalApiGateway, RouteHandlers
 from shared.wire.protocol import Event, ToolCall, ToolResult, make_event, parse_event
-from voiceide_client import ConductorClient
-from voiceide_client.client import MAX_FRAME_BYTES, frames_of
+from voiceide_client.connection.link import MAX_FRAME_BYTES, frames_of
+from voiceide_client.conversation.client import ConductorClient
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, standard_turn
 

@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 from shared.wire.protocol import MAX_HEARD_TEXT, Handoff, HandoffTurn, SessionStart
-from voiceide_client import ConductorClient, PrintSpeaker, ToolRouter, cli, scaled_backoff
-from voiceide_client.speech import Playback
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_OK, EXIT_USAGE
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.tools.router import ToolRouter
+from voiceide_client.voice.speaker import Playback, PrintSpeaker
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak_sentences, standard_turn
 from .word_speaker import WordSpeaker
@@ -193,7 +197,7 @@ async def test_the_cli_sends_the_handoff_file(tmp_path: Path, monkeypatch: pytes
         code = await cli.run(
             ["--url", fake.url, "--script", str(script), "--handoff", str(handoff)], stdout=out, stderr=out
         )
-    assert code == cli.EXIT_OK, out.getvalue()
+    assert code == EXIT_OK, out.getvalue()
     assert json.loads(fake.connections[0].frames[0])["kind"]["sessionStart"]["handoff"] == HANDOFF
 
 
@@ -216,7 +220,7 @@ def test_a_bad_handoff_file_is_one_error_line_and_exit_code_2(
         path.write_text(content, encoding="utf-8")
     with pytest.raises(SystemExit) as exited:
         asyncio.run(cli.run(["--url", "ws://127.0.0.1:1/", "--handoff", str(path)]))
-    assert exited.value.code == cli.EXIT_USAGE
+    assert exited.value.code == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("voiceide-client: --handoff: ") and problem in err, err
     assert "Traceback" not in err

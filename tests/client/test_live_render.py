@@ -23,9 +23,9 @@ from shared.wire.protocol import (
     UserAudioTranscriptFinal,
     make_event,
 )
-from voiceide_client.live_render import LiveTranscriptRenderer
-from voiceide_client.render import TranscriptRenderer
-from voiceide_client.renderer_choice import transcript_renderer
+from voiceide_client.rendering.choice import transcript_renderer
+from voiceide_client.rendering.live import LiveTranscriptRenderer
+from voiceide_client.rendering.transcript import TranscriptRenderer
 
 from .fake_conductor import FakeConductor, async_test, standard_turn
 from .terminal import Screen

@@ -14,10 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.wire.protocol import Event, SessionStart, UserAudioTranscriptFinal, UserAudioTranscriptPartial
-from voiceide_client import ConductorClient, RecognizerPace, cli, cli_args, scaled_backoff
-from voiceide_client.cli_args import DEFAULT_PACE, build_parser, recognizer_pace
-from voiceide_client.local_stub import OFFLINE_REPLY
-from voiceide_client.recognizer import cumulative_partials, send_transcript, speaking_time
+from voiceide_client.command_line import arguments, cli
+from voiceide_client.command_line.arguments import DEFAULT_PACE, EXIT_OK, EXIT_USAGE, build_parser, recognizer_pace
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.connection.local_stub import OFFLINE_REPLY
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.voice.recognizer import RecognizerPace, cumulative_partials, send_transcript, speaking_time
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, standard_turn
 
@@ -305,7 +307,7 @@ def test_a_bad_partials_option_is_a_usage_error(
 ) -> None:
     with pytest.raises(SystemExit) as exited:
         _parse(*options)
-    assert exited.value.code == cli.EXIT_USAGE
+    assert exited.value.code == EXIT_USAGE
     message = capsys.readouterr().err
     assert message.startswith("voiceide-client: ") and says in message
     assert message.count("\n") == 1
@@ -332,7 +334,7 @@ def test_a_bad_partials_spec_exits_with_the_usage_code() -> None:
     err = io.StringIO()
     with pytest.raises(SystemExit) as exited:
         asyncio.run(cli.run(["--url", "ws://127.0.0.1:1/", "--partials", "200"], stderr=err))
-    assert exited.value.code == cli.EXIT_USAGE == 2
+    assert exited.value.code == EXIT_USAGE == 2
 
 
 @async_test
@@ -346,7 +348,7 @@ async def test_a_script_with_partials_sends_each_line_as_speech(tmp_path: Path) 
         code = await cli.run(argv, stdout=out, stderr=io.StringIO())
         session = fake.sessions[session_id]
 
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     assert _user_speech(session) == [
         ("userAudioTranscriptPartial", "hello"),
         ("userAudioTranscriptPartial", "hello there"),
@@ -367,7 +369,7 @@ async def test_a_script_sends_finals_only_by_default(tmp_path: Path) -> None:
         code = await cli.run(["--url", fake.url, "--script", str(script)], stdout=io.StringIO(), stderr=io.StringIO())
         session = next(iter(fake.sessions.values()))
 
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     assert _user_speech(session) == [("userAudioTranscriptFinal", "hello there")]
 
 
@@ -375,14 +377,14 @@ async def test_a_script_sends_finals_only_by_default(tmp_path: Path) -> None:
 async def test_typing_on_a_terminal_sends_partials_and_no_partials_turns_them_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(cli_args, "DEFAULT_PACE", TINY)  # the terminal's default pace, made quick
+    monkeypatch.setattr(arguments, "DEFAULT_PACE", TINY)  # the terminal's default pace, made quick
     speech: dict[str, list[tuple[str, str]]] = {}
     async with FakeConductor(standard_turn("Okay.")) as fake:
         for options in ([], ["--no-partials"]):
             session_id = str(uuid.uuid4())
             argv = ["--url", fake.url, "--session", session_id, "--quiet", *options]
             code = await cli.run(argv, stdin=_Terminal("open the file\n"), stdout=io.StringIO(), stderr=io.StringIO())
-            assert code == cli.EXIT_OK
+            assert code == EXIT_OK
             speech[" ".join(options)] = _user_speech(fake.sessions[session_id])
             starts = [e for _, e in fake.sessions[session_id].received if isinstance(e.payload, SessionStart)]
             assert len(starts) == 1

@@ -8,15 +8,11 @@ from typing import Any
 from websockets.exceptions import ConnectionClosedError
 
 from shared.wire.protocol import ErrorCode, UserAudioTranscriptFinal
-from voiceide_client import (
-    DEFAULT_BACKOFF,
-    OFFLINE_REPLY,
-    ConductorClient,
-    Link,
-    SilentSpeaker,
-    ToolRouter,
-    scaled_backoff,
-)
+from voiceide_client.connection.link import DEFAULT_BACKOFF, Link, scaled_backoff
+from voiceide_client.connection.local_stub import OFFLINE_REPLY
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.tools.router import ToolRouter
+from voiceide_client.voice.speaker import SilentSpeaker
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak, standard_turn
 

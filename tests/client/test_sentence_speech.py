@@ -23,10 +23,14 @@ from shared.wire.protocol import (
     ToolResult,
     make_event,
 )
-from voiceide_client import ConductorClient, PrintSpeaker, Speaker, ToolRouter, cli
-from voiceide_client.cli import RendererLines
-from voiceide_client.client import DEFAULT_CAPABILITIES
-from voiceide_client.live_render import LiveTranscriptRenderer
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_OK
+from voiceide_client.command_line.cli import RendererLines
+from voiceide_client.conversation.capabilities import DEFAULT_CAPABILITIES
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.rendering.live import LiveTranscriptRenderer
+from voiceide_client.tools.router import ToolRouter
+from voiceide_client.voice.speaker import PrintSpeaker, Speaker
 
 from .fake_conductor import (
     Changes,
@@ -128,7 +132,7 @@ async def test_the_cli_announces_sentence_speech_unless_told_not_to(
         for flags in ([], ["--no-sentence-speech"]):
             out = io.StringIO()
             code = await cli.run(["--url", fake.url, "--script", str(script), *flags], stdout=out, stderr=out)
-            assert code == cli.EXIT_OK, out.getvalue()
+            assert code == EXIT_OK, out.getvalue()
             session = fake.sessions[list(fake.sessions)[-1]]
             announced[" ".join(flags)] = session.capabilities
     assert announced == {
@@ -237,7 +241,7 @@ async def test_the_transcript_shows_each_answer_once_and_each_sentence_is_spoken
             out = io.StringIO()
             flags = [] if sentence_speech else ["--no-sentence-speech"]
             code = await cli.run(["--url", fake.url, "--script", str(script), *flags], stdout=out, stderr=out)
-            assert code == cli.EXIT_OK, out.getvalue()
+            assert code == EXIT_OK, out.getvalue()
             outputs[sentence_speech] = out.getvalue().splitlines()
 
     for sentence_speech, lines in outputs.items():

@@ -12,8 +12,12 @@ import pytest
 
 from conductor_local.stack import LocalStack
 from shared.wire.protocol import SENTENCE_SPEECH, AssistantSpeechFinal, ErrorPayload, Event, ToolCall, ToolResult
-from voiceide_client import ConductorClient, PrintSpeaker, SilentSpeaker, ToolRouter, TranscriptRenderer, TurnResult
-from voiceide_client.cli import RendererLines
+from voiceide_client.command_line.cli import RendererLines
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.conversation.turn import TurnResult
+from voiceide_client.rendering.transcript import TranscriptRenderer
+from voiceide_client.tools.router import ToolRouter
+from voiceide_client.voice.speaker import PrintSpeaker, SilentSpeaker
 
 from .fake_conductor import async_test
 from .stack_support import session_started

@@ -19,9 +19,16 @@ from typing import Any
 import pytest
 
 from shared.wire.protocol import ErrorCode, ErrorPayload
-from voiceide_client import ConductorClient, Link, cli, scaled_backoff
-from voiceide_client.sessions_api import SessionsApi, SessionsApiError, normalize_sessions_url, sessions_url_for
-from voiceide_client.sessions_cli import entry_line
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.sessions import entry_line
+from voiceide_client.connection.link import Link, scaled_backoff
+from voiceide_client.connection.sessions_api import (
+    SessionsApi,
+    SessionsApiError,
+    normalize_sessions_url,
+    sessions_url_for,
+)
+from voiceide_client.conversation.client import ConductorClient
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, standard_turn
 

@@ -22,8 +22,11 @@ import pytest
 from conductor_local.cognito.user_pool import LocalUserPool, add_user, create_user_pool
 from conductor_local.dynamodb.server import LocalMotoServer
 from shared.wire.protocol import ErrorCode
-from voiceide_client import ConductorClient, cli, scaled_backoff
-from voiceide_client.sign_in import CognitoSignIn, SignInError, token_expiry
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_OK, EXIT_SIGN_IN_FAILED, SIGN_IN_ENV
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.connection.sign_in import CognitoSignIn, SignInError, token_expiry
+from voiceide_client.conversation.client import ConductorClient
 
 from .fake_conductor import FakeConductor, async_test
 from .test_connect import unused_port
@@ -236,7 +239,7 @@ async def test_the_cli_signs_in_and_never_shows_the_token(
         argv = ["--url", fake.url, "--script", str(script), "--timeout", "5", *_sign_in_args(pool)]
         code = await cli.run(argv, stdout=out, stderr=err)
 
-    assert code == cli.EXIT_OK, err.getvalue()
+    assert code == EXIT_OK, err.getvalue()
     header = _authorization(fake, 0)
     assert header is not None and header.startswith("Bearer ")
     token = header.removeprefix("Bearer ")
@@ -256,14 +259,14 @@ async def test_the_cli_takes_the_sign_in_options_from_the_environment(
         ("cognito_endpoint", pool.endpoint),
         ("region", REGION),
     ):
-        monkeypatch.setenv(cli.SIGN_IN_ENV[option], value)
+        monkeypatch.setenv(SIGN_IN_ENV[option], value)
     script = tmp_path / "script.txt"
     script.write_text("hello\n", encoding="utf-8")
     err = io.StringIO()
     async with FakeConductor() as fake:
         code = await cli.run(["--url", fake.url, "--script", str(script), "--quiet"], stderr=err)
 
-    assert code == cli.EXIT_OK, err.getvalue()
+    assert code == EXIT_OK, err.getvalue()
     header = _authorization(fake, 0)
     assert header is not None and _claims(header.removeprefix("Bearer "))["aud"] == pool.client_id
 
@@ -277,7 +280,7 @@ async def test_a_second_user_signs_in_as_themselves(pool: LocalUserPool, tmp_pat
         argv = ["--url", fake.url, "--script", str(script), "--quiet", *_sign_in_args(pool)]
         argv[argv.index("--username") + 1] = "ada"
         argv[argv.index("--password") + 1] = "Second-user-1"
-        assert await cli.run(argv) == cli.EXIT_OK
+        assert await cli.run(argv) == EXIT_OK
 
     header = _authorization(fake, 0)
     assert header is not None
@@ -300,7 +303,7 @@ async def test_a_wrong_password_exits_with_one_clear_line_and_no_traceback(pool:
         )
         stdout, stderr = await asyncio.wait_for(proc.communicate(), 8)
 
-    assert proc.returncode == cli.EXIT_SIGN_IN_FAILED
+    assert proc.returncode == EXIT_SIGN_IN_FAILED
     assert stdout == b""
     assert stderr.decode().splitlines() == [
         "voiceide-client: sign-in refused for 'dev': incorrect username or password"
@@ -317,7 +320,7 @@ async def test_a_wrong_password_exits_with_one_clear_line_and_no_traceback(pool:
     ],
 )
 def test_incomplete_sign_in_options_are_a_usage_error(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in cli.SIGN_IN_ENV.values():
+    for name in SIGN_IN_ENV.values():
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(SystemExit) as exited:
         asyncio.run(cli.run(["--url", f"ws://127.0.0.1:{unused_port()}/", *argv], stdin=io.StringIO()))

@@ -19,16 +19,9 @@ from shared.wire.protocol import (
     ToolResult,
     make_event,
 )
-from voiceide_client import (
-    EspeakSpeaker,
-    HeldSpeaker,
-    PrintSpeaker,
-    SilentSpeaker,
-    ToolError,
-    ToolRouter,
-    TranscriptRenderer,
-    make_speaker,
-)
+from voiceide_client.rendering.transcript import TranscriptRenderer
+from voiceide_client.tools.router import ToolError, ToolRouter
+from voiceide_client.voice.speaker import EspeakSpeaker, HeldSpeaker, PrintSpeaker, SilentSpeaker, make_speaker
 
 from .fake_conductor import async_test
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from websockets.asyncio.client import connect
 
-from voiceide_client import ConductorClient, scaled_backoff
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.conversation.client import ConductorClient
 
 from .test_connect import unused_port
 

@@ -20,7 +20,10 @@ from shared.wire.protocol import (
     make_event,
     now_timestamp,
 )
-from voiceide_client import ConductorClient, SilentSpeaker, ToolRouter, TurnTimeout
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.conversation.turn import TurnTimeout
+from voiceide_client.tools.router import ToolRouter
+from voiceide_client.voice.speaker import SilentSpeaker
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak, standard_turn
 

@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 
 from shared.wire.protocol import ToolCall, TurnUsage
-from voiceide_client import ConductorClient, SilentSpeaker, ToolRouter, cli
-from voiceide_client.usage_line import usage_line
+from voiceide_client.command_line import cli
+from voiceide_client.command_line.arguments import EXIT_OK
+from voiceide_client.command_line.usage_line import usage_line
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.tools.router import ToolRouter
+from voiceide_client.voice.speaker import SilentSpeaker
 
 from .fake_conductor import FakeConductor, FakeSession, async_test, speak
 
@@ -120,7 +124,7 @@ def test_cli_usage_prints_one_line_per_turn_after_its_idle(tmp_path: Path, flag:
             argv = ["--url", fake.url, "--script", str(script), "--timeout", "5", *(["--usage"] if flag else [])]
             return await cli.run(argv, stdout=out, stderr=err)
 
-    assert asyncio.run(asyncio.wait_for(run(), 10)) == cli.EXIT_OK, err.getvalue()
+    assert asyncio.run(asyncio.wait_for(run(), 10)) == EXIT_OK, err.getvalue()
     lines = out.getvalue().splitlines()
     usage_lines = [line for line in lines if line.startswith("[usage]")]
     if not flag:

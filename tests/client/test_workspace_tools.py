@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from voiceide_client.declarations import declared_tools
-from voiceide_client.tools import ToolError
-from voiceide_client.workspace_tools import Workspace
+from voiceide_client.tools.declarations import declared_tools
+from voiceide_client.tools.router import ToolError
+from voiceide_client.tools.workspace import Workspace
 
 
 @pytest.fixture

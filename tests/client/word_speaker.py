@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from voiceide_client import Speaker
+from voiceide_client.voice.speaker import Speaker
 
 
 class WordSpeaker(Speaker):

@@ -19,7 +19,8 @@ import pytest
 from conductor_local.stack import LocalStack
 from tests.console.conftest import WAIT_S, Console
 from tests.console.test_console_sessions import no_page_errors, open_panel
-from voiceide_client import ConductorClient, scaled_backoff
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.conversation.client import ConductorClient
 
 pytestmark = pytest.mark.browser
 

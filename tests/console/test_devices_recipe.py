@@ -23,7 +23,7 @@ import pytest
 from conductor_local.stack import LocalStack
 from tests.console.conftest import Console
 from tests.console.test_console_devices import finals_shown, join
-from voiceide_client import ConductorClient
+from voiceide_client.conversation.client import ConductorClient
 
 pytestmark = pytest.mark.browser
 

@@ -11,6 +11,7 @@ from shared.core.background_report import REPORT_MARKER
 from shared.core.decision import CoreSettings
 from shared.core.model_output import MessageEnd, ModelMessage, ToolUseRequest, ToolUseStarted
 from shared.core.state import ActiveStream, SessionState, Turn
+from shared.core.stream import StreamReport, stream_finished
 from shared.wire.protocol import ToolResult
 
 SETTINGS = CoreSettings(
@@ -30,7 +31,7 @@ def calls_build(state: SessionState, now: float = 100.0) -> SessionState:
     message.add(ToolUseStarted("tu-1", "tool_call"))
     message.add(ToolUseRequest("tu-1", "tool_call", {"name": "build.run", "arguments": {}, "call_id": "b1"}))
     message.add(MessageEnd("tool_use"))
-    outcome = conductor.stream_finished(state, "s1", message, SETTINGS, now=now)
+    outcome = stream_finished(state, StreamReport("s1", message, now=now), SETTINGS)
     assert [getattr(e, "name", None) for e in outcome.events if type(e).__name__ == "ToolCall"][-1] == "build.run"
     assert outcome.run_model is not None  # the model goes on at once
     (results,) = [op for op in outcome.history if op.role == "user"]
@@ -43,7 +44,7 @@ def ended(state: SessionState, now: float) -> SessionState:
     assert state.turn is not None and state.turn.stream is not None
     message = ModelMessage()
     message.add(MessageEnd("end_turn"))
-    outcome = conductor.stream_finished(state, state.turn.stream.stream_id, message, SETTINGS, now=now)
+    outcome = stream_finished(state, StreamReport(state.turn.stream.stream_id, message, now=now), SETTINGS)
     return outcome.state
 
 
@@ -92,7 +93,7 @@ def test_a_long_change_said_yes_to_runs_in_the_background() -> None:
     message.add(ToolUseStarted("tu-1", "tool_call"))
     message.add(ToolUseRequest("tu-1", "tool_call", {"name": "build.run", "arguments": {}, "call_id": "b1"}))
     message.add(MessageEnd("tool_use"))
-    asked = conductor.stream_finished(state, "s1", message, settings, now=100.0)
+    asked = stream_finished(state, StreamReport("s1", message, now=100.0), settings)
     assert asked.run_model is None and not [e for e in asked.events if getattr(e, "name", None) == "build.run"]
     yes = conductor.handle_transcript(asked.state, "yes", now=110.0, settings=settings)
     assert [getattr(e, "name", None) for e in yes.events].count("build.run") == 1

@@ -12,6 +12,7 @@ from shared.core.history_ops import AppendMessage, ExtendMessage
 from shared.core.messages import INTERRUPTED_MARKER, Message
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta, ToolUseRequest
 from shared.core.state import SessionState
+from shared.core.stream import StreamReport, stream_failed, stream_finished
 from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
@@ -69,7 +70,7 @@ class Session:
                 self.apply(conductor.stream_tool_started(self.state, stream_id, text=text))
                 text = ""
         message.add(MessageEnd("tool_use" if message.tool_uses else "end_turn"))
-        return self.apply(conductor.stream_finished(self.state, stream_id, message, SETTINGS, text=text))
+        return self.apply(stream_finished(self.state, StreamReport(stream_id, message, text=text), SETTINGS))
 
 
 def wrapper_use(tool_use_id: str, name: str, arguments: object, call_id: str | None = None) -> ToolUseRequest:
@@ -230,7 +231,7 @@ def test_failed_stream_keeps_partial_text_and_the_next_turn_works() -> None:
     stream_id = session.say("fail").run_model
     assert stream_id
     out = session.apply(
-        conductor.stream_failed(session.state, stream_id, "bedrock_error", "boom", text="Working on")  # type: ignore[arg-type]
+        stream_failed(session.state, stream_id, "bedrock_error", "boom", text="Working on")  # type: ignore[arg-type]
     )
     assert [e.code for e in out.events if isinstance(e, ErrorPayload)] == ["bedrock_error"]
     assert session.history[-1]["content"][0]["text"].startswith("Working on")
@@ -244,7 +245,7 @@ def test_failure_before_any_output_is_answered_so_the_next_utterance_stands_alon
     session = Session()
     stream_id = session.say("first").run_model
     assert stream_id
-    session.apply(conductor.stream_failed(session.state, stream_id, "bedrock_error", "throttled"))  # type: ignore[arg-type]
+    session.apply(stream_failed(session.state, stream_id, "bedrock_error", "throttled"))  # type: ignore[arg-type]
     session.say("second")
     assert session.history == [
         {"role": "user", "content": [{"text": "first"}]},
@@ -318,9 +319,7 @@ def test_stalled_stream_speaks_a_fallback_line_then_goes_idle() -> None:
     stream_id = session.say("hello").run_model
     assert stream_id
     out = session.apply(
-        conductor.stream_failed(
-            session.state, stream_id, "bedrock_error", "stalled", fallback_line=conductor.STALL_FALLBACK_LINE
-        )  # type: ignore[arg-type]
+        stream_failed(session.state, stream_id, "bedrock_error", "stalled", fallback_line=conductor.STALL_FALLBACK_LINE)  # type: ignore[arg-type]
     )
     speak = [c for c in calls(out.events) if c.name == "tts.speak"]
     assert [json.loads(c.arguments)["text"] for c in speak] == [conductor.STALL_FALLBACK_LINE]

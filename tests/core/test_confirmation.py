@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.core.confirmation import (
+from shared.core.confirmation_words import (
     ARGUMENTS_CHARS,
     MAX_WORDS,
     NO_PHRASES,

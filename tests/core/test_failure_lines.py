@@ -6,6 +6,7 @@ import pytest
 
 from shared.core import conductor
 from shared.core.failure_lines import FAILURE_LINES, FailureCause, bedrock_cause, failure_line
+from shared.core.stream import stream_failed
 from shared.wire.protocol import AssistantSpeechFinal, ErrorCode, ErrorPayload, ToolCall
 from tests.core.test_lost_runner import started_turn
 from tests.history_check import assert_valid_history
@@ -49,7 +50,7 @@ def test_an_error_code_without_a_cause_has_a_line_of_its_own() -> None:
 def test_a_throttled_turn_speaks_its_line_before_idle_and_the_next_turn_answers() -> None:
     session, stream_id = started_turn()
     outcome = session.apply(
-        conductor.stream_failed(
+        stream_failed(
             session.state,
             stream_id,
             ErrorCode.BEDROCK_ERROR,
@@ -75,7 +76,5 @@ def test_a_throttled_turn_speaks_its_line_before_idle_and_the_next_turn_answers(
 def test_a_turn_that_already_spoke_gets_no_extra_line() -> None:
     session, stream_id = started_turn()
     session.apply(conductor.stream_speak(session.state, stream_id, text="It builds. Then", until=10))
-    outcome = session.apply(
-        conductor.stream_failed(session.state, stream_id, ErrorCode.BEDROCK_ERROR, "the model failed: x")
-    )
+    outcome = session.apply(stream_failed(session.state, stream_id, ErrorCode.BEDROCK_ERROR, "the model failed: x"))
     assert spoken(outcome.events) == []

@@ -16,6 +16,7 @@ from shared.core.conductor import CoreSettings
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.speech import NEVER, NOT_YET, PHRASE_MAX_CHARS, Pacing, SegmentText, first_phrase_end
 from shared.core.state import SessionState
+from shared.core.stream import StreamReport, stream_finished
 from shared.wire.protocol import SENTENCE_SPEECH, WHOLE_SENTENCES, AssistantSpeechFinal, SessionStart, ToolCall
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
@@ -235,7 +236,7 @@ def stream(
                 heard.cuts.append(until)
             segment.shown_now(now)
     message.add(MessageEnd("end_turn"))
-    apply(conductor.stream_finished(state, stream_id, message, SETTINGS, text=segment.text))
+    apply(stream_finished(state, StreamReport(stream_id, message, text=segment.text), SETTINGS))
     return heard
 
 

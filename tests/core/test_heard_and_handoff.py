@@ -8,6 +8,7 @@ from shared.core.history_ops import AppendMessage, ExtendMessage, ReplaceMessage
 from shared.core.messages import INTERRUPTED_MARKER, Message
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.state import SessionState
+from shared.core.stream import StreamReport, stream_finished
 from shared.wire.protocol import (
     AssistantSpeechFinal,
     Handoff,
@@ -56,7 +57,7 @@ class Session:
         message = ModelMessage()
         message.add(TextDelta(text))
         message.add(MessageEnd("end_turn"))
-        out = self.apply(conductor.stream_finished(self.state, stream, message, SETTINGS, text=text))
+        out = self.apply(stream_finished(self.state, StreamReport(stream, message, text=text), SETTINGS))
         return [e for e in out.events if isinstance(e, ToolCall)][-1]
 
 

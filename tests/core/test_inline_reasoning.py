@@ -17,6 +17,7 @@ from shared.core.model_output import MessageEnd, ModelMessage, TextDelta, ToolUs
 from shared.core.speakable import split_answer, unfinished_block_start
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
+from shared.core.stream import StreamReport, stream_finished
 from shared.wire.protocol import AssistantSpeechFinal, SessionStart, ToolCall
 
 SESSION = "3d1f6a2b-7c4e-4f5a-9b8c-0a1b2c3d4e5f"
@@ -124,7 +125,7 @@ def stream(deltas: list[str], *, sentence_speech: bool = True, tool: bool = Fals
         segment.next_segment()
         message.add(ToolUseRequest("tu-1", "tool_call", {"name": "build.run", "arguments": {}}))
     message.add(MessageEnd(stop or ("tool_use" if tool else "end_turn")))
-    apply(conductor.stream_finished(state, stream_id, message, SETTINGS, text=segment.text))
+    apply(stream_finished(state, StreamReport(stream_id, message, text=segment.text), SETTINGS))
     if state.turn is not None and state.turn.tools is not None:  # stored with the tool results
         seen.history += [block["text"] for block in state.turn.tools.assistant_content if "text" in block]
     return seen

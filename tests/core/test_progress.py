@@ -14,6 +14,7 @@ from shared.core import conductor, progress, usage
 from shared.core.decision import CoreSettings
 from shared.core.model_output import MessageEnd, ModelMessage, ToolUseRequest, ToolUseStarted
 from shared.core.state import ActiveStream, SessionState, Turn, Usage
+from shared.core.stream import StreamReport, stream_finished
 from shared.wire.protocol import ErrorPayload, ToolCall, ToolCancel, ToolProgress, ToolResult, TurnUsage
 
 SETTINGS = CoreSettings(
@@ -38,14 +39,14 @@ def uses(state: SessionState, *calls: tuple[str, dict[str, object], str], now: f
         )
         del index
     message.add(MessageEnd("tool_use"))
-    return conductor.stream_finished(state, state.turn.stream.stream_id, message, SETTINGS, now=now, usage=used)
+    return stream_finished(state, StreamReport(state.turn.stream.stream_id, message, now=now, usage=used), SETTINGS)
 
 
 def says(state: SessionState, now: float, used: Usage | None = None):
     assert state.turn is not None and state.turn.stream is not None
     message = ModelMessage()
     message.add(MessageEnd("end_turn"))
-    return conductor.stream_finished(state, state.turn.stream.stream_id, message, SETTINGS, now=now, usage=used)
+    return stream_finished(state, StreamReport(state.turn.stream.stream_id, message, now=now, usage=used), SETTINGS)
 
 
 def result_text(outcome, tool_use_id: str) -> str:

@@ -18,6 +18,7 @@ from shared.core.messages import Message
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.speculation import Leave, Speculate, SpeculationSettings, Wait, WatchStep
 from shared.core.state import BackgroundJob, Turn
+from shared.core.stream import StreamReport, stream_failed, stream_finished
 from shared.wire.protocol import ErrorCode, SessionStart, ToolCall, ToolResult
 from tests.core.test_stop_reasons import SETTINGS, Session, heard
 from tests.history_check import assert_valid_history
@@ -659,8 +660,8 @@ def test_nothing_is_said_of_a_speculation_before_its_promotion() -> None:
     decisions = [
         lambda: conductor.stream_speak(session.state, stream_id, "It is noon.", 11),
         lambda: conductor.stream_tool_started(session.state, stream_id, text="It is"),
-        lambda: conductor.stream_finished(session.state, stream_id, message, SETTINGS, text="It is noon."),
-        lambda: conductor.stream_failed(session.state, stream_id, ErrorCode.BEDROCK_ERROR, "the model failed"),
+        lambda: stream_finished(session.state, StreamReport(stream_id, message, text="It is noon."), SETTINGS),
+        lambda: stream_failed(session.state, stream_id, ErrorCode.BEDROCK_ERROR, "the model failed"),
         lambda: conductor.claim_stream(session.state, stream_id, RUNNER, deadline=session.deadline),
     ]
     for decide in decisions:

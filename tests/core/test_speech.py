@@ -15,6 +15,7 @@ from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.speakable import split_answer
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
+from shared.core.stream import StreamReport, stream_finished
 from shared.wire.protocol import AssistantSpeechFinal, SessionStart, ToolCall, ToolResult
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
@@ -114,7 +115,7 @@ def finished(state: SessionState, stream_id: str, text: str) -> conductor.Outcom
     message = ModelMessage()
     message.add(TextDelta(text))
     message.add(MessageEnd("end_turn"))
-    return conductor.stream_finished(state, stream_id, message, SETTINGS, text=text)
+    return stream_finished(state, StreamReport(stream_id, message, text=text), SETTINGS)
 
 
 def test_sentences_are_spoken_while_the_model_writes_and_the_final_has_everything() -> None:

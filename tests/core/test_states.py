@@ -8,6 +8,7 @@ from shared.core import conductor
 from shared.core.conductor import CoreSettings, Outcome
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta, ToolUseRequest
 from shared.core.state import SessionState
+from shared.core.stream import StreamReport, stream_finished
 from shared.wire.protocol import SessionStart, ToolCall, ToolResult
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
@@ -37,7 +38,7 @@ class App:
         if message.tool_uses and text:
             self.apply(conductor.stream_tool_started(self.state, stream_id, text=text))
             text = ""
-        return self.apply(conductor.stream_finished(self.state, stream_id, message, SETTINGS, text=text))
+        return self.apply(stream_finished(self.state, StreamReport(stream_id, message, text=text), SETTINGS))
 
     def answer(self, call_id: str) -> Outcome:
         return self.apply(conductor.handle_tool_result(self.state, ToolResult(callId=call_id, result="{}"), SETTINGS))

@@ -34,6 +34,7 @@ from shared.core.history_ops import AppendMessage, ExtendMessage
 from shared.core.messages import Message, tool_use_ids
 from shared.core.model_output import MessageEnd, ModelMessage, StreamItem, TextDelta, ToolUseRequest, ToolUseStarted
 from shared.core.state import SessionState
+from shared.core.stream import StreamReport, stream_finished
 from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
@@ -97,7 +98,7 @@ class Session:
             elif isinstance(item, ToolUseStarted):
                 self.apply(conductor.stream_tool_started(self.state, stream_id, text=text))
                 text = ""
-        return self.apply(conductor.stream_finished(self.state, stream_id, message, self.settings, text=text))
+        return self.apply(stream_finished(self.state, StreamReport(stream_id, message, text=text), self.settings))
 
     def since(self, mark: int) -> list[object]:
         return self.sent[mark:]
@@ -327,7 +328,7 @@ def test_sentences_already_spoken_are_not_repeated_before_the_cut_off_line() -> 
     message.add(TextDelta(text))
     message.add(MessageEnd(CUT_OFF_STOP))
     mark = len(session.sent)
-    session.apply(conductor.stream_finished(session.state, stream_id, message, SETTINGS, text=text))
+    session.apply(stream_finished(session.state, StreamReport(stream_id, message, text=text), SETTINGS))
     assert heard(session.since(mark)) == [
         ("final", f"{text}…\n\n{CUT_OFF_LINE}"),
         ("toolCall", "tts.speak", {"text": f"Measuring it gives… {CUT_OFF_LINE}"}),

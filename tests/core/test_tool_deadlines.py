@@ -8,6 +8,7 @@ from shared.core import conductor
 from shared.core.conductor import CoreSettings
 from shared.core.model_output import MessageEnd, ModelMessage, ToolUseRequest
 from shared.core.state import SessionState
+from shared.core.stream import StreamReport, stream_finished
 from shared.wire.protocol import ErrorPayload, ToolResult
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
@@ -28,7 +29,7 @@ def waiting_for(*uses: ToolUseRequest, sent_at: float = 100.0) -> SessionState:
     for item in uses:
         message.add(item)
     message.add(MessageEnd("tool_use"))
-    return conductor.stream_finished(started.state, started.run_model, message, SETTINGS, now=sent_at).state
+    return stream_finished(started.state, StreamReport(started.run_model, message, now=sent_at), SETTINGS).state
 
 
 def test_each_call_gets_its_tools_deadline() -> None:

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from conductor_local.lambda_runtime.context import LocalLambdaContext
-from conductor_local.lambda_runtime.deadline_queue import DeadlineQueuePoller, failed_ids, sqs_event
+from conductor_local.sqs.deadline_queue import DeadlineQueuePoller, failed_ids, sqs_event
 from lambdas import tool_deadline
 from shared.adapters.deadline_alarms import MAX_DELAY_S, DeadlineAlarm, SqsDeadlineAlarms, delay_seconds
 

@@ -39,7 +39,8 @@ from shared.wire.protocol import (
     make_event,
     parse_event,
 )
-from voiceide_client import ConductorClient, scaled_backoff
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.conversation.client import ConductorClient
 
 TEST_TIMEOUT_S = 30.0
 """Bound on one async test body."""

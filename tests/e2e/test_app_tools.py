@@ -15,8 +15,8 @@ from conductor_local.stack import LocalStack
 from shared.core.background_report import REPORT_MARKER
 from shared.wire.protocol import ErrorPayload, Event, SessionStart, make_event, parse_event
 from shared.wire.protocol_tools import RESERVED_TOOL_NAMES
-from voiceide_client.declarations import declared_tools
-from voiceide_client.workspace_tools import Workspace
+from voiceide_client.tools.declarations import declared_tools
+from voiceide_client.tools.workspace import Workspace
 
 from .conftest import TURN_TIMEOUT_S, async_test, client_for, is_state
 

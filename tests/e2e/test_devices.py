@@ -30,10 +30,10 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_sign_in import SECOND_USER, handshake_status, sign_in_as
 from tests.e2e.test_sign_in import auth_stack as auth_stack  # the signed-in stack, a fixture
-from voiceide_client import ConductorClient
-from voiceide_client.companion import Companion
-from voiceide_client.companion_device import companion_device
-from voiceide_client.connection import scaled_backoff
+from voiceide_client.companion.device import companion_device
+from voiceide_client.companion.session import Companion
+from voiceide_client.connection.link import scaled_backoff
+from voiceide_client.conversation.client import ConductorClient
 
 PHONE = {"id": "iphone-ana", "name": "Ana's iPhone", "roles": ["voice", "display"]}
 SCREEN = {"id": "browser-ana", "name": "Browser console", "roles": ["display"]}

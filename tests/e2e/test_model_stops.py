@@ -41,7 +41,8 @@ from tests.e2e.conftest import (
     stored_history,
 )
 from tests.history_check import assert_valid_history
-from voiceide_client import ConductorClient, TurnResult
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.conversation.turn import TurnResult
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from typing import Any
 from conductor_local.bedrock.offline_brain import OfflineBrain
 from conductor_local.stack import LocalStack
 from shared.wire.protocol import ToolCall, ToolCancel, TurnUsage
-from voiceide_client import ConductorClient
+from voiceide_client.conversation.client import ConductorClient
 
 from .conftest import TURN_TIMEOUT_S, WAIT_S, async_test, client_for, poll_until, session_store
 

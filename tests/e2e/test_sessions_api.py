@@ -46,9 +46,11 @@ from tests.e2e.conftest import (
     poll_until,
     stored_history,
 )
-from voiceide_client import Link, ToolRouter, cli
-from voiceide_client.sessions_api import SessionsApi, SessionsApiError
-from voiceide_client.sign_in import CognitoSignIn
+from voiceide_client.command_line import cli
+from voiceide_client.connection.link import Link
+from voiceide_client.connection.sessions_api import SessionsApi, SessionsApiError
+from voiceide_client.connection.sign_in import CognitoSignIn
+from voiceide_client.tools.router import ToolRouter
 
 pytestmark = pytest.mark.e2e
 

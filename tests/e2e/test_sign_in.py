@@ -23,8 +23,8 @@ from websockets.exceptions import InvalidStatus
 from conductor_local.cognito.user_pool import LocalUserPool, add_user
 from conductor_local.stack import LocalStack
 from tests.e2e.conftest import STACK_ENV, TURN_TIMEOUT_S, WAIT_S, async_test, client_for, session_store
-from voiceide_client import ConductorUnavailable
-from voiceide_client.sign_in import CognitoSignIn
+from voiceide_client.connection.link import ConductorUnavailable
+from voiceide_client.connection.sign_in import CognitoSignIn
 
 pytestmark = pytest.mark.e2e
 

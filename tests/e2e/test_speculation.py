@@ -48,7 +48,8 @@ from tests.e2e.conftest import (
     session_store,
     stored_history,
 )
-from voiceide_client import ConductorClient, RecognizerPace
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.voice.recognizer import RecognizerPace
 
 pytestmark = pytest.mark.e2e
 

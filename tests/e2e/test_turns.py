@@ -39,7 +39,9 @@ from tests.e2e.conftest import (
     poll_until,
     result_call_ids,
 )
-from voiceide_client import ConductorClient, ToolError, TurnResult
+from voiceide_client.conversation.client import ConductorClient
+from voiceide_client.conversation.turn import TurnResult
+from voiceide_client.tools.router import ToolError
 
 pytestmark = pytest.mark.e2e
 

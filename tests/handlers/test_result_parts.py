@@ -10,7 +10,7 @@ from conductor_local.bedrock.server import message, tool_call
 from lambdas import runtime
 from shared.adapters.gateway import callback_endpoint
 from shared.core.result_parts import PARTS_WINDOW_S
-from shared.flows import service as service_module
+from shared.flows import conductor_service as service_module
 from tests.handlers.conftest import STAGE, Connection, Harness
 
 FRAME_BYTES = 32 * 1024

@@ -33,9 +33,9 @@ from shared.core.model_output import MessageEnd, StreamItem, TextDelta, ToolUseR
 from shared.core.state import SessionState
 from shared.flows import speculation_watcher
 from shared.flows.commit import Committer
+from shared.flows.conductor_service import ConductorService
 from shared.flows.config import Settings
 from shared.flows.delivery import Delivery, Request
-from shared.flows.service import ConductorService
 from shared.flows.speculation_watcher import SpeculationWatcher
 from shared.flows.turn_runner import TurnRunner
 from shared.wire.protocol import Event, ToolCall, TurnUsage, parse_event

@@ -20,7 +20,7 @@ from infra.constructs.monitoring import (
 )
 from infra.nag import flatten_cfn_reference
 from shared.flows.commit import error_metric_name
-from shared.flows.service import PROMOTED_METRIC, SPECULATED_METRIC
+from shared.flows.conductor_service import PROMOTED_METRIC, SPECULATED_METRIC
 from shared.flows.speculation_watcher import (
     DISCARDED_INPUT_METRIC,
     DISCARDED_METRIC,

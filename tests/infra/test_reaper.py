@@ -14,7 +14,7 @@ import pytest
 from infra.constructs.reaper import TTL_FILTER
 from lambdas.session_reaper import ITEMS_METRIC, REAPED_METRIC
 from shared.adapters.store import HISTORY_BACKSTOP_SECONDS
-from shared.flows.service import RATE_LIMITED_METRIC
+from shared.flows.conductor_service import RATE_LIMITED_METRIC
 from shared.flows.session_reaper import expired_session
 from tests.infra.conftest import Synth
 from tests.infra.test_operations import alarm, alarm_metrics, dashboard, widget_metrics

@@ -24,8 +24,9 @@ from shared.adapters.brain import (
     supports_prompt_cache,
 )
 from shared.core.model_output import ModelMessage
+from shared.core.tool_catalog import default_catalog
 from shared.core.wrapper import wrapper_tool_spec
-from shared.flows.config import DEFAULT_SYSTEM_PROMPT, default_catalog
+from shared.flows.config import DEFAULT_SYSTEM_PROMPT
 from shared.wire.model_rules import Inference, rules_for
 
 CLAUDE = "us.anthropic.claude-haiku-5-5"

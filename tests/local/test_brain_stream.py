@@ -38,8 +38,8 @@ from shared.core.model_output import (
     ToolUseRequest,
     ToolUseStarted,
 )
+from shared.core.tool_catalog import default_catalog
 from shared.core.wrapper import wrapper_tool_spec
-from shared.flows.config import default_catalog
 from shared.wire.model_rules import Inference
 
 from .conftest import MODEL_ID

@@ -18,8 +18,8 @@ from conductor_local.bedrock.server import (
 )
 from shared.adapters.brain import BedrockBrain, BrainError
 from shared.core.memory import SUMMARY_MARKER, summary_request
+from shared.core.tool_catalog import default_catalog
 from shared.core.wrapper import wrapper_tool_spec
-from shared.flows.config import default_catalog
 from shared.wire.model_rules import Inference
 
 from .conftest import MODEL_ID, make_client

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conductor_local.stack import DEV_PRICES, LocalStack
-from voiceide_client import ConductorClient
+from voiceide_client.conversation.client import ConductorClient
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,8 +18,8 @@ from conductor_local.bedrock.server import LocalBedrockServer, ScriptedResponder
 from shared.adapters.brain import BedrockBrain
 from shared.core.memory import summary_request, with_summary
 from shared.core.messages import reasoning_block, text_block, tool_result_block, tool_use_block
+from shared.core.tool_catalog import default_catalog
 from shared.core.wrapper import wrapper_tool_spec
-from shared.flows.config import default_catalog
 from shared.wire.model_rules import Inference
 
 from .conftest import MODEL_ID, make_client

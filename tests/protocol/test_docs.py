@@ -18,7 +18,7 @@ from shared.core.conductor import KNOWN_CAPABILITIES
 from shared.core.speakable import Card
 from shared.wire.protocol import KINDS, SENTENCE_SPEECH, ErrorCode, Event, json_schema, parse_event
 from shared.wire.schema_export import DEFAULT_PATH
-from voiceide_client.client import gateway_frame
+from voiceide_client.connection.incoming import gateway_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL_DOC = ROOT / "docs" / "protocol.md"
