@@ -45,7 +45,7 @@ def deciding(
     arrived_seq: int | None = None,
 ) -> Outcome:
     """The decision on ``payload`` from ``connection_id`` (``arrived_seq``: the next seq when it
-    connected beside a live connection). Raises ``devices.TooManyDevices``."""
+    connected beside a live connection). Raises ``devices.TooManyDevices``, ``devices.NotPermitted``."""
     device = devices.device_of(state, connection_id)
     if device is None and connection_id in state.refused_connections:
         raise devices.TooManyDevices(state.session_id)  # refused once: nothing of the session for it
@@ -81,7 +81,7 @@ def _refused_to(state: SessionState, connection_id: str, payload: Payload) -> Ou
         decision.send(error_payload(ErrorCode.NO_PENDING_TOOL_CALL, f"no pending tool call {payload.call_id!r}"))
         return decision.outcome()
     if isinstance(payload, ConfirmChange) and not devices.may_confirm(state, connection_id):
-        return _refused(state, "confirmChange comes from a device that displays the change (the display role)")
+        raise devices.NotPermitted("confirmChange comes from a device that displays the change (the display role)")
     return None
 
 
