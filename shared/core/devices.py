@@ -39,6 +39,10 @@ class TooManyDevices(Exception):
     """The session has ``MAX_DEVICES`` devices: this one is not added."""
 
 
+class NotPermitted(Exception):
+    """The device may not send this event (its roles): answered to it alone, ``invalid_event``."""
+
+
 @dataclass(frozen=True)
 class Recipient:
     device_id: str

@@ -44,7 +44,7 @@ def deciding(
 ) -> Outcome:
     """The decision on ``payload`` from ``connection_id``, which ``sent_by`` may send
     (``arrived_seq``: the next seq when it connected beside a live connection). Raises
-    ``devices.TooManyDevices``."""
+    ``devices.TooManyDevices``, ``devices.NotPermitted``."""
     device = devices.device_of(state, connection_id)
     if device is None and connection_id in state.refused_connections:
         raise devices.TooManyDevices(state.session_id)  # refused once: nothing of the session for it
@@ -85,7 +85,7 @@ def _refused_to(state: SessionState, connection_id: str, payload: Payload, sent_
         return None
     if devices.device_may(state, devices.device_of(state, connection_id), sent_by):
         return None
-    return _refused(state, REFUSALS[sent_by])
+    raise devices.NotPermitted(REFUSALS[sent_by])
 
 
 def _from_other_device(

@@ -317,6 +317,9 @@ class ConductorService:
         except devices.TooManyDevices:
             self._refuse_device(request, session_id)
             return
+        except devices.NotPermitted as refused:
+            self.delivery.reply(request, ErrorCode.INVALID_EVENT, str(refused))
+            return
         except admission.RateExceeded as refused:
             self.log.warning("event over the session's rate; not applied", extra={"event_id": event_id})
             self.metrics.count(RATE_LIMITED_METRIC)

@@ -112,6 +112,9 @@ async def test_an_edit_asked_for_by_voice_reaches_the_app_only_after_a_yes(stack
         asked = await client.say(ask, timeout=TURN_TIMEOUT_S)
         assert asked.completed and edits == [] and asked.calls("editor.replaceText") == []
         assert "Replace line 1 of main.swift?" in asked.finals
+        # The card follows the app's answer to the conductor's read of the file (this app runs no
+        # editor.readFile: its error is noted on the card), which may come after the turn went idle.
+        await client.wait_until(lambda: bool(client.ui.cards), TURN_TIMEOUT_S)
         (card,) = client.ui.cards
         assert card["type"] == "diff" and "+let x = 42" in card["body"]
         declined = await client.say("no", timeout=TURN_TIMEOUT_S)

@@ -9,12 +9,9 @@ runner that found its stream gone.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -25,6 +22,7 @@ from conductor_local.lambda_runtime.turn_functions import TURN_FUNCTION, TURN_TI
 from lambdas import runtime, turn
 from shared.core.state import MemoryWrite, SessionState
 from tests.handlers.conftest import Connection, Harness
+from tests.handlers.test_turn_runner import launches_held
 from tests.reliability.support import THINKING
 
 ANSWER = "Alpha beta gamma delta"
@@ -59,19 +57,6 @@ def counts() -> Counter[str]:
 
 def early(counts: Counter[str]) -> dict[str, int]:
     return {name: value for name, value in counts.items() if name.startswith("EarlyLaunch") and value}
-
-
-@contextmanager
-def launches_held(harness: Harness) -> Iterator[list[dict[str, Any]]]:
-    """Turn tasks ``$default`` launches are collected, not run: the test delivers them itself."""
-    functions = harness.lambdas.functions
-    original = functions[TURN_FUNCTION]
-    tasks: list[dict[str, Any]] = []
-    functions[TURN_FUNCTION] = dataclasses.replace(original, handler=lambda event, _context: tasks.append(event))
-    try:
-        yield tasks
-    finally:
-        functions[TURN_FUNCTION] = original
 
 
 def run_task(task: dict[str, Any]) -> None:
