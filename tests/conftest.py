@@ -1,12 +1,19 @@
 """Every test keeps the terminal client's device id (and anything else a client keeps in the
 person's config folder) in a folder of its own, never in the person's ``~/.config``; programs a
-test starts inherit it."""
+test starts inherit it.
+
+The reliability suites' figures (``tests.reliability.figures``) are printed at the end of the
+run; with parallel workers (pytest-xdist) each worker hands its own to the controller, which adds
+them up."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.reliability.figures import FIGURES, count
 
 CONFIG_ENV = "XDG_CONFIG_HOME"
 
@@ -16,3 +23,26 @@ def config_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     home = tmp_path_factory.mktemp("config")
     monkeypatch.setenv(CONFIG_ENV, str(home))
     return home
+
+
+FIGURES_KEY = "reliability_figures"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a parallel worker: its figures travel to the controller
+        workeroutput[FIGURES_KEY] = dict(FIGURES)
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """A parallel worker finished (pytest-xdist's hook): its figures join the run's."""
+    for name, value in getattr(node, "workeroutput", {}).get(FIGURES_KEY, {}).items():
+        count(name, value)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if getattr(config, "workeroutput", None) is not None or not FIGURES:
+        return
+    terminalreporter.section("reliability figures")
+    for name in sorted(FIGURES):
+        terminalreporter.write_line(f"{name}: {FIGURES[name]}")

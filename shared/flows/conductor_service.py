@@ -205,7 +205,8 @@ class ConductorService:
         frame: str | bytes = body
         if is_base64:
             if len(body) > (limit // 3 + 1) * 4:  # cannot decode to <= limit bytes
-                return self._too_large(request)
+                self._too_large(request)
+                return None
             try:
                 frame = base64.b64decode(body, validate=True)
             except (binascii.Error, ValueError):
@@ -215,7 +216,8 @@ class ConductorService:
         else:
             size = len(body) if len(body) > limit else len(body.encode("utf-8", errors="surrogatepass"))
         if size > limit:
-            return self._too_large(request)
+            self._too_large(request)
+            return None
         return frame
 
     def _too_large(self, request: Request) -> None:
@@ -455,7 +457,7 @@ class ConductorService:
         ready = SessionReady(
             resumed=bool(before.history_len or before.summary),
             title=after.title,
-            lastSeq=after.next_seq - 1,
+            last_seq=after.next_seq - 1,
             capabilities=(),
             devices=devices.seen(after, device_id),
         )

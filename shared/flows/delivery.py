@@ -163,7 +163,8 @@ class Delivery:
                 hint=state,
             )
         except ConductorBusy:
-            return self._busy_catching_up(request, state)
+            self._busy_catching_up(request, state)
+            return None
         if claimed is None or not connection.catching_up(claimed.state, request.connection_id, owner):
             return None
         state = claimed.state
@@ -185,7 +186,8 @@ class Delivery:
             self.committer.apply(
                 state.session_id, lambda fresh: connection.release_catch_up(fresh, request.connection_id, owner)
             )
-        return self._busy_catching_up(request, state)
+        self._busy_catching_up(request, state)
+        return None
 
     def _busy_catching_up(self, request: Request, state: SessionState) -> None:
         self.log.warning("session kept changing; connection not caught up", extra={"session_id": state.session_id})
@@ -224,7 +226,8 @@ def _about_other(frame: str, state: SessionState) -> str | None:
             job = next((job for job in state.background if job.call_id == call_id), None)
             runner = call.device if call is not None else job.device if job is not None else None
             return f"{_PROGRESS}:{runner or state.device_id}"
-        return kind["devicesChanged"].get("joined")
+        joined = kind["devicesChanged"].get("joined")
+        return joined if isinstance(joined, str) else None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 

@@ -35,6 +35,8 @@ from shared.wire.session_api_models import (
 from shared.wire.session_cursors import BadCursor, CursorSeal
 from shared.wire.wire_formats import is_uuid_v4
 
+Entries = list[Entry]  # named outside the class: its method ``list`` hides the builtin there
+
 ENDED_MESSAGE = "the session was ended from the sessions API; connect again with its id to resume it"
 ERASED_MESSAGE = "the session was erased from the sessions API"
 
@@ -103,7 +105,7 @@ class SessionService:
             start_key = cursors.list_start(owner, cursor) if cursor is not None else None
         except BadCursor as error:
             raise BadRequest(str(error)) from None
-        page = self._records.page(owner, limit=limit, start_key=start_key, status=status)  # type: ignore[arg-type]
+        page = self._records.page(owner, limit=limit, start_key=start_key, status=status)
         following = cursors.list_cursor(owner, page.last_key) if page.last_key is not None else None
         return SessionList(sessions=[Session.of_row(row) for row in page.rows], next_cursor=following)
 
@@ -145,7 +147,7 @@ class SessionService:
             ),
         )
 
-    def _entries(self, session_id: str, start: tuple[int, int], limit: int) -> list[Entry]:
+    def _entries(self, session_id: str, start: tuple[int, int], limit: int) -> Entries:
         """At least ``limit + 1`` entries from ``start`` on (fewer at the end): the last one says
         where the next page starts. A message with tool calls is read with the one after it, which
         holds their results."""

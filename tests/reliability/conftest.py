@@ -7,7 +7,8 @@ on every transaction, so a table shared by the whole run gets slower with every 
 
 After every test the harness still asserts that every touched session's history is valid.
 The figures the suites collect (``tests.reliability.figures``) are printed in the terminal
-summary, so the CI log shows how many examples, iterations and fault cases actually ran.
+summary (``tests/conftest.py``, which also adds up what each parallel worker counted), so the CI
+log shows how many examples, iterations and fault cases actually ran.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tests.handlers.conftest import (  # noqa: F401  (fixtures, re-exported for 
     moto_url,
 )
 from tests.handlers.conftest import conductor as handler_conductor  # noqa: F401  (fixture)
-from tests.reliability.figures import FIGURES, count
+from tests.reliability.figures import count
 from tests.reliability.support import RoutingResponder, release_moto_copies
 
 
@@ -114,11 +115,3 @@ def conflicts(conductor: Harness, monkeypatch: pytest.MonkeyPatch) -> Iterator[C
     monkeypatch.setattr(store, "commit", counting_commit)
     yield counter
     count("races: version conflicts met and retried", counter.conflicts)
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if not FIGURES:
-        return
-    terminalreporter.section("reliability figures")
-    for name in sorted(FIGURES):
-        terminalreporter.write_line(f"{name}: {FIGURES[name]}")
