@@ -34,10 +34,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         workeroutput[FIGURES_KEY] = dict(FIGURES)
 
 
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    """A parallel worker finished (pytest-xdist's hook): its figures join the run's."""
-    for name, value in getattr(node, "workeroutput", {}).get(FIGURES_KEY, {}).items():
-        count(name, value)
+class _WorkerFigures:
+    """The controller's side with pytest-xdist (registered only when it runs, as its hook is xdist's)."""
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """A parallel worker finished: its figures join the run's."""
+        for name, value in getattr(node, "workeroutput", {}).get(FIGURES_KEY, {}).items():
+            count(name, value)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_WorkerFigures(), "reliability-figures")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

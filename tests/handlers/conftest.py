@@ -48,16 +48,19 @@ class _SwitchableResponder:
         return self.current(model_id, request)
 
 
+def _dynamodb(url: str) -> Any:
+    return boto3.client(
+        "dynamodb", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+
+
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
     port = free_port()
     server = LocalMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     url = f"http://127.0.0.1:{port}"
-    client = boto3.client(
-        "dynamodb", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
-    )
-    create_tables(client, TABLE)
+    create_tables(_dynamodb(url), TABLE)
     yield url
     server.stop()
 
@@ -268,6 +271,9 @@ def conductor(
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    # moto's backends are shared by every moto server and mock of this process: a test elsewhere
+    # that resets them (a mock_aws block ending, moto's reset API) takes the table with it.
+    create_tables(_dynamodb(moto_url), TABLE)
     runtime.reset()
     responder.current = ScriptedResponder()
     harness = Harness(management=management, script=responder.current, lambdas=lambda_server)
