@@ -48,6 +48,9 @@ TURN_TIMEOUT_S = 10.0
 """Bound on one ``say`` (an offline-brain turn takes a fraction of a second on loopback)."""
 WAIT_S = 5.0
 """Bound on one wait for an event."""
+HANDSHAKE_WAIT_S = 30.0
+"""Bound on one WebSocket handshake: ``$connect`` may be a cold start of its function, which on a
+busy 2-core machine takes seconds."""
 STACK_ENV = {"CONDUCTOR_TURN_RESERVE_MS": "1000", "CONDUCTOR_LOCAL_READBACK": "literal"}
 """The Lambda timeout is 600 s locally; a 1 s reserve keeps the out-of-time check out of the way. The
 offline brain says tool results back word for word, so a test sees exactly what reached the model."""

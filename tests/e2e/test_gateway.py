@@ -14,7 +14,7 @@ from websockets.sync.client import connect
 
 from conductor_local.stack import LocalStack
 from shared.wire.protocol import AssistantSpeechFinal, make_event
-from tests.e2e.conftest import WAIT_S, async_test, client_for, session_store
+from tests.e2e.conftest import HANDSHAKE_WAIT_S, WAIT_S, async_test, client_for, session_store
 
 pytestmark = pytest.mark.e2e
 
@@ -31,13 +31,13 @@ pytestmark = pytest.mark.e2e
 )
 def test_the_handshake_refuses_a_connection_without_a_valid_session_id(stack: LocalStack, query: str) -> None:
     with pytest.raises(InvalidStatus) as refused:
-        connect(stack.ws_url + query, open_timeout=WAIT_S)
+        connect(stack.ws_url + query, open_timeout=HANDSHAKE_WAIT_S)
     assert refused.value.response.status_code == 400
 
 
 def test_the_handshake_accepts_a_uuid_v4_session_id(stack: LocalStack) -> None:
     """The control case for the refusals above: same client, same gateway, a valid sessionId."""
-    with connect(stack.session_url(str(uuid.uuid4())), open_timeout=WAIT_S) as ws:
+    with connect(stack.session_url(str(uuid.uuid4())), open_timeout=HANDSHAKE_WAIT_S) as ws:
         assert ws.response is not None and ws.response.status_code == 101
 
 

@@ -35,6 +35,7 @@ from conductor_local.stack import LocalStack
 from shared.wire.protocol import ErrorCode, SessionReady, SessionStart, UserAudioTranscriptFinal
 from tests.client.word_speaker import WordSpeaker
 from tests.e2e.conftest import (
+    HANDSHAKE_WAIT_S,
     STACK_ENV,
     TURN_TIMEOUT_S,
     WAIT_S,
@@ -347,7 +348,7 @@ async def test_end_closes_the_open_connection_and_the_client_does_not_reconnect(
 @async_test
 async def test_end_tells_a_raw_connection_then_closes_it_with_1000(stack: LocalStack) -> None:
     session_id = str(uuid.uuid4())
-    async with connect(stack.session_url(session_id), open_timeout=WAIT_S) as ws:
+    async with connect(stack.session_url(session_id), open_timeout=HANDSHAKE_WAIT_S) as ws:
         app = RawApp(ws)
         await app.send(SessionStart(session_id=session_id))
         await app.read_until(lambda e: isinstance(e.payload, SessionReady))
@@ -396,7 +397,7 @@ async def test_erase_in_the_middle_of_a_turn_stops_it_and_nothing_is_written_aft
     stack = paced_stack
     session_id = str(uuid.uuid4())
     started_at = time.monotonic()
-    async with connect(stack.session_url(session_id), open_timeout=WAIT_S) as ws:
+    async with connect(stack.session_url(session_id), open_timeout=HANDSHAKE_WAIT_S) as ws:
         app = RawApp(ws)
         await app.send(SessionStart(session_id=session_id))
         await app.read_until(lambda e: isinstance(e.payload, SessionReady))

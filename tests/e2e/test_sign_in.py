@@ -22,7 +22,14 @@ from websockets.exceptions import InvalidStatus
 
 from conductor_local.cognito.user_pool import LocalUserPool, add_user
 from conductor_local.stack import LocalStack
-from tests.e2e.conftest import STACK_ENV, TURN_TIMEOUT_S, WAIT_S, async_test, client_for, session_store
+from tests.e2e.conftest import (
+    HANDSHAKE_WAIT_S,
+    STACK_ENV,
+    TURN_TIMEOUT_S,
+    async_test,
+    client_for,
+    session_store,
+)
 from voiceide_client.connection.link import ConductorUnavailable
 from voiceide_client.connection.sign_in import CognitoSignIn
 
@@ -55,7 +62,7 @@ def sign_in_as(stack: LocalStack, username: str | None = None, password: str | N
 async def handshake_status(url: str, headers: dict[str, str] | None = None) -> int:
     """The HTTP status of a raw WebSocket handshake (101 when it opened)."""
     try:
-        async with connect(url, additional_headers=headers, open_timeout=WAIT_S):
+        async with connect(url, additional_headers=headers, open_timeout=HANDSHAKE_WAIT_S):
             return 101
     except InvalidStatus as refused:
         return refused.response.status_code

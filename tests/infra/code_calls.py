@@ -308,6 +308,8 @@ class Code:
             return []
         if isinstance(value, ast.Name) and value.id in self.library_locals(function):
             return []  # a match or pattern of the regex module: its methods are none of the code's
+        if isinstance(value, ast.Name) and self._is_regex_constant(module, value.id):
+            return []  # a module's compiled pattern (``PATTERN.match(text)``): the regex module's
         if isinstance(value, ast.Name):
             target = self.modules[module].imports.get(value.id, "")
             if target and ":" in target:  # from package import module
@@ -316,6 +318,8 @@ class Code:
                     return self.resolve_name(source, MODULE_BODY, node.attr)
             elif target in self.modules:
                 return self.resolve_name(target, MODULE_BODY, node.attr)
+            elif target and value.id not in function.local_types:
+                return []  # a function of a library module (``re.match``, ``functools.partial``): none of the code's
             if value.id in ("self", "cls") and function.cls is not None:
                 found = self.resolve_method((module, function.cls), node.attr)
                 if found is not None:
@@ -371,6 +375,13 @@ class Code:
             for statement in module.tree.body:
                 if isinstance(statement, ast.Assign) and self._is_regex_call(name, statement.value, constants=set()):
                     found.setdefault(name, set()).update(t.id for t in statement.targets if isinstance(t, ast.Name))
+                elif (
+                    isinstance(statement, ast.AnnAssign)
+                    and isinstance(statement.target, ast.Name)
+                    and statement.value is not None
+                    and self._is_regex_call(name, statement.value, constants=set())
+                ):
+                    found.setdefault(name, set()).add(statement.target.id)
         return found
 
     def _is_regex_call(self, module: str, node: ast.AST, constants: set[str] | None = None) -> bool:
@@ -391,6 +402,16 @@ class Code:
                 if imported in self.regex_constants.get(source, set()):
                     return True
         return receiver.id in constants
+
+    def _is_regex_constant(self, module: str, name: str) -> bool:
+        """``name`` is a compiled pattern of this module, or one imported from another of the code."""
+        if name in self.regex_constants.get(module, set()):
+            return True
+        target = self.modules[module].imports.get(name, "")
+        if ":" in target:
+            source, imported = target.split(":", 1)
+            return imported in self.regex_constants.get(source, set())
+        return False
 
     def library_locals(self, function: Function) -> set[str]:
         """Local names of ``function`` bound only to values of the regex module (matches, patterns):
