@@ -118,11 +118,14 @@ class Bench:
 
 
 @contextlib.contextmanager
-def bench_stack(pace: ModelPace | None, naive: bool, extra_env: dict[str, str] | None = None) -> Iterator[Bench]:
-    """A fresh stack with its meters."""
+def bench_stack(
+    pace: ModelPace | None, naive: bool, extra_env: dict[str, str] | None = None, brain_responder: Any = None
+) -> Iterator[Bench]:
+    """A fresh stack with its meters (``brain_responder``: answers the model's requests instead of the
+    offline brain)."""
     env = STACK_ENV | (NAIVE_ENV if naive else {}) | (extra_env or {})
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # the handlers print from threads
-        with LocalStack(port=0, quiet=True, env=env, model_pace=pace) as stack:
+        with LocalStack(port=0, quiet=True, env=env, model_pace=pace, brain_responder=brain_responder) as stack:
             assert stack.gateway is not None
             from lambdas import runtime  # the handlers' own clients, as the stack built them
 

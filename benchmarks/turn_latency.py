@@ -30,7 +30,8 @@ Then: the first partial and first ``tts.speak`` with thinking off (the stages' d
 long answer (``benchmarks.barge_in``), how much sooner speculative turns start the answer of an app that
 sends partial transcripts and what the speculations the final did not confirm cost
 (``benchmarks.speculation``), the handlers' cold import time
-(``benchmarks.cold_import``) and K sessions taking M turns each at once on the paced model (turns
+(``benchmarks.cold_import``), what a desktop companion's workspace context costs a turn
+(``benchmarks.context_cost``) and K sessions taking M turns each at once on the paced model (turns
 completed, events lost: a turn without ``idle`` or a final without the whole text; p50/p99 of the
 first partial).
 
@@ -44,7 +45,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
 import os
 import subprocess
 import sys
@@ -60,11 +60,11 @@ from benchmarks.barge_in import BargeIn, barge_in_turns, report_barge_in
 from benchmarks.bench_stack import NAIVE_ENV, STACK_ENV, Bench, bench_stack
 from benchmarks.cold_import import cold_imports
 from benchmarks.devices_bench import report_devices, three_devices
-from benchmarks.figures import Result, Scenario, TurnFigures, percentile
+from benchmarks.figures import Result, Scenario, percentile
 from benchmarks.first_phrase import report as report_first_phrase
 from benchmarks.hot_path_table import measured, report_table
-from benchmarks.load import PLAIN, TURN_TIMEOUT_S, TimedClient, sessions_in_own_process
-from benchmarks.meters import DynamoRequest, ModelStream
+from benchmarks.load import PLAIN, TimedClient, sessions_in_own_process
+from benchmarks.measured_turn import measured_turn
 from benchmarks.report import cell, report_costs, report_scenario
 from benchmarks.speculation import speculation_flows
 from benchmarks.speculation_report import report_speculation
@@ -74,141 +74,12 @@ from benchmarks.thinking import report_thinking
 from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
 from shared.flows.config import Settings
-from shared.wire.protocol import AssistantSpeechFinal, AssistantSpeechPartial, ToolCall
-from voiceide_client.conversation.turn import TurnTimeout
 
 RAMBLE = "ramble 100"
 RAMBLE_NAME = "plain 100-delta answer"
 THINKING_TURNS = 3  # a thinking turn on the paced model takes seconds: a few show the difference
-TOOL_NAME = "editor.openFile"
 TOOL = 'call editor.openFile {"path": "Sources/App/main.swift"}'
 PACE_ENV = "CONDUCTOR_LOCAL_MODEL_PACE"
-
-
-# ---- one turn ------------------------------------------------------------------------------------
-
-
-def longest_chain(requests: list[DynamoRequest]) -> int:
-    """The most requests that ran one after another (each started after the previous ended)."""
-    chain, last_end = 0, -math.inf
-    for request in sorted(requests, key=lambda r: r.ended):
-        if request.started >= last_end:
-            chain, last_end = chain + 1, request.ended
-    return chain
-
-
-def blocking_chain(
-    round_trips: list[DynamoRequest],
-    streams: list[ModelStream],
-    sends: list[float],
-    partial_at: float,
-    invokes: list[tuple[float, float]] = (),  # type: ignore[assignment]
-) -> int:
-    """The DynamoDB round trips the first partial waited for: the longest chain of one-after-another
-    round trips (as the conductor's client issued and got them) that ended before it, leaving out
-    those that ended while the model was working on the stream that spoke (after its request went
-    out, before its first text: they cost the user nothing) and those in flight alongside a launch
-    of the turn runner (a write issued with the Invoke that starts the turn: the runner does not
-    wait for it before asking the model)."""
-    alongside = [
-        r for r in round_trips if any(r.started <= answered and r.ended >= issued for issued, answered in invokes)
-    ]
-    before = [r for r in round_trips if r.ended <= partial_at and r not in alongside]
-    speaking = [s for s in streams if s.requested <= partial_at and s.first_text is not None]
-    if not speaking:
-        return longest_chain(before)
-    stream = speaking[-1]
-    assert stream.first_text is not None
-    sent = max((at for at in sends if at <= stream.requested), default=stream.requested)
-    return longest_chain([r for r in before if r.ended <= sent or r.ended >= stream.first_text])
-
-
-def model_wait_ms(streams: list[ModelStream], until: float) -> float:
-    """How long the model worked before its first text (up to ``until``): every stream's time from
-    request to its first text, or to its end when it had none (a tool use)."""
-    total = 0.0
-    for stream in streams:
-        if stream.requested >= until:
-            continue
-        stop = stream.first_text or stream.ended or until
-        total += max(0.0, min(stop, until) - stream.requested)
-    return total * 1000
-
-
-async def measured_turn(bench: Bench, timed: TimedClient, text: str) -> TurnFigures:
-    marks = bench.marks()
-    arrived_at, sent_at = len(timed.arrivals), len(timed.client.sent)
-    sent = time.perf_counter()
-    completed = True
-    try:
-        await timed.client.say(text, timeout=TURN_TIMEOUT_S)
-    except TurnTimeout:
-        completed = False
-    ended = time.perf_counter()
-    assert bench.stack.lambda_server is not None
-    await asyncio.to_thread(bench.stack.lambda_server.wait_idle, 10.0)
-    await asyncio.sleep(0.02)
-    dynamo = [r for r in bench.dynamo.since(marks[0]) if r.started >= sent]
-    round_trips = [r for r in bench.dynamo.round_trips_since(marks[4]) if r.started >= sent]
-    posts = bench.posts.since(marks[1])
-    streams = bench.model.since(marks[2])
-    arrivals = timed.arrivals[arrived_at:]
-    first_partial = next((at for at, e in arrivals if isinstance(e.payload, AssistantSpeechPartial)), None)
-    first_speak = next(
-        (at for at, e in arrivals if isinstance(e.payload, ToolCall) and e.payload.name == "tts.speak"), None
-    )
-    finals = [e.payload.text for _, e in arrivals if isinstance(e.payload, AssistantSpeechFinal)]
-    said = "".join(stream.text for stream in streams)
-    partial_post = next((p.at for p in posts if p.kind == "assistantSpeechPartial"), None)
-    invokes = [(issued, answered) for issued, answered in bench.dynamo.invokes if issued >= sent]
-    # A tool round: from the $default invocation that took the app's result to the answer's first partial.
-    asked_tool = next(
-        (at for at, e in arrivals if isinstance(e.payload, ToolCall) and e.payload.name == TOOL_NAME), None
-    )
-    result_at = (
-        None
-        if asked_tool is None
-        else next(
-            (start for fn, start, _ in bench.lambdas.since(marks[3]) if fn == "message" and start >= asked_tool), None
-        )
-    )
-    partial_after = (
-        None
-        if result_at is None
-        else next((p.at for p in posts if p.kind == "assistantSpeechPartial" and p.at >= result_at), None)
-    )
-    return TurnFigures(
-        completed=completed,
-        final_complete=bool(finals) and " ".join(finals[-1].split()) == " ".join(streams[-1].text.split())
-        if streams
-        else bool(finals) or not said,
-        first_partial_ms=None if first_partial is None else (first_partial - sent) * 1000,
-        overhead_ms=None
-        if first_partial is None
-        else (first_partial - sent) * 1000 - model_wait_ms(streams, first_partial),
-        first_speak_ms=None if first_speak is None else (first_speak - sent) * 1000,
-        turn_s=ended - sent,
-        dynamo=dynamo,
-        blocking=None
-        if partial_post is None
-        else blocking_chain(round_trips, streams, bench.model.sends_since(sent), partial_post, invokes),
-        blocking_after_result=None
-        if result_at is None or partial_after is None
-        else blocking_chain(
-            [r for r in round_trips if r.started >= result_at],
-            [s for s in streams if s.requested >= result_at],
-            bench.model.sends_since(result_at),
-            partial_after,
-            invokes,
-        ),
-        posts=posts,
-        streams=streams,
-        lambda_calls=bench.lambdas.since(marks[3]),
-        client_frames=len(timed.client.sent) - sent_at,
-    )
-
-
-# ---- scenarios -----------------------------------------------------------------------------------
 
 
 async def open_file(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -405,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
 
     report_first_phrase(out, pace, sweep=False)
     report_devices(three_devices(2 if args.quick else 5), out)
+    from benchmarks.context_cost import DEFAULT_TURNS, QUICK_TURNS, context_cost, report_context_cost  # uses this
+
+    report_context_cost(context_cost(pace, QUICK_TURNS if args.quick else DEFAULT_TURNS), out)
     report_table(measured(results, barge_ins, imports, pace), out)
     print(f"\ntotal {time.perf_counter() - began:.1f} s", file=out)
     return 0

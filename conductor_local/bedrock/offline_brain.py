@@ -42,6 +42,13 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
     are too few words to keep each pause under ``SLOW_MAX_GAP`` (5) seconds. For turns longer
     than API Gateway's 29 s integration timeout.
 
+``context [words]``
+    Answers with every block the conductor added to the request after its cached prefix (the
+    ``<context kind="…">`` text blocks of the newest message: the devices' workspace context, the
+    files discussed, running tasks, the names the words may have meant), each whole, in order; "No
+    context was given." when there is none. Those blocks are never taken for the transcript. Words
+    after the keyword are said with it (the names they may mean are among the blocks).
+
 ``recall``
     Answers with the memory it was sent, in order: the rolling summary (when the system prompt
     carries one), then each message as ``<role>: <its first 80 characters>``.
@@ -120,6 +127,7 @@ from conductor_local.bedrock.server import (
     text_delta,
 )
 from shared.core.background_report import REPORT_MARKER
+from shared.core.workspace_context import CONTEXT_OPEN
 
 MAX_COUNT = 1000
 COUNT_PAUSE = 0.05
@@ -156,6 +164,15 @@ _CALL = re.compile(r"call\s+([^\s;]+)\s*", re.IGNORECASE)
 _NEXT_CALL = re.compile(r"\s*;\s*(?=call\s)", re.IGNORECASE)
 _COUNT = re.compile(r"count\s+(\d+)", re.IGNORECASE)
 _FAIL = re.compile(r"fail", re.IGNORECASE)
+_CONTEXT = re.compile(r"context(?:\s+.*)?", re.IGNORECASE | re.DOTALL)
+NO_CONTEXT = "No context was given."
+
+
+def is_added_context(text: object) -> bool:
+    """A block the conductor added to the request (``shared.core.workspace_context``), not words said."""
+    return isinstance(text, str) and text.startswith(CONTEXT_OPEN.split("{", 1)[0])
+
+
 # A reason is snake_case, as Bedrock's are (so "stop the build" stays ordinary speech), or "none".
 _STOP = re.compile(r"stop\s+(none|[a-z0-9]+(?:_[a-z0-9]+)+)(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
 _SLOW = re.compile(r"slow\s+(\d+(?:\.\d*)?|\.\d+)(?:\s+(.*))?", re.IGNORECASE | re.DOTALL)
@@ -196,7 +213,8 @@ class OfflineBrain:
         if user_at is None:
             return message("I did not hear anything.", input_tokens=input_tokens)
         content = messages[user_at].get("content") or []
-        texts = [block["text"] for block in content if "text" in block]
+        added = [block["text"] for block in content if "text" in block and is_added_context(block["text"])]
+        texts = [block["text"] for block in content if "text" in block and not is_added_context(block["text"])]
         results = [block["toolResult"] for block in content if "toolResult" in block]
         if results and not texts:
             previous = messages[user_at - 1] if user_at else {}
@@ -208,6 +226,8 @@ class OfflineBrain:
                 lines = [line for line in transcript.splitlines()[1:-1] if line.strip()]
                 said = " ".join(lines) or transcript
             return message(said, input_tokens=input_tokens)
+        if _CONTEXT.fullmatch(_TRAILING_MARK.sub("", transcript)):
+            return message("\n".join(added) or NO_CONTEXT, input_tokens=input_tokens)
         if is_recall(transcript):
             return message(recall_answer(request), input_tokens=input_tokens)
         if (asked := conductor_calls(_TRAILING_MARK.sub("", transcript), messages)) is not None:

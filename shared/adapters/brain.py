@@ -183,11 +183,21 @@ class BedrockBrain:
         return block
 
     def request(
-        self, messages: list[Message], *, summary: str | None = None, tools: Sequence[ClientTool] | None = None
+        self,
+        messages: list[Message],
+        *,
+        summary: str | None = None,
+        tools: Sequence[ClientTool] | None = None,
+        context: Sequence[str] = (),
     ) -> dict[str, Any]:
         """The ConverseStream parameters for this history window; ``summary`` (of the turns before
-        it) joins the system prompt; ``tools``: the session's declared tools (None: the catalog)."""
+        it) joins the system prompt; ``tools``: the session's declared tools (None: the catalog);
+        ``context``: text blocks added to the newest message only, after every cached prefix
+        (``shared.core.workspace_context``)."""
         wired = wire_messages(messages)
+        if context and wired:
+            newest = wired[-1]
+            wired = [*wired[:-1], {**newest, "content": [*newest["content"], *({"text": text} for text in context)]}]
         if self._prompt_cache:
             wired = self._with_history_checkpoint(wired)
         system: list[dict[str, Any]] = [{"text": with_summary(self._system_prompt, summary)}]
@@ -221,12 +231,15 @@ class BedrockBrain:
         summary: str | None = None,
         tools: Sequence[ClientTool] | None = None,
         on_sent: Callable[[], None] | None = None,
+        context: Sequence[str] = (),
     ) -> Iterator[StreamItem]:
         """The model's answer as stream items. ``on_sent`` is called as the request goes out, so
         the caller can do its own work (a write) in the model's shadow, never ahead of it."""
         self._sending.on_sent = on_sent
         try:
-            response = self._client.converse_stream(**self.request(messages, summary=summary, tools=tools))
+            response = self._client.converse_stream(
+                **self.request(messages, summary=summary, tools=tools, context=context)
+            )
         except (ClientError, BotoCoreError) as error:
             raise _before_output(error) from error
         finally:

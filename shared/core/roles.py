@@ -25,12 +25,14 @@ class Action(StrEnum):
     RUN_TOOLS = "run tools"  # is sent the model's calls of the tools it runs (declared, else the catalog's)
     SHOW_PARTIALS = "show partials"  # is sent assistantSpeechPartial
     SEE_PROGRESS = "see progress"  # is sent the other devices' toolProgress, as the conductor keeps it
+    HEAR_VOCABULARY = "hear vocabulary"  # is sent the workspace's phrases for its recognizer (vocabulary)
+    SEE_NAMES = "see names heard"  # is sent the names a transcript's words may have meant (namesHeard)
 
 
 PERMISSIONS: Mapping[str, frozenset[Action]] = MappingProxyType(
     {
-        VOICE: frozenset({Action.SPEAK, Action.SEE_PROGRESS}),
-        DISPLAY: frozenset({Action.CONFIRM, Action.SHOW_PARTIALS, Action.SEE_PROGRESS}),
+        VOICE: frozenset({Action.SPEAK, Action.SEE_PROGRESS, Action.HEAR_VOCABULARY}),
+        DISPLAY: frozenset({Action.CONFIRM, Action.SHOW_PARTIALS, Action.SEE_PROGRESS, Action.SEE_NAMES}),
         TOOLS: frozenset({Action.RUN_TOOLS}),
     }
 )
@@ -81,6 +83,8 @@ class Audience(StrEnum):
     CHANGE_RUNNER = "the device that will run the change"
     SENDER = "the device that sent the sessionStart"
     EVERY_OTHER = "every other device present"
+    PRESENT_WITH = "every device present with"  # the roles the line names
+    ANY_DEVICE = "accepted from any device of the session"
 
 
 @dataclass(frozen=True)
@@ -107,5 +111,8 @@ ROUTING: tuple[Route, ...] = (
     Route("a held change's preview (`editor.readFile`, `conductor-preview-…`)", Audience.CHANGE_RUNNER),
     Route("`sessionReady`", Audience.SENDER),
     Route("`devicesChanged`", Audience.EVERY_OTHER),
+    Route("`workspaceContext`, `workspaceNames`", Audience.ANY_DEVICE),
+    Route("`vocabulary`", Audience.PRESENT_WITH, (Action.HEAR_VOCABULARY,)),
+    Route("`namesHeard`", Audience.PRESENT_WITH, (Action.SEE_NAMES,)),
 )
 """Who gets what, one row a line of the document's table, in its order."""

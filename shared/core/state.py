@@ -229,6 +229,17 @@ class DeviceEntry(_Model):
     capabilities: list[str] = Field(default_factory=list)  # what its sessionStart announced
 
 
+class NameSet(_Model):
+    """A device's names (``workspaceNames``): the set whose parts are arriving, and the last
+    complete one (stored beside the state, one item a part)."""
+
+    arriving: str | None = None
+    arriving_parts: int = 0
+    received: list[int] = Field(default_factory=list)
+    complete: str | None = None
+    complete_parts: int = 0
+
+
 class SessionState(_Model):
     session_id: str
     version: int = 0
@@ -298,6 +309,12 @@ class SessionState(_Model):
     # Connections refused as a device too many: they get nothing of the session, not even by
     # sending another event (the latest few; a refused app reconnects to try again).
     refused_connections: list[str] = Field(default_factory=list)
+    # What the devices see of the person's project (``shared.core.workspace_context``): each
+    # device's latest context, rendered and bounded; its names' sets (stored beside the state, in
+    # parts); the phrases voice devices were given for their recognizers.
+    workspace: dict[str, str] = Field(default_factory=dict)
+    name_sets: dict[str, NameSet] = Field(default_factory=dict)
+    vocabulary: list[str] = Field(default_factory=list)
 
     def memory_write_due(self, now: float) -> bool:
         """Whether a runner announced a memory write that may still land after ``now``."""

@@ -22,6 +22,7 @@ from shared.core.conductor import Outcome
 from shared.core.from_device import Decide
 from shared.core.history_ops import history_after
 from shared.core.messages import Message, fit_window
+from shared.core.roles import Action
 from shared.core.state import SessionState
 from shared.flows import frame_routes
 from shared.flows.commit import Committed, ConductorBusy, Metrics, NullMetrics
@@ -43,6 +44,7 @@ from shared.wire.protocol import (
     make_event,
     parse_event,
 )
+from shared.wire.workspace import Vocabulary
 
 __all__ = ["ConductorService", "ConnectResult"]
 
@@ -451,6 +453,7 @@ class ConductorService:
         ready = connection.session_ready(before, after, start, request.connection_id)
         if ready is not None:
             self.delivery.gateway.post(request.endpoint, request.connection_id, make_event(ready).to_json())
+            self._give_vocabulary(request, after, after.device_id)
 
     def _ready_device(self, request: Request, before: SessionState, after: SessionState, device_id: str) -> None:
         """Answer a joining device's sessionStart once it is caught up, with the devices present."""
@@ -462,6 +465,13 @@ class ConductorService:
             devices=devices.seen(after, device_id),
         )
         self.delivery.gateway.post(request.endpoint, request.connection_id, make_event(ready).to_json())
+        self._give_vocabulary(request, after, device_id)
+
+    def _give_vocabulary(self, request: Request, state: SessionState, device_id: str) -> None:
+        """A voice device starting on a session whose names are known gets their phrases too."""
+        if state.vocabulary and devices.device_may(state, device_id, Action.HEAR_VOCABULARY):
+            vocabulary = Vocabulary(phrases=tuple(state.vocabulary))
+            self.delivery.gateway.post(request.endpoint, request.connection_id, make_event(vocabulary).to_json())
 
     def _time_tool_round(self, base: SessionState, now: float) -> None:
         """A round of the model's tool calls is complete: from the calls sent to the last result."""

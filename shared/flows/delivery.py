@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from shared.adapters.store import SessionStore, VersionConflict
 from shared.core import connection, devices
+from shared.core.roles import Action, may
 from shared.core.state import SessionState
 from shared.flows.commit import (
     COMMIT_ATTEMPTS,
@@ -90,6 +91,13 @@ class Delivery:
                         extra={"session_id": state.session_id, "connection_id": recipient.connection_id},
                     )
                     break
+
+    def post_unnumbered(self, endpoint: str, state: SessionState, frame: str) -> None:
+        """An unnumbered, unkept frame to the devices present it is for (``_about_other``)."""
+        about = _about_other(frame, state)
+        for recipient in devices.recipients(state):
+            if _hears_about(recipient, about):
+                self.gateway.post(endpoint, recipient.connection_id, frame)
 
     def post_partial(self, endpoint: str, state: SessionState, frame: str) -> bool:
         """An unnumbered partial to the devices that show the answer; whether any got it."""
@@ -210,12 +218,21 @@ class Delivery:
 
 
 _PROGRESS = "progress"  # an unnumbered frame for the devices that show or say progress
+_ROLES = "roles"  # an unnumbered frame for the devices whose roles allow an action
+_FOR_ROLES = {"vocabulary": Action.HEAR_VOCABULARY, "namesHeard": Action.SEE_NAMES}
 
 
 def _about_other(frame: str, state: SessionState) -> str | None:
     """Whom an unnumbered frame is not for: the device a ``devicesChanged`` announces as joined (it
     hears its own ``sessionReady``); for a forwarded ``toolProgress``, the device that runs the call
     (it sent it), prefixed ``_PROGRESS`` so only devices that display or speak get it."""
+    if '"vocabulary"' in frame or '"namesHeard"' in frame:
+        try:
+            kind_name = next(iter(json.loads(frame)["kind"]))
+        except (ValueError, KeyError, TypeError, StopIteration):
+            kind_name = ""
+        if kind_name in _FOR_ROLES:
+            return f"{_ROLES}:{_FOR_ROLES[kind_name]}"
     if '"devicesChanged"' not in frame and '"toolProgress"' not in frame:
         return None
     try:
@@ -233,6 +250,8 @@ def _about_other(frame: str, state: SessionState) -> str | None:
 
 
 def _hears_about(recipient: devices.Recipient, about: str | None) -> bool:
+    if about is not None and about.startswith(f"{_ROLES}:"):
+        return may(recipient.roles, Action(about.removeprefix(f"{_ROLES}:")))
     if about is not None and about.startswith(f"{_PROGRESS}:"):
         shows = DISPLAY in recipient.roles or VOICE in recipient.roles
         return shows and about != f"{_PROGRESS}:{recipient.device_id}"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from shared.core import change_preview, conductor, confirming, progress, result_parts, speculation
+from shared.core import change_preview, conductor, confirming, progress, result_parts, speculation, workspace_context
 from shared.core.decision import is_unrecorded_own_call, may_resume_the_model
 from shared.core.from_device import Decide
 from shared.core.roles import CALL_DEVICE, Action, SentBy
@@ -34,6 +34,7 @@ from shared.wire.protocol import (
     UserAudioTranscriptPartial,
 )
 from shared.wire.wire_formats import timestamp_seconds
+from shared.wire.workspace import WorkspaceContext, WorkspaceNames
 
 P = TypeVar("P")
 
@@ -151,6 +152,16 @@ def _tap(tap: ConfirmChange, frame: Frame) -> Ruling:
     return lambda state: confirming.handle_tap(state, approve, settings, now=now)
 
 
+def _workspace(context: WorkspaceContext, frame: Frame) -> Ruling:
+    connection_id = frame.connection_id
+    return lambda state: workspace_context.handle_context(state, connection_id, context)
+
+
+def _names(part: WorkspaceNames, frame: Frame) -> Ruling:
+    connection_id = frame.connection_id
+    return lambda state: workspace_context.handle_names(state, connection_id, part)
+
+
 # ---- which results are which --------------------------------------------------------------------
 
 
@@ -194,6 +205,9 @@ ROUTES: tuple[FrameRoute[Any], ...] = (
     FrameRoute(ToolProgress, _progress, sent_by=CALL_DEVICE, idempotent=True),
     FrameRoute(SessionStart, _session_start),
     FrameRoute(ConfirmChange, _tap, sent_by=Action.CONFIRM),
+    # The latest context replaces the one before; a part sent again is stored again: nothing claimed.
+    FrameRoute(WorkspaceContext, _workspace, idempotent=True),
+    FrameRoute(WorkspaceNames, _names, idempotent=True),
 )
 
 

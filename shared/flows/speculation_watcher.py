@@ -163,7 +163,10 @@ class SpeculationWatcher:
             messages, chars = fitted.messages, fitted.chars
         tools = self.runner.session_tools(state)
         held = self.runner.spend_guard.reserve(state, messages)  # raises OverBudget: nothing is sent
-        prefetch = Prefetch(lambda: self.runner.brain.stream(messages, summary=state.summary, tools=tools))
+        context, _names_heard = self.runner.request_context.for_request(state, messages, words=step.text)
+        prefetch = Prefetch(
+            lambda: self.runner.brain.stream(messages, summary=state.summary, tools=tools, context=context)
+        )
         prefetch.reservation = held
         self.metrics.count(SPECULATIONS_METRIC)
         spent = math.ceil(chars / max(state.chars_per_token, 1.0))  # input tokens, at the measured ratio

@@ -34,6 +34,7 @@ from shared.flows.config import Settings
 from shared.flows.delivery import Delivery
 from shared.flows.memory_keeper import Fitted, MemoryKeeper
 from shared.flows.message_stream import MessageStream, OutOfTime, TurnFigures
+from shared.flows.request_context import RequestContext
 from shared.flows.spend_guard import OverBudget, Reservation, SpendGuard
 from shared.wire.protocol import ErrorCode
 from shared.wire.protocol_tools import RESERVED_TOOL_NAMES
@@ -69,6 +70,7 @@ class Brain(Protocol):
         summary: str | None = None,
         tools: Sequence[ClientTool] | None = None,
         on_sent: Callable[[], None] | None = None,
+        context: Sequence[str] = (),
     ) -> Any: ...
 
 
@@ -117,6 +119,7 @@ class TurnRunner:
         self.log = logger
         self.metrics = metrics
         self.clock: Callable[[], float] = time.time  # the streams' clock (partials, stop checks)
+        self.request_context = RequestContext(store, logger)
         self.spend_guard = SpendGuard(
             committer.spend,
             ceiling_usd=settings.daily_budget_usd,
@@ -416,7 +419,14 @@ class TurnRunner:
             held = self.spend_guard.reserve(state, messages)  # raises OverBudget: nothing is sent
             requested = time.monotonic()
             tools = self.session_tools(state)
-            items = self.brain.stream(messages, summary=state.summary, tools=tools, on_sent=streamer.model_requested)
+            context, names_heard = self.request_context.for_request(state, messages)
+
+            def sent() -> None:  # in the model's shadow: the stream's claim, then what was heard
+                streamer.model_requested()
+                if names_heard is not None:
+                    self.delivery.post_unnumbered(run.task.endpoint, state, names_heard)
+
+            items = self.brain.stream(messages, summary=state.summary, tools=tools, on_sent=sent, context=context)
         try:
             return streamer.run(items, message, requested)
         finally:

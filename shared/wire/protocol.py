@@ -1,5 +1,5 @@
-"""The VoiceIDE event protocol: the envelope, its fifteen kinds (``KINDS``: the base protocol's nine and
-the conductor's six extensions), parsing and serialization.
+"""The VoiceIDE event protocol: the envelope, its nineteen kinds (``KINDS``: the base protocol's nine and
+the conductor's ten extensions, the workspace's four in ``shared.wire.workspace``), parsing and serialization.
 
 The wire contract is ``docs/protocol.md``.
 Everything here is camelCase on the wire. Parsing never raises: it returns an ``Event``, an
@@ -30,11 +30,13 @@ from pydantic import (
 )
 
 from shared.wire import bounded_json
+from shared.wire.payload import WirePayload as _Payload
 from shared.wire.protocol_tools import MAX_DECLARED_TOOLS, MAX_RESULT_PARTS, DeclaredTool, checked_declarations
 from shared.wire.wire_formats import (
     TIMESTAMP_SYNTAX,
     is_rfc3339_timestamp,
 )
+from shared.wire.workspace import NamesHeard, Vocabulary, WorkspaceContext, WorkspaceNames
 
 
 class ErrorCode(StrEnum):
@@ -134,12 +136,6 @@ _OMITTED_WHEN_NONE = frozenset(
 )
 MAX_PROGRESS_MESSAGE = 200
 Capability = Annotated[StrictStr, Field(min_length=1, max_length=64)]
-
-
-class _Payload(BaseModel):
-    """A kind's payload. Extra fields are ignored so newer clients stay compatible."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
 
 class HandoffTurn(_Payload):
@@ -383,6 +379,10 @@ Payload = (
     | TurnUsage
     | DevicesChanged
     | ConfirmChange
+    | WorkspaceContext
+    | WorkspaceNames
+    | Vocabulary
+    | NamesHeard
     | ErrorPayload
 )
 
@@ -402,6 +402,10 @@ KINDS: dict[str, type[Payload]] = {
     "turnUsage": TurnUsage,
     "devicesChanged": DevicesChanged,
     "confirmChange": ConfirmChange,
+    "workspaceContext": WorkspaceContext,
+    "workspaceNames": WorkspaceNames,
+    "vocabulary": Vocabulary,
+    "namesHeard": NamesHeard,
     "error": ErrorPayload,
 }
 KIND_NAMES: dict[type[Payload], str] = {model: name for name, model in KINDS.items()}

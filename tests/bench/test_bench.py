@@ -12,14 +12,13 @@ from benchmarks.bench_stack import bench_stack
 from benchmarks.capacity import item_size, read_units, write_units
 from benchmarks.costs import PRICES, TurnUsage, cost_per_1000, stages, websocket_messages
 from benchmarks.load import sessions_in_own_process
+from benchmarks.measured_turn import blocking_chain, longest_chain
 from benchmarks.meters import DynamoRequest, ModelStream
 from benchmarks.speculation import REQUESTS, Flow, differs, speculation_turns
 from benchmarks.turn_latency import (
     PLAIN,
     RAMBLE,
     Scenario,
-    blocking_chain,
-    longest_chain,
     run_scenario,
 )
 from conductor_local.bedrock.offline_brain import ModelPace

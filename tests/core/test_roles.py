@@ -44,8 +44,8 @@ def test_a_refusal_answers_an_action_a_role_grants() -> None:
 @pytest.mark.parametrize(
     ("roles", "allowed"),
     [
-        (("voice",), {Action.SPEAK, Action.SEE_PROGRESS}),
-        (("display",), {Action.CONFIRM, Action.SHOW_PARTIALS, Action.SEE_PROGRESS}),
+        (("voice",), {Action.SPEAK, Action.SEE_PROGRESS, Action.HEAR_VOCABULARY}),
+        (("display",), {Action.CONFIRM, Action.SHOW_PARTIALS, Action.SEE_PROGRESS, Action.SEE_NAMES}),
         (("tools",), {Action.RUN_TOOLS}),
         (("voice", "display", "tools"), set(Action)),
         ((), set()),

@@ -163,6 +163,8 @@ def test_who_may_send_each_kind() -> None:
         "_progress": CALL_DEVICE,
         "_session_start": None,
         "_tap": Action.CONFIRM,
+        "_workspace": None,
+        "_names": None,
     }
 
 

@@ -51,6 +51,10 @@ def test_the_nine_kinds_are_spelled_as_the_spec_and_the_extensions_added() -> No
         "turnUsage",
         "devicesChanged",
         "confirmChange",
+        "workspaceContext",
+        "workspaceNames",
+        "vocabulary",
+        "namesHeard",
     }
     assert set(SPEC_EXAMPLES) <= set(KINDS)
 

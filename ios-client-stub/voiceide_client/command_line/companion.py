@@ -28,6 +28,7 @@ from voiceide_client.companion.device import MAX_NAME, companion_device, folder_
 from voiceide_client.companion.display import CompanionDisplay
 from voiceide_client.companion.project_file import PROJECT_FILE, ProjectFileError, load_project_file
 from voiceide_client.companion.session import ENDED_BY_SERVER, REFUSED, TAKEN_OVER, UNREACHABLE, Companion
+from voiceide_client.companion.workspace_files import inside
 from voiceide_client.connection.link import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, ConductorUnavailable, without_session
 from voiceide_client.connection.sessions_api import SessionsApi, SessionsApiError
 from voiceide_client.connection.sign_in import SignInError
@@ -100,6 +101,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the journal of calls is kept ($XDG_STATE_HOME/voiceide/companion by default)",
     )
     parser.add_argument(
+        "--follow",
+        metavar="FILE",
+        help="the file you are working on (relative to the workspace): the session's context names it as the "
+        "open file (the most recently modified file by default)",
+    )
+    parser.add_argument(
+        "--no-context",
+        action="store_true",
+        help="send the session neither this folder's context (open file, branch, changed files, problems, "
+        "running builds) nor its names",
+    )
+    parser.add_argument(
         "--quiet", action="store_true", help="print nothing but errors and connection trouble (to stderr)"
     )
     add_sessions_url_argument(parser)
@@ -116,6 +129,11 @@ def _checked(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if not os.access(args.workspace, os.R_OK | os.X_OK):
         parser.error(f"--workspace: {workspace} cannot be read (permission denied)")
     args.workspace = args.workspace.resolve()
+    if args.follow is not None:
+        followed = inside(args.workspace, args.follow)
+        if followed is None:
+            parser.error(f"--follow: {printable(args.follow)} is not a file of the workspace")
+        args.follow = followed
     if any(key.lower() == "token" for key, _ in parse_qsl(urlsplit(args.url).query)):
         parser.error("--url must not carry a token: sign in with --username (the token goes in a header)")
     if args.name is not None and not 1 <= len(args.name) <= MAX_NAME:
@@ -195,6 +213,8 @@ async def run_companion(
         handshake_headers=None if sign_in is None else sign_in.headers,
         backoff=backoff,
         on_progress=display.notice,
+        send_context=not args.no_context,
+        follow=args.follow,
     )
     try:
         return await _serve(companion, args, display)
@@ -243,7 +263,8 @@ def describe(companion: Companion, url: str) -> list[str]:
     device = companion.device
     lines = [
         f"companion for {folder_label(companion.workspace.root)}: device {device.id} "
-        f"({', '.join(device.roles)}) on session {companion.client.session_id} at {without_session(url)}"
+        f"({', '.join(device.roles)}) on session {companion.client.session_id} at {without_session(url)}",
+        context_line(companion),
     ]
     try:
         project = load_project_file(companion.workspace.root)
@@ -254,3 +275,11 @@ def describe(companion: Companion, url: str) -> list[str]:
     runs = [f"{key} `{shlex.join(argv)}`" for key, argv in project.commands.items()]
     what = ", ".join(runs) if runs else "no command"
     return [*lines, f"{PROJECT_FILE}: {what}; time limit {project.timeout_seconds:g} s"]
+
+
+def context_line(companion: Companion) -> str:
+    """What the companion tells the session about the folder, and how to stop it."""
+    if companion.context is None:
+        return "--no-context: the session is sent neither this folder's context nor its names"
+    follows = f"follows {companion.context.follow}; " if companion.context.follow else ""
+    return f"{follows}sends the session this folder's context and names, never a file's content (--no-context: neither)"

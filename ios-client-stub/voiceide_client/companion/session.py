@@ -10,7 +10,9 @@ listing, an edit the person said yes to, ``git``, and the build and test command
 stops the call. A call sent again (a reconnect, a restart of the companion) is answered from the run
 it already had, never run twice. A companion started again answers at once the builds and test runs
 an earlier run started and never finished (the conductor waits for their result and does not send
-them again): they were not run again. It shows the conversation as it goes (``display``).
+them again): they were not run again. It shows the conversation as it goes (``display``). Once
+joined, it tells the session what its folder looks like, its context and its names
+(``context_sender``), unless ``send_context`` is off.
 
 It runs until the session is ended or erased, the conductor refuses it (``too_many_devices``: the
 session has four devices already), another connection takes the session over (``taken_over``: it
@@ -38,10 +40,12 @@ from shared.wire.protocol import (
     ToolResult,
     make_event,
 )
+from shared.wire.workspace import WorkspaceContext, WorkspaceNames
 from voiceide_client.connection.link import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_ATTEMPTS,
     MAX_FRAME_BYTES,
+    ClientClosed,
     HandshakeHeaders,
     Link,
     Progress,
@@ -50,6 +54,7 @@ from voiceide_client.conversation.client import ConductorClient
 
 from .calls import CompanionRouter, interrupted_result
 from .command import DEFAULT_PROGRESS_EVERY_S, KILL_GRACE_S
+from .context_sender import ContextSender, ContextTiming
 from .display import CompanionDisplay
 from .journal import CallJournal
 from .workspace import CompanionWorkspace
@@ -73,6 +78,14 @@ class CompanionClient(ConductorClient):
         """Send ``result``; False when the client closed before it could."""
         return await self._send_answer(make_event(result))
 
+    async def send_workspace(self, payload: WorkspaceContext | WorkspaceNames) -> bool:
+        """Send the workspace's context or a part of its names; False when the client closed."""
+        try:
+            await self._send(make_event(payload))
+        except ClientClosed:
+            return False
+        return True
+
 
 class Companion:
     """One companion on one session (``async with`` connects and closes)."""
@@ -93,6 +106,9 @@ class Companion:
         progress_every: float = DEFAULT_PROGRESS_EVERY_S,
         kill_grace: float = KILL_GRACE_S,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        send_context: bool = True,
+        follow: str | None = None,
+        context_timing: ContextTiming | None = None,
     ) -> None:
         self.display = display
         self.workspace = CompanionWorkspace(
@@ -123,6 +139,12 @@ class Companion:
             on_progress=self._progress,
             max_frame_bytes=max_frame_bytes,
         )
+        # the folder's context and names, sent once joined (``context_sender``); none with send_context off
+        self.context = (
+            ContextSender(self.workspace, self.client.send_workspace, follow=follow, timing=context_timing)
+            if send_context
+            else None
+        )
 
     @property
     def device(self) -> Device:
@@ -142,6 +164,8 @@ class Companion:
         """Join the session; then answer the calls an earlier run left unfinished."""
         await self.client.connect(retries=retries)
         await self.answer_unfinished()
+        if self.context is not None and self.ended() is None:
+            self.context.start()
 
     async def answer_unfinished(self) -> None:
         """The builds and test runs an earlier run of the companion started on this session and never
@@ -194,6 +218,8 @@ class Companion:
 
     async def close(self) -> None:
         """Close the connection; every call still running is stopped (its command killed)."""
+        if self.context is not None:
+            await self.context.stop()
         await self.client.close()
 
     # ---- what the companion does with events -----------------------------------------------------
@@ -209,6 +235,8 @@ class Companion:
 
     def _on_event(self, event: Event) -> None:
         payload = event.payload
+        if isinstance(payload, SessionReady) and self.context is not None:
+            self.context.resend()  # a new connection: the conductor may not have them
         if isinstance(payload, ToolCancel):
             self.router.cancel(payload.call_id)
             if self.display is not None:

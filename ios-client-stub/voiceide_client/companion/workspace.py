@@ -100,6 +100,8 @@ class CompanionWorkspace(Workspace):
         self.progress_every = progress_every
         self.kill_grace = kill_grace
         self.git_timeout = git_timeout
+        self.running_tasks: list[str] = []  # the builds and test runs going on, as "build: swift build"
+        self.last_output: str | None = None  # the last finished run's problem lines and output's end
 
     # ---- paths -------------------------------------------------------------------------------
 
@@ -282,6 +284,8 @@ class CompanionWorkspace(Workspace):
             if self.send_progress is not None and call_id is not None:
                 await self.send_progress(call_id, fraction, message)
 
+        task = f"{key}: {shlex.join(argv)}"
+        self.running_tasks.append(task)
         try:
             outcome = await run_command(
                 argv,
@@ -293,6 +297,9 @@ class CompanionWorkspace(Workspace):
             )
         except CommandNotFound as exc:
             raise ToolError(f"{exc} (the {key} command of {PROJECT_FILE})") from None
+        finally:
+            self.running_tasks.remove(task)
+        self.last_output = "\n".join([*outcome.problems, outcome.tail])
         if not outcome.succeeded:
             raise ToolError(outcome.failure())
         return outcome.result()

@@ -56,6 +56,7 @@ from shared.wire.protocol import (
     parse_event,
 )
 from shared.wire.protocol_tools import DeclaredTool
+from shared.wire.workspace import Vocabulary
 from voiceide_client.connection.incoming import SESSION_CLOSING, STOPPING, TRANSCRIPT_REFUSED, gateway_frame, raw_seq
 from voiceide_client.connection.link import (
     DEFAULT_BACKOFF,
@@ -131,7 +132,8 @@ class ConductorClient(ConnectionLifecycle):
     (which device this is, for a session several devices share) in every one. A tool result too big
     for one frame is sent in parts (``tools.result_parts``), each part with the same event id every time
     it is sent again, so the conductor takes a resent part as the resent event it is.
-    ``ui`` is the UI model the conductor's ``assistantUIPatch`` events are applied to.
+    ``ui`` is the UI model the conductor's ``assistantUIPatch`` events are applied to; ``vocabulary``
+    the phrases of the conductor's latest ``vocabulary``, for the recognizer.
     """
 
     def __init__(
@@ -201,6 +203,8 @@ class ConductorClient(ConnectionLifecycle):
         )
         self.device = device if device is None or isinstance(device, Device) else Device.model_validate(device)
         self.session_ready: SessionReady | None = None  # the answer to the latest sessionStart
+        # the latest phrases the conductor gave for the recognizer's custom vocabulary (``vocabulary``)
+        self.vocabulary: tuple[str, ...] = ()
         # session_ended / session_erased / taken_over / too_many_devices: never reconnect
         self.closed_by_server: str | None = None
         self.closed_message: str | None = None  # what the conductor said with that code
@@ -552,6 +556,8 @@ class ConductorClient(ConnectionLifecycle):
             self._apply_ui_patch(event.payload.patch)
         elif isinstance(event.payload, SessionReady):
             self._on_session_ready(event.payload)
+        elif isinstance(event.payload, Vocabulary):
+            self.vocabulary = event.payload.phrases
         self._notify()
         if isinstance(event.payload, ToolCall):
             self._tool_runs.take(event.payload, turn)

@@ -35,6 +35,7 @@ STYLES = {
     "barge-in": "yellow",
     "progress": "magenta",
     "device": "cyan",
+    "names": "dim cyan",
 }
 
 

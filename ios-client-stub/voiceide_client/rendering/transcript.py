@@ -9,9 +9,12 @@ for it.
 
 What came from the network (the model's text, cards, device names, error messages) is printed
 without its escape sequences and control characters (``printable``): it cannot act on the terminal.
-The conductor's own reads for a change card (``editor.readFile`` with a ``conductor-preview-``
-callId) are not printed: the card shows them. The errors after which the client stops
-(``taken_over``, ``too_many_devices``) are not printed either: the client says them as it stops.
+The names the conductor says a transcript's words may have meant (``namesHeard``) are one line each,
+``heard 'get user buy id' → getUserById (src/users.ts)``; a new vocabulary for the recognizer is one
+line with its first phrases (the same vocabulary again is not shown). The conductor's own reads for
+a change card (``editor.readFile`` with a ``conductor-preview-`` callId) are not printed: the card
+shows them. The errors after which the client stops (``taken_over``, ``too_many_devices``) are not
+printed either: the client says them as it stops.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from shared.wire.protocol import (
     ToolResult,
     UserAudioTranscriptFinal,
 )
+from shared.wire.workspace import NamesHeard, Vocabulary
 from voiceide_client.connection.incoming import STOPPING
 from voiceide_client.tools.router import BUILTIN_TOOLS
 
@@ -41,6 +45,8 @@ STATE_LABELS = {"executing": "executing a tool"}
 """How a state reads in the transcript, where its name alone says too little."""
 PREVIEW_PREFIX = "conductor-preview-"
 """The callId prefix of the conductor's reads of a file for a change card."""
+VOCABULARY_SHOWN = 8
+"""Phrases of a new vocabulary named in its line."""
 
 
 class Renderer(Protocol):
@@ -90,6 +96,7 @@ class TranscriptRenderer:
         self.quiet = quiet
         self._tool_names: dict[str, str] = {}
         self._previews: set[str] = set()  # callIds of the conductor's reads for a change card
+        self._vocabulary: tuple[str, ...] | None = None  # the phrases last shown
 
     # ---- what the client reports ----------------------------------------------------------------
 
@@ -110,6 +117,12 @@ class TranscriptRenderer:
                 self._emit(f"→ tool {payload.name} {payload.arguments}", "tool")
         elif isinstance(payload, ErrorPayload) and payload.code not in STOPPING:  # said as the client stops
             self.error(f"[error] {payload.code}: {payload.message}")
+        elif isinstance(payload, NamesHeard):
+            for line in names_heard_lines(payload):
+                self._emit(line, "names")
+        elif isinstance(payload, Vocabulary) and payload.phrases != self._vocabulary:  # the same again: unsaid
+            self._vocabulary = payload.phrases
+            self._emit(vocabulary_line(payload), "names")
 
     def sent(self, event: Event) -> None:
         payload = event.payload
@@ -192,6 +205,23 @@ def barge_in_line(heard: str | None) -> str:
     words = heard.split()
     tail = " ".join(words[-12:])
     return f'[barge-in] cut after "{"…" if len(words) > 12 else ""}{tail}"'
+
+
+def names_heard_lines(heard: NamesHeard) -> list[str]:
+    """One line a name: ``heard 'get user buy id' → getUserById (src/users.ts)``."""
+    return [
+        f"heard '{match.heard}' → {match.name}" + (f" ({match.path})" if match.path else "") for match in heard.matches
+    ]
+
+
+def vocabulary_line(vocabulary: Vocabulary, shown: int = VOCABULARY_SHOWN) -> str:
+    """``[vocabulary] 42 phrases: getUserById, UserService, …``"""
+    phrases = vocabulary.phrases
+    if not phrases:
+        return "[vocabulary] none"
+    more = ", …" if len(phrases) > shown else ""
+    count = f"{len(phrases)} phrase" + ("s" if len(phrases) != 1 else "")
+    return f"[vocabulary] {count}: {', '.join(phrases[:shown])}{more}"
 
 
 def excerpt(text: str, limit: int = LONG_TEXT) -> str:

@@ -1,0 +1,80 @@
+"""The blocks a model request carries after its cached prefix (``shared.core.workspace_context``),
+and the names the newest transcript's words may have meant, shown to the devices that display.
+
+The names of a device's complete set are read from their stored parts once per container and set
+(a query per set, only when a set is new to this container) and kept, indexed, for the next turns.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from shared.core import workspace_context
+from shared.core.identifiers import KnownName, NameIndex, NameMatch
+from shared.core.messages import Message
+from shared.core.state import SessionState
+from shared.wire.protocol import make_event
+from shared.wire.workspace import MAX_MATCHES, NameHeard, NamesHeard
+
+INDEXES_KEPT = 16
+MATCHES_GIVEN = 5
+
+
+class PartsReader(Protocol):
+    def result_parts(self, session_id: str, call_id: str) -> list[tuple[int, str]]: ...
+
+
+class RequestContext:
+    """What one container knows of the sessions' names, and the blocks of their requests."""
+
+    def __init__(self, parts: PartsReader, log: Any) -> None:
+        self._parts = parts
+        self._log = log
+        self._indexes: OrderedDict[tuple[str, ...], NameIndex] = OrderedDict()
+
+    def name_index(self, state: SessionState) -> NameIndex | None:
+        sets = workspace_context.complete_sets(state)
+        if not sets:
+            return None
+        key = tuple(sorted(set_id for set_id, _parts in sets))
+        index = self._indexes.get(key)
+        if index is None:
+            names: list[KnownName] = []
+            for set_id, _parts in sets:
+                for _index, text in self._parts.result_parts(state.session_id, workspace_context.names_key(set_id)):
+                    names.extend(workspace_context.names_of(text))
+            index = NameIndex.build(names)
+            self._indexes[key] = index
+            while len(self._indexes) > INDEXES_KEPT:
+                self._indexes.popitem(last=False)
+        self._indexes.move_to_end(key)
+        return index
+
+    def matches(self, state: SessionState, words: str | None) -> list[NameMatch]:
+        if not words:
+            return []
+        try:
+            index = self.name_index(state)
+        except Exception:  # a names read that fails leaves the turn without candidates, never stops it
+            self._log.exception("names not read", extra={"session_id": state.session_id})
+            return []
+        return index.match(words, limit=MATCHES_GIVEN) if index is not None and len(index) else []
+
+    def for_request(
+        self, state: SessionState, messages: Sequence[Message], *, words: str | None = None
+    ) -> tuple[list[str], str | None]:
+        """The request's blocks and, when the words matched names, the ``namesHeard`` frame to
+        post to the devices that display (``words``: the transcript, else the newest message's)."""
+        heard = words if words is not None else workspace_context.newest_words(messages)
+        found = self.matches(state, heard)
+        blocks = workspace_context.blocks(state, messages, found)
+        if not found:
+            return blocks, None
+        shown = NamesHeard(
+            matches=tuple(NameHeard(heard=match.heard, name=match.name, path=match.path) for match in found)[
+                :MAX_MATCHES
+            ]
+        )
+        return blocks, make_event(shown).to_json()
