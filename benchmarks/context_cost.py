@@ -7,7 +7,7 @@ joined to it over real WebSockets; the phone speaks the same growing conversatio
 turn in alternation. In one the companion sends nothing; in the other it first sends a typical
 ``workspaceContext`` (``COMPANION_CONTEXT``: workspace, open file with cursor, a 20-line
 selection, branch, 5 changed files, 3 diagnostics, 1 running task), which the conductor keeps and
-adds to every model request as a ``<context kind="workspace of …">`` block after the cached
+adds to every model request as a ``<context kind="workspace">`` block after the cached
 prefix.
 
 The model is the stage's (``cdk.json``: its id, maxTokens, effort, thinking and list prices, so

@@ -1,6 +1,7 @@
 /* VoiceIDE console: talk to the conductor in a browser, written from docs/protocol.md. This module
  * wires the others together: the events received to the view, the timeline, speech, the tools,
- * the devices on the session, the progress of long calls and a held change's buttons; a join's
+ * the devices on the session, what they see of the person's project and the names heard in the
+ * person's words, the progress of long calls and a held change's buttons; a join's
  * catch-up (the session's past, shown, never spoken or run); the page's controls and the Sessions panel; the start (config.json,
  * sign-in, the earlier conversation, connect); `window.voiceConsole`, which exposes what the page sent and received,
  * for the browser tests.
@@ -24,7 +25,9 @@ import {
 import * as devices from "./devices.js";
 import { $, el } from "./dom.js";
 import * as held from "./held.js";
+import { namesShown, onNamesHeard } from "./names_heard.js";
 import * as progress from "./progress.js";
+import * as project from "./project.js";
 import { makeEvent } from "./protocol.js";
 import { wireSessionList } from "./session_list.js";
 import { newSession, resumeSession, showStartingSession, showTitle } from "./session_switch.js";
@@ -33,6 +36,7 @@ import { applyMode, bargeIn, forgetHeardAnswer, sendFinal, speak, watchVoices, w
 import { mark, turns } from "./timeline.js";
 import { renderFiles, runTool, wireFolderPicker } from "./tools.js";
 import { turnUsageItem } from "./usage.js";
+import { onVocabulary, vocabulary } from "./vocabulary.js";
 import {
   applyPatch,
   currentState,
@@ -92,7 +96,16 @@ function handle(name, payload) {
       devices.onReady(payload);
       break;
     case "devicesChanged":
-      devices.onChanged(payload);
+      onDevicesChanged(payload);
+      break;
+    case "workspaceContext":
+      project.onContext(payload); // another device's view of the project, forwarded
+      break;
+    case "namesHeard":
+      onNamesHeard(payload);
+      break;
+    case "vocabulary":
+      onVocabulary(payload);
       break;
     case "error":
       if (payload.code === "no_pending_tool_call" && held.onRefused()) break;
@@ -106,6 +119,13 @@ function handle(name, payload) {
     default:
       break; // kinds this console does not know are ignored
   }
+}
+
+/** A device that leaves takes what it saw of the project with it. */
+function onDevicesChanged(change) {
+  const gone = typeof change.left === "string" ? devices.present.devices.find((d) => d.id === change.left) : null;
+  devices.onChanged(change);
+  if (gone) project.deviceLeft(gone.name || gone.id);
 }
 
 /** A card appended by a patch may be a held change's (its question follows). */
@@ -403,6 +423,20 @@ window.voiceConsole = {
   },
   /** The confirmChange payloads sent and the held cards shown. */
   held: held.heldRecord,
+  /** What each device sees of the person's project, as the Project panel shows it (one per device). */
+  get projects() {
+    return project.shownContexts();
+  },
+  /** The names heard shown: {eventId, matches, under} (under: the words of the line they went under). */
+  namesHeard: namesShown,
+  /** The phrases kept for the recognizer (the latest `vocabulary`). */
+  get vocabulary() {
+    return vocabulary.phrases;
+  },
+  /** How the recognizer last started was given them: "phrases", "grammar" or "none". */
+  get vocabularyGiven() {
+    return vocabulary.given;
+  },
 };
 
 start();

@@ -42,3 +42,48 @@ export function progressOf(payload) {
     message: typeof message === "string" ? message : "",
   };
 }
+
+const text = (value, max) => (typeof value === "string" && value ? value.slice(0, max) : null);
+const line = (value) => (Number.isInteger(value) && value >= 1 ? value : null);
+const texts = (value, max) => (Array.isArray(value) ? value.map((v) => text(v, max)).filter(Boolean) : []);
+
+/** A `workspaceContext` as the console shows it (what a device sees of the person's project), or
+ * null without a workspace: {device, workspace, openFile {path, language, cursorLine} | null,
+ * selection {path, startLine, endLine} | null, branch, changedFiles, diagnostics [{path, line,
+ * severity, message}], runningTasks}. What is not of the protocol's shape is left out. */
+export function workspaceContextOf(payload) {
+  const workspace = text(payload && payload.workspace, 100);
+  if (!workspace) return null;
+  const open = payload.openFile && text(payload.openFile.path, 512);
+  const chosen = payload.selection && text(payload.selection.path, 512);
+  return {
+    device: text(payload.device, 64),
+    workspace,
+    openFile: open
+      ? { path: open, language: text(payload.openFile.language, 64), cursorLine: line(payload.openFile.cursorLine) }
+      : null,
+    selection: chosen
+      ? { path: chosen, startLine: line(payload.selection.startLine), endLine: line(payload.selection.endLine) }
+      : null,
+    branch: text(payload.branch, 200),
+    changedFiles: texts(payload.changedFiles, 512),
+    diagnostics: (Array.isArray(payload.diagnostics) ? payload.diagnostics : [])
+      .filter((d) => d && text(d.path, 512))
+      .map((d) => ({ path: d.path, line: line(d.line), severity: text(d.severity, 16) || "info", message: text(d.message, 300) || "" })),
+    runningTasks: texts(payload.runningTasks, 200),
+  };
+}
+
+/** A `namesHeard`'s matches: [{heard, name, path}] (`path` null when not given); those without a
+ * heard phrase or a name are left out. */
+export function namesHeardOf(payload) {
+  const matches = payload && Array.isArray(payload.matches) ? payload.matches : [];
+  return matches
+    .filter((m) => m && text(m.heard, 200) && text(m.name, 128))
+    .map((m) => ({ heard: m.heard, name: m.name, path: text(m.path, 512) }));
+}
+
+/** A `vocabulary`'s phrases (text only, at most 100). */
+export function phrasesOf(payload) {
+  return texts(payload && payload.phrases, 100).slice(0, 100);
+}

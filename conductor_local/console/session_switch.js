@@ -8,10 +8,13 @@ import { forgetDevices } from "./devices.js";
 import { $ } from "./dom.js";
 import { loadEarlier, noteNotShown } from "./earlier.js";
 import { clear as clearHeld } from "./held.js";
+import { forgetNamesHeard } from "./names_heard.js";
+import { forgetProject } from "./project.js";
 import { uuid4 } from "./protocol.js";
 import { forgetLastSeq, keepMode, lastSeq, settings, store } from "./settings.js";
 import { applyMode } from "./speech.js";
 import { clearTimeline } from "./timeline.js";
+import { forgetVocabulary } from "./vocabulary.js";
 import { clearCards, clearTranscript, note, setConnection } from "./view.js";
 
 let switches = 0; // a switch started later makes an earlier one's late answers moot
@@ -36,6 +39,9 @@ function enter(sessionId, mode = "own") {
   clearCards();
   clearTimeline();
   forgetDevices();
+  forgetProject();
+  forgetNamesHeard();
+  forgetVocabulary();
   applyMode();
   showTitle(null);
 }

@@ -1,14 +1,17 @@
 /* Speech: the answer spoken aloud (Web Speech synthesis, one tts.speak call after another, with
  * what was heard of it), barge-in, and the user's requests, typed or heard by speech recognition
- * (push-to-talk or hands-free), sent as transcript events. A browser that joined to watch has no
- * microphone's use: it never speaks, listens, barges in or sends a transcript. */
+ * (push-to-talk or hands-free, the recognizer given the project's names when it takes them), sent as
+ * transcript events. A browser that joined to watch has no microphone's use: it never speaks,
+ * listens, barges in or sends a transcript. */
 
 import { answer, send } from "./connection.js";
 import { talks } from "./devices.js";
 import { $ } from "./dom.js";
+import { transcriptSent } from "./names_heard.js";
 import { makeEvent, wellFormed } from "./protocol.js";
 import { settings } from "./settings.js";
 import { startTurn } from "./timeline.js";
+import { bias, refusedPhrases } from "./vocabulary.js";
 import { currentState, dropInterim, note, showInterim, showUser } from "./view.js";
 
 const PARTIAL_EVERY_MS = 250;
@@ -189,13 +192,15 @@ export function sendFinal(text) {
   if (speech.active()) bargeIn("the user started a new request");
   speech.dropping = false;
   speech.heardParts = [];
-  showUser(text);
+  const line = showUser(text);
   startTurn(text);
-  send(makeEvent("userAudioTranscriptFinal", { text }));
+  const event = makeEvent("userAudioTranscriptFinal", { text });
+  transcriptSent(event.id, line);
+  send(event);
 }
 
 const Recognition = window.SpeechRecognition || window.webkitSpeechRecognition;
-const mic = { rec: null, mode: null, heardInterim: false };
+const mic = { rec: null, mode: null, heardInterim: false, again: false };
 
 function startListening(mode) {
   if (!Recognition || mic.rec || !talks()) return;
@@ -203,6 +208,7 @@ function startListening(mode) {
   rec.lang = navigator.language || "en-US";
   rec.interimResults = true;
   rec.continuous = mode === "hands-free";
+  bias(rec);
   mic.rec = rec;
   mic.mode = mode;
   rec.onresult = (e) => {
@@ -221,14 +227,21 @@ function startListening(mode) {
     }
   };
   rec.onerror = (e) => {
+    if (refusedPhrases(e.error)) {
+      mic.again = true; // the names' phrases were refused: listen again without them
+      return;
+    }
     if (e.error !== "no-speech" && e.error !== "aborted") note(`speech recognition: ${e.error}`, "error");
   };
   rec.onend = () => {
     const wasHandsFree = mic.mode === "hands-free" && $("hands-free").checked;
+    const stillHeld = mic.again && mic.mode === "push-to-talk" && $("talk").classList.contains("active");
     mic.rec = null;
     mic.mode = null;
+    mic.again = false;
     dropInterim();
     if (wasHandsFree) startListening("hands-free");
+    else if (stillHeld) startListening("push-to-talk");
     else $("listening").hidden = true;
   };
   $("listening").hidden = false;

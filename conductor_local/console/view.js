@@ -91,10 +91,11 @@ export function dropInterim() {
   }
 }
 
+/** The person's words as a line of the transcript (returned). */
 export function showUser(text) {
   if (interimBubble) interimBubble.remove();
   interimBubble = null;
-  bubble("you", "you", text);
+  return bubble("you", "you", text);
 }
 
 export function clearTranscript() {

@@ -72,6 +72,14 @@ def device_of(state: SessionState, connection_id: str) -> str | None:
     return entry.device_id if entry is not None else None
 
 
+def name_of(state: SessionState, device_id: str) -> str:
+    """The name a device gave itself (its id when it gave none)."""
+    if device_id == state.device_id:
+        return state.device_name or device_id
+    entry = next((entry for entry in state.devices if entry.device_id == device_id), None)
+    return (entry.name if entry is not None else "") or device_id
+
+
 def roles_of(state: SessionState, device_id: str | None) -> list[str]:
     if device_id is None:
         return []

@@ -26,13 +26,13 @@ class Action(StrEnum):
     SHOW_PARTIALS = "show partials"  # is sent assistantSpeechPartial
     SEE_PROGRESS = "see progress"  # is sent the other devices' toolProgress, as the conductor keeps it
     HEAR_VOCABULARY = "hear vocabulary"  # is sent the workspace's phrases for its recognizer (vocabulary)
-    SEE_NAMES = "see names heard"  # is sent the names a transcript's words may have meant (namesHeard)
+    SEE_PROJECT = "see the project"  # is sent the devices' workspace context and the names a transcript may mean
 
 
 PERMISSIONS: Mapping[str, frozenset[Action]] = MappingProxyType(
     {
         VOICE: frozenset({Action.SPEAK, Action.SEE_PROGRESS, Action.HEAR_VOCABULARY}),
-        DISPLAY: frozenset({Action.CONFIRM, Action.SHOW_PARTIALS, Action.SEE_PROGRESS, Action.SEE_NAMES}),
+        DISPLAY: frozenset({Action.CONFIRM, Action.SHOW_PARTIALS, Action.SEE_PROGRESS, Action.SEE_PROJECT}),
         TOOLS: frozenset({Action.RUN_TOOLS}),
     }
 )
@@ -113,6 +113,6 @@ ROUTING: tuple[Route, ...] = (
     Route("`devicesChanged`", Audience.EVERY_OTHER),
     Route("`workspaceContext`, `workspaceNames`", Audience.ANY_DEVICE),
     Route("`vocabulary`", Audience.PRESENT_WITH, (Action.HEAR_VOCABULARY,)),
-    Route("`namesHeard`", Audience.PRESENT_WITH, (Action.SEE_NAMES,)),
+    Route("`namesHeard`, a device's `workspaceContext` (forwarded)", Audience.PRESENT_WITH, (Action.SEE_PROJECT,)),
 )
 """Who gets what, one row a line of the document's table, in its order."""

@@ -311,10 +311,9 @@ class SessionState(_Model):
     refused_connections: list[str] = Field(default_factory=list)
     # What the devices see of the person's project (``shared.core.workspace_context``): each
     # device's latest context, rendered and bounded; its names' sets (stored beside the state, in
-    # parts); the phrases voice devices were given for their recognizers.
+    # parts, as are the voice devices' phrases: they are read from the first part when needed).
     workspace: dict[str, str] = Field(default_factory=dict)
     name_sets: dict[str, NameSet] = Field(default_factory=dict)
-    vocabulary: list[str] = Field(default_factory=list)
 
     def memory_write_due(self, now: float) -> bool:
         """Whether a runner announced a memory write that may still land after ``now``."""

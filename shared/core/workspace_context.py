@@ -80,6 +80,8 @@ def handle_context(state: SessionState, connection_id: str, context: WorkspaceCo
     decision = Decision(state)
     if state.workspace.get(device) != rendered:
         decision.state.workspace = {**state.workspace, device: rendered}
+        shown = context.model_copy(update={"device": devices.name_of(state, device)})
+        decision.unnumbered.append(shown)  # to the displays (``namesHeard``'s route)
     return decision.outcome()
 
 
@@ -116,10 +118,27 @@ def handle_names(state: SessionState, connection_id: str, part: WorkspaceNames) 
     decision.state.name_sets = {**decision.state.name_sets, device: kept}
     if part.part == 0:
         phrases = vocabulary(names_of(files), limit=MAX_VOCABULARY)
-        if phrases != decision.state.vocabulary:
-            decision.state.vocabulary = phrases
+        if phrases:
             decision.unnumbered.append(Vocabulary(phrases=tuple(phrases)))
     return decision.outcome()
+
+
+def first_parts(state: SessionState) -> list[str]:
+    """The keys of the first part of each device's names: what the voice devices' phrases come from."""
+    keys = []
+    for kept in state.name_sets.values():
+        if kept.complete is not None:
+            keys.append(names_key(kept.complete))
+        elif kept.arriving is not None and 0 in kept.received:
+            keys.append(names_key(kept.arriving))
+    return keys
+
+
+def vocabulary_of(first_parts_text: list[str]) -> Vocabulary | None:
+    """The phrases of the devices' first parts (their most relevant names), at most ``MAX_VOCABULARY``."""
+    names = [name for text in first_parts_text for name in names_of(text)]
+    phrases = vocabulary(names, limit=MAX_VOCABULARY)
+    return Vocabulary(phrases=tuple(phrases)) if phrases else None
 
 
 def complete_sets(state: SessionState) -> list[tuple[str, int]]:
@@ -166,19 +185,22 @@ def heard_block(matches: Sequence[NameMatch]) -> str | None:
 
 
 def blocks(state: SessionState, messages: Sequence[Message], matches: Sequence[NameMatch] = ()) -> list[str]:
-    """The blocks the model's next request carries after its cached prefix (none: nothing known)."""
+    """The blocks the model's next request carries after its cached prefix. A session whose devices
+    send no context (switched off, or an app that never does) gets none: its requests are as before."""
     found: list[str] = []
     present = {state.device_id, *(entry.device_id for entry in state.devices)}
     for device, rendered in sorted(state.workspace.items()):
         if device in present:  # a device's own name may hold a folder's path: the model never sees it
             found.append(_block("workspace", rendered))
+    heard = heard_block(matches)
+    if not found:
+        return [heard] if heard is not None else []
     files = recent_files(messages)
     if files:
         found.append(_block("files discussed", ", ".join(files)))
     running = [job.name for job in state.background]
     if running:
         found.append(_block("running tasks", ", ".join(running)))
-    heard = heard_block(matches)
     if heard is not None:
         found.append(heard)
     return found

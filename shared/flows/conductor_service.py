@@ -17,14 +17,22 @@ from typing import Any, Protocol
 
 from shared.adapters.store import ConnectionInfo, DuplicateEvent, RecentHistory, SessionStore
 from shared.adapters.turn_launcher import TurnTask
-from shared.core import admission, conductor, connection, devices, from_device, result_parts, speculation, usage
+from shared.core import (
+    admission,
+    conductor,
+    connection,
+    devices,
+    from_device,
+    result_parts,
+    speculation,
+    usage,
+)
 from shared.core.conductor import Outcome
 from shared.core.from_device import Decide
 from shared.core.history_ops import history_after
 from shared.core.messages import Message, fit_window
-from shared.core.roles import Action
 from shared.core.state import SessionState
-from shared.flows import frame_routes
+from shared.flows import frame_routes, session_ready
 from shared.flows.commit import Committed, ConductorBusy, Metrics, NullMetrics
 from shared.flows.config import Settings
 from shared.flows.delivery import Gateway, Request
@@ -38,13 +46,10 @@ from shared.wire.protocol import (
     IgnoredEvent,
     Payload,
     ProtocolError,
-    SessionReady,
     SessionStart,
     UserAudioTranscriptFinal,
-    make_event,
     parse_event,
 )
-from shared.wire.workspace import Vocabulary
 
 __all__ = ["ConductorService", "ConnectResult"]
 
@@ -316,7 +321,9 @@ class ConductorService:
             if stored is not None and connection.needs_catch_up(stored, request.connection_id):
                 stored = self.delivery.catch_up(request, stored, last_seq=None) or stored
             if stored is not None and isinstance(payload, SessionStart):
-                self._ready(request, stored, stored, payload)  # the app resent it: it missed the answer
+                session_ready.answer(
+                    self.delivery.gateway, self.store, request, stored, stored, payload
+                )  # the app resent it: it missed the answer
             return
         except devices.TooManyDevices:
             self._refuse_device(request, session_id)
@@ -369,7 +376,9 @@ class ConductorService:
             if since is None and committed.frames:  # back without lastSeq: its unanswered calls again
                 since = committed.frames[0][0] - 1
             state = self.delivery.catch_up_device(request, state, joined.device_id, since)
-            self._ready_device(request, decided_on[-1], state, joined.device_id)
+            session_ready.answer_device(
+                self.delivery.gateway, self.store, request, decided_on[-1], state, joined.device_id
+            )
             return
         if state.connection_id != request.connection_id:
             self.delivery.deliver(request.endpoint, committed)  # the session moved on to a newer connection
@@ -382,7 +391,7 @@ class ConductorService:
                 self.delivery.replay(request, state, last_seq)
             self.delivery.deliver(request.endpoint, committed, numbered=not runner_posts)
         if isinstance(payload, SessionStart):
-            self._ready(request, decided_on[-1], state, payload)
+            session_ready.answer(self.delivery.gateway, self.store, request, decided_on[-1], state, payload)
         if isinstance(payload, UserAudioTranscriptFinal) and self.settings.speculation:
             self._count_speculation(decided_on[-1], committed.state)
         if committed.outcome.watch:
@@ -447,31 +456,6 @@ class ConductorService:
         if assembled is None:
             return recorded
         return Committed(assembled.outcome, [*recorded.frames, *assembled.frames])
-
-    def _ready(self, request: Request, before: SessionState, after: SessionState, start: SessionStart) -> None:
-        """Answer a sessionStart, after the events it caught up (unnumbered: never replayed)."""
-        ready = connection.session_ready(before, after, start, request.connection_id)
-        if ready is not None:
-            self.delivery.gateway.post(request.endpoint, request.connection_id, make_event(ready).to_json())
-            self._give_vocabulary(request, after, after.device_id)
-
-    def _ready_device(self, request: Request, before: SessionState, after: SessionState, device_id: str) -> None:
-        """Answer a joining device's sessionStart once it is caught up, with the devices present."""
-        ready = SessionReady(
-            resumed=bool(before.history_len or before.summary),
-            title=after.title,
-            last_seq=after.next_seq - 1,
-            capabilities=(),
-            devices=devices.seen(after, device_id),
-        )
-        self.delivery.gateway.post(request.endpoint, request.connection_id, make_event(ready).to_json())
-        self._give_vocabulary(request, after, device_id)
-
-    def _give_vocabulary(self, request: Request, state: SessionState, device_id: str) -> None:
-        """A voice device starting on a session whose names are known gets their phrases too."""
-        if state.vocabulary and devices.device_may(state, device_id, Action.HEAR_VOCABULARY):
-            vocabulary = Vocabulary(phrases=tuple(state.vocabulary))
-            self.delivery.gateway.post(request.endpoint, request.connection_id, make_event(vocabulary).to_json())
 
     def _time_tool_round(self, base: SessionState, now: float) -> None:
         """A round of the model's tool calls is complete: from the calls sent to the last result."""

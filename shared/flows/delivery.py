@@ -219,14 +219,18 @@ class Delivery:
 
 _PROGRESS = "progress"  # an unnumbered frame for the devices that show or say progress
 _ROLES = "roles"  # an unnumbered frame for the devices whose roles allow an action
-_FOR_ROLES = {"vocabulary": Action.HEAR_VOCABULARY, "namesHeard": Action.SEE_NAMES}
+_FOR_ROLES = {
+    "vocabulary": Action.HEAR_VOCABULARY,
+    "namesHeard": Action.SEE_PROJECT,
+    "workspaceContext": Action.SEE_PROJECT,
+}
 
 
 def _about_other(frame: str, state: SessionState) -> str | None:
     """Whom an unnumbered frame is not for: the device a ``devicesChanged`` announces as joined (it
     hears its own ``sessionReady``); for a forwarded ``toolProgress``, the device that runs the call
     (it sent it), prefixed ``_PROGRESS`` so only devices that display or speak get it."""
-    if '"vocabulary"' in frame or '"namesHeard"' in frame:
+    if '"vocabulary"' in frame or '"namesHeard"' in frame or '"workspaceContext"' in frame:
         try:
             kind_name = next(iter(json.loads(frame)["kind"]))
         except (ValueError, KeyError, TypeError, StopIteration):

@@ -11,9 +11,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from shared.core import workspace_context
+from shared.core import devices, workspace_context
 from shared.core.identifiers import KnownName, NameIndex, NameMatch
 from shared.core.messages import Message
+from shared.core.roles import Action
 from shared.core.state import SessionState
 from shared.wire.protocol import make_event
 from shared.wire.workspace import MAX_MATCHES, NameHeard, NamesHeard
@@ -78,3 +79,14 @@ class RequestContext:
             ]
         )
         return blocks, make_event(shown).to_json()
+
+
+def vocabulary_frame(parts: PartsReader, state: SessionState, device_id: str) -> str | None:
+    """The ``vocabulary`` a voice device starting on the session gets (None: it is no voice device,
+    or no names are known): read from the first part of each device's names."""
+    keys = workspace_context.first_parts(state)
+    if not keys or not devices.device_may(state, device_id, Action.HEAR_VOCABULARY):
+        return None
+    texts = [text for key in keys for index, text in parts.result_parts(state.session_id, key) if index == 0]
+    vocabulary = workspace_context.vocabulary_of(texts)
+    return make_event(vocabulary).to_json() if vocabulary is not None else None

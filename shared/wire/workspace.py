@@ -90,6 +90,8 @@ class WorkspaceContext(WirePayload):
     running_tasks: tuple[Annotated[StrictStr, Field(min_length=1, max_length=MAX_TASK_NAME)], ...] = Field(
         default=(), alias="runningTasks", max_length=MAX_RUNNING_TASKS
     )
+    # Set by the conductor when it forwards a device's context to the displays: that device's name.
+    device: StrictStr | None = Field(default=None, max_length=64)
 
 
 Name = Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME)]

@@ -24,6 +24,10 @@ PACKAGES: dict[str, Path] = {
     "voiceide_client": ROOT / "ios-client-stub" / "voiceide_client",
 }
 AWS_SDK = ("boto3", "botocore", "aws_lambda_powertools")
+# The client stub's rooms, lowest first: each imports only the rooms below it (``__main__`` and the
+# package itself aside), and of the conductor only its pure layers (``shared.wire``, ``shared.core``).
+CLIENT = "voiceide_client"
+CLIENT_ROOMS = ("voice", "tools", "connection", "rendering", "conversation", "companion", "command_line")
 
 
 @dataclass
@@ -143,9 +147,28 @@ def layer_violations(graph: ImportGraph) -> list[str]:
                 broken.append(f"{module} -> {target}: the shared library imports nothing outside it")
             if _within(module, "lambdas") and not (_within(target, "lambdas") or _within(target, "shared")):
                 broken.append(f"{module} -> {target}: a Lambda bundle holds only lambdas/ and shared/")
+            broken.extend(_client_violation(module, target))
     for module, names in sorted(graph.external.items()):
         pure = _within(module, "shared.core") or _within(module, "shared.wire")
         for name in sorted(names):
             if pure and name in AWS_SDK:
                 broken.append(f"{module} -> {name}: the core and the wire formats never touch AWS")
     return broken
+
+
+def _client_room(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != CLIENT or len(parts) < 2 or parts[1] not in CLIENT_ROOMS:
+        return None
+    return CLIENT_ROOMS.index(parts[1])
+
+
+def _client_violation(module: str, target: str) -> list[str]:
+    if not _within(module, CLIENT):
+        return []
+    if not (_within(target, CLIENT) or _within(target, "shared.wire") or _within(target, "shared.core")):
+        return [f"{module} -> {target}: the client uses only the conductor's wire formats and core"]
+    room, below = _client_room(module), _client_room(target)
+    if room is not None and below is not None and below > room:
+        return [f"{module} -> {target}: a room of the client imports only the rooms below it"]
+    return []

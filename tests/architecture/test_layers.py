@@ -80,3 +80,24 @@ def test_a_circle_is_caught_even_behind_a_lazy_import(tmp_path: Path) -> None:
         "shared/flows/service.py": "def later():\n    from . import delivery\n",
     }
     assert circles(read_graph(_tree(tmp_path, files))) == [["shared.flows.delivery", "shared.flows.service"]]
+
+
+def test_the_clients_rooms_import_only_the_rooms_below_them(tmp_path: Path) -> None:
+    client = tmp_path / "voiceide_client"
+    files = {
+        "__init__.py": "",
+        "voice/__init__.py": "",
+        "voice/speaker.py": "import json\n",
+        "connection/__init__.py": "",
+        "connection/link.py": "from voiceide_client.voice import speaker\n",
+        "companion/__init__.py": "",
+        "companion/session.py": "from voiceide_client.connection import link\n",
+    }
+    for name, text in files.items():
+        (client / name).parent.mkdir(parents=True, exist_ok=True)
+        (client / name).write_text(text, encoding="utf-8")
+    assert layer_violations(read_graph({"voiceide_client": client})) == []
+    (client / "voice" / "speaker.py").write_text("from voiceide_client.companion import session\n", encoding="utf-8")
+    (client / "connection" / "link.py").write_text("import lambdas.message\n", encoding="utf-8")
+    broken = layer_violations(read_graph({"voiceide_client": client}))
+    assert any("imports only the rooms below it" in line for line in broken), broken

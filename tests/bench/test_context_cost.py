@@ -40,7 +40,7 @@ def test_every_turn_of_both_flows_completed_with_its_figures(cost: ContextCost) 
 def test_the_companions_context_reached_every_request_of_its_session_only(cost: ContextCost) -> None:
     assert all(t.block_chars == 0 and t.block_tokens == 0 for t in cost.turns[WITHOUT])
     assert all(t.block_chars == len(cost.block) > 0 for t in cost.turns[WITH])
-    assert cost.block.startswith('<context kind="workspace of Desk">')
+    assert cost.block.startswith('<context kind="workspace">')
     for line in ("workspace: shop-api", "branch: fix/user-lookup", "running: npm test -- --watch users"):
         assert line in cost.block
     assert "selection: src/users/repository.ts lines 31-50" in cost.block

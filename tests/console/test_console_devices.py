@@ -11,13 +11,14 @@ import asyncio
 import re
 import threading
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from conductor_local.stack import LocalStack
 from tests.console.conftest import WAIT_S, Console
+from tests.console.loop_thread import LoopThread
 from tests.console.test_console_sessions import no_page_errors, open_panel
 from voiceide_client.connection.link import scaled_backoff
 from voiceide_client.conversation.client import ConductorClient
@@ -31,31 +32,18 @@ CHANGE_TITLE = "Replace line 1 of main.swift"
 PHONE = {"id": "iphone-test", "name": "Test iPhone", "roles": ["voice", "display", "tools"]}
 
 
-class Phone:
+class Phone(LoopThread):
     """The client stub (the iOS app's stand-in) on its own event loop, driven from a sync test."""
 
     def __init__(self, stack: LocalStack, **kwargs: Any) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
+        super().__init__()
         kwargs.setdefault("capabilities", ())
         kwargs.setdefault("backoff", scaled_backoff(0.01))
         kwargs.setdefault("device", PHONE)
         self.client = ConductorClient(stack.ws_url, session_id=str(uuid.uuid4()), **kwargs)
 
-    def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float = 20.0) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
     def say(self, text: str, timeout: float = 10.0) -> Any:
         return self.run(self.client.say(text, timeout=timeout), timeout + 5)
-
-    def close(self) -> None:
-        try:
-            self.run(self.client.close())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(5)
-            self.loop.close()
 
 
 @pytest.fixture
@@ -355,7 +343,8 @@ def test_a_watching_console_sees_the_phones_conversation_and_both_devices(
 
     # both devices: the stub, as its sessionStart said, and this browser
     other, roles = phone_device(phone)
-    ready = console.received("sessionReady")[-1]
+    # the join's sessionReady follows the events it caught up: wait for it, not just for the finals
+    ready = console.until(lambda: next((r for r in console.received("sessionReady") if r.get("devices")), None))
     assert {d["id"] for d in ready["devices"]} == {other, me}
     console.until(lambda: len(device_rows(console)) == 2)
     rows = {row["id"]: row for row in device_rows(console)}

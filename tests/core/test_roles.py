@@ -45,7 +45,7 @@ def test_a_refusal_answers_an_action_a_role_grants() -> None:
     ("roles", "allowed"),
     [
         (("voice",), {Action.SPEAK, Action.SEE_PROGRESS, Action.HEAR_VOCABULARY}),
-        (("display",), {Action.CONFIRM, Action.SHOW_PARTIALS, Action.SEE_PROGRESS, Action.SEE_NAMES}),
+        (("display",), {Action.CONFIRM, Action.SHOW_PARTIALS, Action.SEE_PROGRESS, Action.SEE_PROJECT}),
         (("tools",), {Action.RUN_TOOLS}),
         (("voice", "display", "tools"), set(Action)),
         ((), set()),

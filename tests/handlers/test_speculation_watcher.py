@@ -156,6 +156,7 @@ class ScriptedBrain:
         summary: str | None = None,
         tools: Sequence[Any] | None = None,
         on_sent: Callable[[], None] | None = None,
+        context: Sequence[str] = (),
     ) -> Iterator[StreamItem]:
         self.requests.append(messages)
         assert self.scripts, "the model was asked more often than the test expected"

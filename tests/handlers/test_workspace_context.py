@@ -176,3 +176,15 @@ def test_a_voice_device_joining_later_gets_the_kept_vocabulary_after_its_session
     assert "vocabulary" in kinds and kinds.index("vocabulary") > kinds.index("sessionReady")
     (vocabulary,) = [e.payload for e in conductor.all_events(tablet) if e.kind_name == "vocabulary"]
     assert "place order" in vocabulary.phrases or "get user by id" in vocabulary.phrases
+
+
+def test_the_displays_are_shown_each_new_context_with_the_device_it_came_from(conductor: Harness) -> None:
+    phone, desk = phone_and_companion(conductor)
+    speaker = conductor.connect(phone.session_id)
+    start(conductor, speaker, {"id": "speaker", "name": "Speaker", "roles": ["voice"]})
+    conductor.send(desk, "workspaceContext", CONTEXT)
+    conductor.send(desk, "workspaceContext", CONTEXT)  # the same again: nothing new to show
+    shown = [e.payload for e in conductor.all_events(phone) if e.kind_name == "workspaceContext"]
+    assert [(context.device, context.workspace) for context in shown] == [("Desk", "shop")]
+    assert all(e.seq is None for e in conductor.all_events(phone) if e.kind_name == "workspaceContext")
+    assert [e for e in conductor.all_events(speaker) if e.kind_name == "workspaceContext"] == []
