@@ -15,7 +15,8 @@ spoken turns, over the phone's network) and then interrupts long answers:
   injected waits (an instant shared by k waits counts 1/k to each; ``rest`` is the conductor's own
   work on loopback), averaged over the turns;
 
-then the published anchors for a voice agent's silence.
+then the published anchors for a voice agent's silence, and the figures against their goals
+(``benchmarks.deployed_goals``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any, TextIO
 from benchmarks import aws_latencies as aws
 from benchmarks.barge_in import _is_idle, _is_partial
 from benchmarks.bench_stack import bench_stack
+from benchmarks.deployed_goals import best_imports, measured_figures, report_goals
 from benchmarks.deployed_latency import Injector, phone_link, time_sliced
 from benchmarks.figures import percentile
 from benchmarks.load import TURN_TIMEOUT_S, TimedClient
@@ -271,4 +273,5 @@ def run_as_deployed(
     runs, imports = as_deployed_runs(turns, barge_turns, network, cold_rate, seed, processes)
     report_as_deployed(runs, imports, network, cold_rate, out)
     print(f"  ({time.perf_counter() - began:.0f} s)", file=out)
+    report_goals(measured_figures(runs, best_imports()), out)
     return 0

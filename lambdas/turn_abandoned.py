@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from lambdas.runtime import PowertoolsMetrics, lambda_entry, logger, speculation_watcher, tracer, turn_runner
 from shared.adapters.turn_launcher import TurnTask
-from shared.core.conductor import RUNNER_LOST_LINE
+from shared.core.stream import RUNNER_LOST_LINE
 from shared.wire.protocol import ErrorCode
 
 TURNS_ABANDONED_METRIC = "TurnsAbandoned"

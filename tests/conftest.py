@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.reliability.figures import FIGURES, count
 
@@ -24,6 +25,11 @@ def config_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     monkeypatch.setenv(CONFIG_ENV, str(home))
     return home
 
+
+# No wall-clock bound on a generated example (hypothesis's default deadline is 200 ms): a test
+# asserts behaviour, never time, and a busy 2-core machine takes longer now and then.
+settings.register_profile("conductor", deadline=None)
+settings.load_profile("conductor")
 
 FIGURES_KEY = "reliability_figures"
 

@@ -36,7 +36,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from shared.adapters import state_codec
-from shared.adapters.history_reads import MAX_SEQ, HistoryReads, RecentHistory, _msg_sk, session_pk
+from shared.adapters.history_reads import MAX_SEQ, HistoryReads, _msg_sk, session_pk
 from shared.adapters.person_spend import PersonSpend
 from shared.adapters.session_records import index_attributes
 from shared.core import event_ids
@@ -44,7 +44,7 @@ from shared.core.decision import PartWrite
 from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp, ReplaceMessage
 from shared.core.state import SessionState
 
-__all__ = ["ConnectionInfo", "DuplicateEvent", "RecentHistory", "SessionStore", "VersionConflict", "session_pk"]
+__all__ = ["ConnectionInfo", "DuplicateEvent", "SessionStore", "VersionConflict"]
 
 STATE_SK = "STATE"
 CONN_SK = "CONN"

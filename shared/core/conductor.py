@@ -6,9 +6,8 @@ The caller commits state and history together with optimistic locking and may ca
 function again on fresher state after a lost race, so nothing here has side effects.
 
 This module holds the decisions on the app's events; the model stream's are in
-``shared.core.stream`` (re-exported here, but for how a message ends, ``stream_finished`` with its
-``StreamReport``, and ``stream_failed``: imported from there), the building blocks in
-``shared.core.decision``.
+``shared.core.stream``, the building blocks (``Outcome``, ``CoreSettings``, ``StreamSuperseded``) in
+``shared.core.decision``. Each name is imported from the module that defines it.
 """
 
 from __future__ import annotations
@@ -19,12 +18,10 @@ from shared.core import background, confirming, progress, speculation, usage
 from shared.core.confirmation_words import Verdict, verdict
 from shared.core.decision import (
     DEFAULT_SETTINGS,
-    SET_STATE_TOOL,
     SPEAK_TOOL,
     CoreSettings,
     Decision,
     Outcome,
-    StreamSuperseded,
     close_round,
     error_payload,
     is_unrecorded_own_call,
@@ -35,28 +32,7 @@ from shared.core.messages import INTERRUPTED_MARKER, cap_tool_result, text_block
 from shared.core.session_index import clean_title, note_utterance
 from shared.core.speakable import split_answer
 from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, Turn
-from shared.core.stream import (
-    CONTEXT_FULL_LINE,
-    CONTEXT_FULL_MARKER,
-    CONTEXT_FULL_STOP,
-    CUT_OFF_LINE,
-    CUT_OFF_MARKER,
-    CUT_OFF_STOP,
-    FILTERED_LINE,
-    FILTERED_MARKER,
-    FILTERED_STOPS,
-    MALFORMED_LINE,
-    MALFORMED_MARKER,
-    MALFORMED_STOPS,
-    NORMAL_STOPS,
-    RUNNER_LOST_LINE,
-    STALL_FALLBACK_LINE,
-    StreamTaken,
-    claim_stream,
-    end_lost_stream,
-    stream_speak,
-    stream_tool_started,
-)
+from shared.core.stream import end_lost_stream
 from shared.core.wrapper import ClientTool
 from shared.wire.protocol import (
     AUTO_APPROVE_CHANGES,
@@ -78,44 +54,6 @@ MAX_SUMMARY_CHARS = 4000
 KNOWN_CAPABILITIES = frozenset(
     {SENTENCE_SPEECH, WHOLE_SENTENCES, SPEAKING_STATE, EXECUTING_STATE, AUTO_APPROVE_CHANGES}
 )
-
-__all__ = [
-    "CONTEXT_FULL_LINE",
-    "CONTEXT_FULL_MARKER",
-    "CONTEXT_FULL_STOP",
-    "CUT_OFF_LINE",
-    "CUT_OFF_MARKER",
-    "CUT_OFF_STOP",
-    "DEFAULT_SETTINGS",
-    "FILTERED_LINE",
-    "FILTERED_MARKER",
-    "FILTERED_STOPS",
-    "MALFORMED_LINE",
-    "MALFORMED_MARKER",
-    "MALFORMED_STOPS",
-    "NORMAL_STOPS",
-    "RUNNER_LOST_LINE",
-    "SET_STATE_TOOL",
-    "SPEAK_TOOL",
-    "STALL_FALLBACK_LINE",
-    "CoreSettings",
-    "Outcome",
-    "StreamSuperseded",
-    "StreamTaken",
-    "cap_tool_result",
-    "claim_stream",
-    "handle_barge_in",
-    "handle_session_start",
-    "handle_tool_deadlines",
-    "handle_tool_result",
-    "handle_transcript",
-    "mark_cut_off_answer",
-    "next_tool_deadline",
-    "remember_memory",
-    "speak_playback",
-    "stream_speak",
-    "stream_tool_started",
-]
 
 
 # ---- client events -------------------------------------------------------------------------

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shared.core import connection, devices
-from shared.core.conductor import Outcome
-from shared.core.decision import CoreSettings, Decision, error_payload
+from shared.core.decision import CoreSettings, Decision, Outcome, error_payload
 from shared.core.roles import CALL_DEVICE, REFUSALS, Action, SentBy
 from shared.core.state import SessionState
 from shared.wire.protocol import (

@@ -16,7 +16,7 @@ from typing import Protocol
 from shared.adapters.person_spend import PersonSpend
 from shared.adapters.store import DuplicateEvent, SessionStore, VersionConflict
 from shared.core import devices, event_ids
-from shared.core.conductor import Outcome
+from shared.core.decision import Outcome
 from shared.core.state import SessionState
 from shared.core.usage import priced
 from shared.flows.config import Settings

@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shared.adapters.store import ConnectionInfo, DuplicateEvent, RecentHistory, SessionStore
+from shared.adapters.history_reads import RecentHistory
+from shared.adapters.store import ConnectionInfo, DuplicateEvent, SessionStore
 from shared.adapters.turn_launcher import TurnTask
 from shared.core import (
     admission,
@@ -27,7 +28,7 @@ from shared.core import (
     speculation,
     usage,
 )
-from shared.core.conductor import Outcome
+from shared.core.decision import Outcome
 from shared.core.from_device import Decide
 from shared.core.history_ops import history_after
 from shared.core.messages import Message, fit_window

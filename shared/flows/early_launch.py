@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from shared.adapters.turn_launcher import PAYLOAD_BUDGET, TurnTask
-from shared.core.conductor import Outcome
+from shared.core.decision import Outcome
 from shared.core.messages import Message
 from shared.core.state import SessionState
 from shared.flows.commit import Committed, Metrics

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from shared.adapters.store import SessionStore
 from shared.core import conductor
-from shared.core.conductor import Outcome
+from shared.core.decision import Outcome
 from shared.core.memory import Budget, calibrated, fit_budget, message_chars, summary_request, with_summary
 from shared.core.messages import Message
 from shared.core.session_index import clean_title, keep_title, needs_title

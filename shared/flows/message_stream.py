@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 from shared.adapters.store import SessionStore
 from shared.adapters.turn_launcher import TurnTask
-from shared.core import conductor
+from shared.core.decision import Outcome, StreamSuperseded
 from shared.core.model_output import ModelMessage, StreamItem, TextDelta, ToolUseStarted
 from shared.core.speech import SegmentText
 from shared.core.state import SessionState
-from shared.core.stream import RunnerClaim, check_stream, claim_stream
+from shared.core.stream import RunnerClaim, check_stream, claim_stream, stream_speak, stream_tool_started
 from shared.flows.commit import Committed, Committer
 from shared.flows.delivery import Delivery
 from shared.wire.protocol import SENTENCE_SPEECH, AssistantSpeechPartial, make_event
@@ -153,7 +153,7 @@ class MessageStream:
 
     def _took(self, committed: Committed | None) -> None:
         if committed is None:  # the session is gone
-            raise conductor.StreamSuperseded(self.stream_id)
+            raise StreamSuperseded(self.stream_id)
         self._checked = True
         self._checked_at = self.clock()
         self.state = committed.state
@@ -190,7 +190,7 @@ class MessageStream:
         spoken: Committed | None = None
         if speak_until > self.segment.spoken:
             spoken = self._commit(
-                lambda fresh: conductor.stream_speak(fresh, self.stream_id, self.segment.text, speak_until, self.claim)
+                lambda fresh: stream_speak(fresh, self.stream_id, self.segment.text, speak_until, self.claim)
             )
             self.segment.spoke(speak_until, now)
         elif (shows and not self._checked) or self._stop_check_due():
@@ -218,7 +218,7 @@ class MessageStream:
         """One consistent read: raises StreamSuperseded/StreamTaken when the stream was stopped."""
         fresh = self.store.load(self.task.session_id)
         if fresh is None:
-            raise conductor.StreamSuperseded(self.stream_id)
+            raise StreamSuperseded(self.stream_id)
         check_stream(fresh, self.stream_id, self.claim)
         self.state = fresh
         self._checked_at = self.clock()
@@ -226,7 +226,7 @@ class MessageStream:
     def _tool_started(self) -> None:
         self.claimed()
         committed = self._commit(
-            lambda fresh: conductor.stream_tool_started(fresh, self.stream_id, self.claim, text=self.segment.text)
+            lambda fresh: stream_tool_started(fresh, self.stream_id, self.claim, text=self.segment.text)
         )
         self.delivery.deliver(self.task.endpoint, committed)
         if committed.frames and self.figures.first_speak_ms is None:
@@ -234,10 +234,10 @@ class MessageStream:
             self.figures.first_speak_at = time.time()
         self.segment.next_segment()
 
-    def _commit(self, decide: Callable[[SessionState], conductor.Outcome]) -> Committed:
+    def _commit(self, decide: Callable[[SessionState], Outcome]) -> Committed:
         committed = self.committer.apply(self.task.session_id, decide, hint=self.state)
         if committed is None:
-            raise conductor.StreamSuperseded(self.stream_id)
+            raise StreamSuperseded(self.stream_id)
         self.state = committed.state
         self._checked = True
         self._checked_at = self.clock()

@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from shared.adapters.history_reads import session_pk
 from shared.adapters.session_records import SessionRecords, SessionRow
-from shared.adapters.store import SessionStore, session_pk
+from shared.adapters.store import SessionStore
 from shared.core import devices
 from shared.core.conductor import handle_barge_in
 from shared.core.decision import Outcome

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from shared.adapters.model_prefetch import Prefetch
 from shared.adapters.turn_launcher import TurnTask
-from shared.core.conductor import RUNNER_LOST_LINE, StreamSuperseded, StreamTaken
+from shared.core.decision import StreamSuperseded
 from shared.core.memory import message_chars
 from shared.core.messages import Message
 from shared.core.speculation import (
@@ -38,7 +38,7 @@ from shared.core.speculation import (
     watch_step,
 )
 from shared.core.state import SessionState
-from shared.core.stream import RunnerClaim
+from shared.core.stream import RUNNER_LOST_LINE, RunnerClaim, StreamTaken
 from shared.flows.commit import Committed, ConductorBusy
 from shared.flows.message_stream import TurnFigures
 from shared.flows.spend_guard import OverBudget, Reservation

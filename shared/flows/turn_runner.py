@@ -20,13 +20,21 @@ from shared.adapters.model_prefetch import Prefetch
 from shared.adapters.store import SessionStore
 from shared.adapters.turn_launcher import TurnTask
 from shared.core import conductor
-from shared.core.conductor import CONTEXT_FULL_STOP, StreamSuperseded, StreamTaken
+from shared.core.decision import Outcome, StreamSuperseded
 from shared.core.failure_lines import FailureCause, bedrock_cause
 from shared.core.messages import Message, shrink_window
 from shared.core.model_output import ModelMessage
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
-from shared.core.stream import RunnerClaim, StreamReport, stream_failed, stream_finished
+from shared.core.stream import (
+    CONTEXT_FULL_STOP,
+    STALL_FALLBACK_LINE,
+    RunnerClaim,
+    StreamReport,
+    StreamTaken,
+    stream_failed,
+    stream_finished,
+)
 from shared.core.usage import budget_line, usage_of
 from shared.core.wrapper import ClientTool
 from shared.flows.commit import Committer, ConductorBusy, Metrics
@@ -284,7 +292,7 @@ class TurnRunner:
                 fail(
                     ErrorCode.BEDROCK_ERROR,
                     "the model stopped responding" if stalled else f"the model failed: {error.code}",
-                    conductor.STALL_FALLBACK_LINE if stalled else None,
+                    STALL_FALLBACK_LINE if stalled else None,
                     bedrock_cause(error.code, during_stream=error.during_stream),
                 )
                 return
@@ -348,7 +356,7 @@ class TurnRunner:
         text = run.segment.text
         ratio = None if self.memory is None else self.memory.calibration(state, run.fitted, message.usage)
 
-        def finished(fresh: SessionState) -> conductor.Outcome:
+        def finished(fresh: SessionState) -> Outcome:
             now = time.time()
             report = StreamReport(
                 task.stream_id,

@@ -7,12 +7,19 @@ import json
 import pytest
 
 from shared.core import conductor
-from shared.core.conductor import CoreSettings, Outcome, StreamSuperseded
+from shared.core.decision import CoreSettings, Outcome, StreamSuperseded
 from shared.core.history_ops import AppendMessage, ExtendMessage
 from shared.core.messages import INTERRUPTED_MARKER, Message
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta, ToolUseRequest
 from shared.core.state import SessionState
-from shared.core.stream import StreamReport, stream_failed, stream_finished
+from shared.core.stream import (
+    STALL_FALLBACK_LINE,
+    StreamReport,
+    stream_failed,
+    stream_finished,
+    stream_speak,
+    stream_tool_started,
+)
 from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
@@ -67,7 +74,7 @@ class Session:
             if isinstance(item, TextDelta):
                 text += item.text
             elif isinstance(item, ToolUseRequest):
-                self.apply(conductor.stream_tool_started(self.state, stream_id, text=text))
+                self.apply(stream_tool_started(self.state, stream_id, text=text))
                 text = ""
         message.add(MessageEnd("tool_use" if message.tool_uses else "end_turn"))
         return self.apply(stream_finished(self.state, StreamReport(stream_id, message, text=text), SETTINGS))
@@ -179,14 +186,14 @@ def test_barge_in_mid_stream_keeps_text_marked_interrupted_and_stops_the_stream(
     session = Session()
     stream_id = session.say("count").run_model
     assert stream_id
-    spoken = session.apply(conductor.stream_speak(session.state, stream_id, "One, two. Three", len("One, two. ")))
+    spoken = session.apply(stream_speak(session.state, stream_id, "One, two. Three", len("One, two. ")))
     assert [json.loads(c.arguments) for c in calls(spoken.events)] == [{"text": "One, two."}]
     out = session.apply(conductor.handle_barge_in(session.state))
     assert [json.loads(c.arguments) for c in calls(out.events)] == [{"state": "idle"}]
     # what the app was asked to speak is kept; "Three" was written but never heard
     assert session.history[-1] == {"role": "assistant", "content": [{"text": f"One, two. {INTERRUPTED_MARKER}"}]}
     with pytest.raises(StreamSuperseded):
-        conductor.stream_speak(session.state, stream_id, "One, two. Three, four", 0)
+        stream_speak(session.state, stream_id, "One, two. Three, four", 0)
     nxt = session.say("next")
     assert nxt.run_model
     assert_valid_history(session.history)
@@ -299,7 +306,7 @@ def test_events_are_numbered_in_order_across_decisions() -> None:
     first = session.say("hi")
     assert first.numbered_events()[0][0] == 1
     assert first.run_model
-    second = session.apply(conductor.stream_speak(session.state, first.run_model, "Yo. And", len("Yo. ")))
+    second = session.apply(stream_speak(session.state, first.run_model, "Yo. And", len("Yo. ")))
     assert second.numbered_events()[0][0] == 1 + len(first.events)
 
 
@@ -319,10 +326,10 @@ def test_stalled_stream_speaks_a_fallback_line_then_goes_idle() -> None:
     stream_id = session.say("hello").run_model
     assert stream_id
     out = session.apply(
-        stream_failed(session.state, stream_id, "bedrock_error", "stalled", fallback_line=conductor.STALL_FALLBACK_LINE)  # type: ignore[arg-type]
+        stream_failed(session.state, stream_id, "bedrock_error", "stalled", fallback_line=STALL_FALLBACK_LINE)  # type: ignore[arg-type]
     )
     speak = [c for c in calls(out.events) if c.name == "tts.speak"]
-    assert [json.loads(c.arguments)["text"] for c in speak] == [conductor.STALL_FALLBACK_LINE]
+    assert [json.loads(c.arguments)["text"] for c in speak] == [STALL_FALLBACK_LINE]
     idle = session.answer(speak[0].call_id, '{"spoken":true}')
     assert [json.loads(c.arguments) for c in calls(idle.events)] == [{"state": "idle"}]
     assert_valid_history(session.history)

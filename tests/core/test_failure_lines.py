@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.core import conductor
 from shared.core.failure_lines import FAILURE_LINES, FailureCause, bedrock_cause, failure_line
-from shared.core.stream import stream_failed
+from shared.core.stream import stream_failed, stream_speak
 from shared.wire.protocol import AssistantSpeechFinal, ErrorCode, ErrorPayload, ToolCall
 from tests.core.test_lost_runner import started_turn
 from tests.history_check import assert_valid_history
@@ -75,6 +74,6 @@ def test_a_throttled_turn_speaks_its_line_before_idle_and_the_next_turn_answers(
 
 def test_a_turn_that_already_spoke_gets_no_extra_line() -> None:
     session, stream_id = started_turn()
-    session.apply(conductor.stream_speak(session.state, stream_id, text="It builds. Then", until=10))
+    session.apply(stream_speak(session.state, stream_id, text="It builds. Then", until=10))
     outcome = session.apply(stream_failed(session.state, stream_id, ErrorCode.BEDROCK_ERROR, "the model failed: x"))
     assert spoken(outcome.events) == []

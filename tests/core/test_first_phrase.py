@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.core import conductor
-from shared.core.conductor import CoreSettings
+from shared.core.decision import CoreSettings, Outcome
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.speech import NEVER, NOT_YET, PHRASE_MAX_CHARS, Pacing, SegmentText, first_phrase_end
 from shared.core.state import SessionState
-from shared.core.stream import StreamReport, stream_finished
+from shared.core.stream import StreamReport, stream_finished, stream_speak
 from shared.wire.protocol import SENTENCE_SPEECH, WHOLE_SENTENCES, AssistantSpeechFinal, SessionStart, ToolCall
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
@@ -214,7 +214,7 @@ def stream(
     message = ModelMessage()
     now = 0.0
 
-    def apply(outcome: conductor.Outcome) -> SessionState:
+    def apply(outcome: Outcome) -> SessionState:
         for event in outcome.events:
             if isinstance(event, AssistantSpeechFinal):
                 heard.finals.append(event.text)
@@ -231,7 +231,7 @@ def stream(
         if segment.partial_due(now) or first_ready:
             until = segment.speakable_until(caps) if segment.speak_due(now) else segment.spoken
             if until > segment.spoken:
-                state = apply(conductor.stream_speak(state, stream_id, segment.text, until))
+                state = apply(stream_speak(state, stream_id, segment.text, until))
                 segment.spoke(until, now)
                 heard.cuts.append(until)
             segment.shown_now(now)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from shared.core import conductor
-from shared.core.conductor import CoreSettings, Outcome
+from shared.core.decision import CoreSettings, Outcome
 from shared.core.history_ops import AppendMessage, ExtendMessage, ReplaceMessage
 from shared.core.messages import INTERRUPTED_MARKER, Message
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.state import SessionState
-from shared.core.stream import StreamReport, stream_finished
+from shared.core.stream import StreamReport, stream_finished, stream_speak
 from shared.wire.protocol import (
     AssistantSpeechFinal,
     Handoff,
@@ -65,7 +65,7 @@ def test_a_barge_in_mid_stream_keeps_the_heard_text() -> None:
     session = Session()
     session.start(capabilities=("sentenceSpeech",))
     stream = session.say("explain")
-    session.apply(conductor.stream_speak(session.state, stream, "One, two. Three four. Five", len("One, two. ")))
+    session.apply(stream_speak(session.state, stream, "One, two. Three four. Five", len("One, two. ")))
     session.apply(conductor.handle_barge_in(session.state, "One, two"))
     assert session.history[-1] == {"role": "assistant", "content": [{"text": f"One, two {INTERRUPTED_MARKER}"}]}
     assert_valid_history(session.history)
@@ -74,7 +74,7 @@ def test_a_barge_in_mid_stream_keeps_the_heard_text() -> None:
 def test_nothing_heard_keeps_no_assistant_text() -> None:
     session = Session()
     stream = session.say("explain")
-    session.apply(conductor.stream_speak(session.state, stream, "One. Two", len("One. ")))
+    session.apply(stream_speak(session.state, stream, "One. Two", len("One. ")))
     session.apply(conductor.handle_barge_in(session.state, ""))
     assert [m["role"] for m in session.history] == ["user"]
 
@@ -157,7 +157,7 @@ def test_a_barge_in_mid_stream_ends_the_segment_with_the_heard_text_marked_inter
     session = Session()
     session.start(capabilities=("sentenceSpeech",))
     stream = session.say("explain")
-    session.apply(conductor.stream_speak(session.state, stream, "One, two. Three four. Five", len("One, two. ")))
+    session.apply(stream_speak(session.state, stream, "One, two. Three four. Five", len("One, two. ")))
     out = session.apply(conductor.handle_barge_in(session.state, "One, two"))
     assert _finals(out) == [AssistantSpeechFinal(text="One, two", interrupted=True)]
     kinds = [type(e).__name__ for e in out.events]
@@ -169,7 +169,7 @@ def test_a_barge_in_mid_stream_ends_the_segment_with_the_heard_text_marked_inter
 def test_without_heard_text_the_interrupted_final_holds_what_was_sent_to_speech() -> None:
     session = Session()
     stream = session.say("explain")
-    session.apply(conductor.stream_speak(session.state, stream, "One. Two and", len("One. ")))
+    session.apply(stream_speak(session.state, stream, "One. Two and", len("One. ")))
     out = session.apply(conductor.handle_barge_in(session.state))
     assert _finals(out) == [AssistantSpeechFinal(text="One.", interrupted=True)]
 
@@ -184,7 +184,7 @@ def test_nothing_heard_ends_the_segment_with_an_empty_interrupted_final() -> Non
 def test_a_new_request_mid_stream_ends_the_segment_before_its_thinking() -> None:
     session = Session()
     stream = session.say("explain")
-    session.apply(conductor.stream_speak(session.state, stream, "Sure. The", len("Sure. ")))
+    session.apply(stream_speak(session.state, stream, "Sure. The", len("Sure. ")))
     out = session.apply(conductor.handle_transcript(session.state, "stop, do this", now=3.0, settings=SETTINGS))
     assert _finals(out) == [AssistantSpeechFinal(text="Sure.", interrupted=True)]
     assert isinstance(out.events[0], AssistantSpeechFinal)  # ended before the new turn's thinking

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.core import conductor
-from shared.core.conductor import CoreSettings
+from shared.core.decision import CoreSettings, Outcome
 from shared.core.inline_reasoning import find_reasoning, pending_tag, reasoning_words, visible, without_reasoning
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta, ToolUseRequest, ToolUseStarted
 from shared.core.speakable import split_answer, unfinished_block_start
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
-from shared.core.stream import StreamReport, stream_finished
+from shared.core.stream import CUT_OFF_LINE, StreamReport, stream_finished, stream_speak, stream_tool_started
 from shared.wire.protocol import AssistantSpeechFinal, SessionStart, ToolCall
 
 SESSION = "3d1f6a2b-7c4e-4f5a-9b8c-0a1b2c3d4e5f"
@@ -97,7 +97,7 @@ def stream(deltas: list[str], *, sentence_speech: bool = True, tool: bool = Fals
     assert stream_id
     seen = Seen()
 
-    def apply(outcome: conductor.Outcome) -> None:
+    def apply(outcome: Outcome) -> None:
         nonlocal state
         state = outcome.state
         for event in outcome.events:
@@ -114,14 +114,14 @@ def stream(deltas: list[str], *, sentence_speech: bool = True, tool: bool = Fals
         segment.add(delta)
         if segment.partial_due(0.0):
             if sentence_speech and (until := segment.speakable_until()) > segment.spoken:
-                apply(conductor.stream_speak(state, stream_id, segment.text, until))
+                apply(stream_speak(state, stream_id, segment.text, until))
                 segment.spoke(until, 0.0)
             if partial := segment.partial:
                 seen.partials.append(partial)
             segment.shown_now(0.0)
     if tool:
         message.add(ToolUseStarted("tu-1", "tool_call"))
-        apply(conductor.stream_tool_started(state, stream_id, text=segment.text))
+        apply(stream_tool_started(state, stream_id, text=segment.text))
         segment.next_segment()
         message.add(ToolUseRequest("tu-1", "tool_call", {"name": "build.run", "arguments": {}}))
     message.add(MessageEnd(stop or ("tool_use" if tool else "end_turn")))
@@ -161,8 +161,8 @@ def test_an_unclosed_region_at_the_message_end_is_never_shown() -> None:
 
 def test_a_cut_off_message_inside_its_thinking_speaks_only_what_came_before_and_the_line() -> None:
     seen = stream(["Right. ", "<thin", "king>The user asked"], stop="max_tokens")
-    assert seen.finals == [f"Right.\n\n{conductor.CUT_OFF_LINE}"]
-    assert " ".join(seen.speaks) == f"Right. {conductor.CUT_OFF_LINE}"
+    assert seen.finals == [f"Right.\n\n{CUT_OFF_LINE}"]
+    assert " ".join(seen.speaks) == f"Right. {CUT_OFF_LINE}"
 
 
 def test_the_thinking_split_at_every_position_never_shows_nor_speaks_any_of_it() -> None:

@@ -7,14 +7,10 @@ from __future__ import annotations
 import pytest
 
 from shared.core import conductor
-from shared.core.conductor import (
-    RUNNER_LOST_LINE,
-    CoreSettings,
-    StreamSuperseded,
-    StreamTaken,
-    cap_tool_result,
-)
+from shared.core.decision import CoreSettings, StreamSuperseded
+from shared.core.messages import cap_tool_result
 from shared.core.model_output import TextDelta
+from shared.core.stream import RUNNER_LOST_LINE, StreamTaken, claim_stream, stream_speak
 from shared.wire.protocol import ErrorPayload, SessionStart, ToolCall
 from tests.core.test_stop_reasons import SETTINGS, Session, heard, speak_call_id, wrapper_use
 from tests.history_check import assert_valid_history
@@ -39,7 +35,7 @@ def thinking_call_id(session: Session) -> str:
 
 
 def claim(session: Session, stream_id: str, runner: str, deadline: float) -> None:
-    session.apply(conductor.claim_stream(session.state, stream_id, runner, deadline=deadline))
+    session.apply(claim_stream(session.state, stream_id, runner, deadline=deadline))
 
 
 def session_start(session: Session, now: float) -> list[object]:
@@ -57,14 +53,14 @@ def test_the_first_runner_claims_the_stream_and_a_second_is_refused() -> None:
     assert session.state.turn and session.state.turn.stream
     assert (session.state.turn.stream.runner, session.state.turn.stream.deadline) == ("runner-a", session.clock + 900)
     with pytest.raises(StreamTaken):
-        conductor.claim_stream(session.state, stream_id, "runner-b", deadline=session.clock + 900)
-    again = conductor.claim_stream(session.state, stream_id, "runner-a", deadline=session.clock + 900)
+        claim_stream(session.state, stream_id, "runner-b", deadline=session.clock + 900)
+    again = claim_stream(session.state, stream_id, "runner-a", deadline=session.clock + 900)
     assert again.events == [] and again.history == []
 
 
 def test_claiming_sends_nothing_and_writes_no_history() -> None:
     session, stream_id = started_turn()
-    outcome = conductor.claim_stream(session.state, stream_id, "runner-a", deadline=1.0)
+    outcome = claim_stream(session.state, stream_id, "runner-a", deadline=1.0)
     assert outcome.events == [] and outcome.history == [] and outcome.run_model is None
 
 
@@ -72,7 +68,7 @@ def test_a_stream_superseded_by_a_barge_in_cannot_be_claimed() -> None:
     session, stream_id = started_turn()
     session.apply(conductor.handle_barge_in(session.state))
     with pytest.raises(StreamSuperseded):
-        conductor.claim_stream(session.state, stream_id, "runner-a", deadline=session.clock + 900)
+        claim_stream(session.state, stream_id, "runner-a", deadline=session.clock + 900)
 
 
 def test_a_stream_superseded_by_a_new_transcript_cannot_be_claimed_but_the_new_one_can() -> None:
@@ -80,7 +76,7 @@ def test_a_stream_superseded_by_a_new_transcript_cannot_be_claimed_but_the_new_o
     second = session.say("no, something else").run_model
     assert second and second != first
     with pytest.raises(StreamSuperseded):
-        conductor.claim_stream(session.state, first, "runner-a", deadline=session.clock + 900)
+        claim_stream(session.state, first, "runner-a", deadline=session.clock + 900)
     claim(session, second, "runner-b", deadline=session.clock + 900)
     assert session.state.turn and session.state.turn.stream and session.state.turn.stream.runner == "runner-b"
 
@@ -88,12 +84,12 @@ def test_a_stream_superseded_by_a_new_transcript_cannot_be_claimed_but_the_new_o
 def test_a_claimed_stream_superseded_mid_stream_stops_its_runner() -> None:
     session, stream_id = started_turn()
     claim(session, stream_id, "runner-a", deadline=session.clock + 900)
-    session.apply(conductor.stream_speak(session.state, stream_id, "Half", 0))
+    session.apply(stream_speak(session.state, stream_id, "Half", 0))
     session.say("stop, new question")
     with pytest.raises(StreamSuperseded):
-        conductor.stream_speak(session.state, stream_id, " more", 0)
+        stream_speak(session.state, stream_id, " more", 0)
     with pytest.raises(StreamSuperseded):
-        conductor.claim_stream(session.state, stream_id, "runner-a", deadline=session.clock + 900)
+        claim_stream(session.state, stream_id, "runner-a", deadline=session.clock + 900)
 
 
 # ---- a runner that is gone -----------------------------------------------------------------
@@ -121,7 +117,7 @@ def test_a_claimed_stream_held_past_its_deadline_ends_on_session_start() -> None
     session, stream_id = started_turn()
     deadline = session.clock + 900
     claim(session, stream_id, "runner-a", deadline=deadline)
-    session.apply(conductor.stream_speak(session.state, stream_id, "I was saying", 0))
+    session.apply(stream_speak(session.state, stream_id, "I was saying", 0))
     events = session_start(session, now=deadline + 1)
     assert session.history[1]["content"][0]["text"].startswith("I was saying")  # kept, marked
     assert_turn_ended_by_lost_runner(session, events, STOPPED, said="I was saying")
@@ -135,7 +131,7 @@ def test_a_claimed_stream_held_past_its_deadline_ends_on_an_own_call_result() ->
     outcome = session.answer(thinking_call_id(session))  # the app acknowledges "thinking" late
     assert_turn_ended_by_lost_runner(session, outcome.events, STOPPED)
     with pytest.raises(StreamSuperseded):  # a runner that was only slow stops at its next delta
-        conductor.stream_speak(session.state, stream_id, "late", 0)
+        stream_speak(session.state, stream_id, "late", 0)
 
 
 def test_an_unclaimed_stream_older_than_the_start_timeout_ends_on_session_start() -> None:
@@ -144,7 +140,7 @@ def test_an_unclaimed_stream_older_than_the_start_timeout_ends_on_session_start(
     events = session_start(session, now=launched + START_TIMEOUT_S + 1)
     assert_turn_ended_by_lost_runner(session, events, NEVER_STARTED)
     with pytest.raises(StreamSuperseded):  # a runner delivered after all finds nothing to run
-        conductor.claim_stream(session.state, stream_id, "runner-late", deadline=launched + 2000)
+        claim_stream(session.state, stream_id, "runner-late", deadline=launched + 2000)
 
 
 def test_an_unclaimed_stream_older_than_the_start_timeout_ends_on_an_own_call_result() -> None:
@@ -177,7 +173,7 @@ def test_a_claimed_stream_within_its_deadline_is_left_alone_even_long_after_laun
     session.clock += START_TIMEOUT_S + 300  # a long answer, still within the runner's time
     outcome = session.answer(thinking_call_id(session))
     assert outcome.events == []
-    session.apply(conductor.stream_speak(session.state, stream_id, "still going", 0))
+    session.apply(stream_speak(session.state, stream_id, "still going", 0))
     assert session_start(session, now=session.clock) == []
 
 
@@ -200,7 +196,7 @@ def test_a_stream_the_runner_resumes_itself_stays_its_own() -> None:
     session.clock += 1
     outcome = session.answer(speak_call_id(session.sent))  # the app spoke "Let me try."
     assert heard(outcome.events) == []
-    session.apply(conductor.stream_speak(session.state, retry.run_model, "Done.", 0))
+    session.apply(stream_speak(session.state, retry.run_model, "Done.", 0))
 
 
 def test_a_model_call_result_never_ends_a_turn_waiting_for_results() -> None:

@@ -12,13 +12,20 @@ from hypothesis import strategies as st
 
 from shared.core import conductor, connection, session_index, speculation
 from shared.core.background_report import REPORT_MARKER
-from shared.core.conductor import CoreSettings, Outcome, StreamSuperseded
+from shared.core.decision import CoreSettings, Outcome, StreamSuperseded
 from shared.core.history_ops import AppendMessage
 from shared.core.messages import Message
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.speculation import Leave, Speculate, SpeculationSettings, Wait, WatchStep
 from shared.core.state import BackgroundJob, Turn
-from shared.core.stream import StreamReport, stream_failed, stream_finished
+from shared.core.stream import (
+    StreamReport,
+    claim_stream,
+    stream_failed,
+    stream_finished,
+    stream_speak,
+    stream_tool_started,
+)
 from shared.wire.protocol import ErrorCode, SessionStart, ToolCall, ToolResult
 from tests.core.test_stop_reasons import SETTINGS, Session, heard
 from tests.history_check import assert_valid_history
@@ -658,11 +665,11 @@ def test_nothing_is_said_of_a_speculation_before_its_promotion() -> None:
     message.add(TextDelta("It is noon."))
     message.add(MessageEnd("end_turn"))
     decisions = [
-        lambda: conductor.stream_speak(session.state, stream_id, "It is noon.", 11),
-        lambda: conductor.stream_tool_started(session.state, stream_id, text="It is"),
+        lambda: stream_speak(session.state, stream_id, "It is noon.", 11),
+        lambda: stream_tool_started(session.state, stream_id, text="It is"),
         lambda: stream_finished(session.state, StreamReport(stream_id, message, text="It is noon."), SETTINGS),
         lambda: stream_failed(session.state, stream_id, ErrorCode.BEDROCK_ERROR, "the model failed"),
-        lambda: conductor.claim_stream(session.state, stream_id, RUNNER, deadline=session.deadline),
+        lambda: claim_stream(session.state, stream_id, RUNNER, deadline=session.deadline),
     ]
     for decide in decisions:
         with pytest.raises(StreamSuperseded):

@@ -9,13 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.core import conductor
-from shared.core.conductor import CoreSettings
+from shared.core.decision import CoreSettings, Outcome
 from shared.core.messages import INTERRUPTED_MARKER
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta
 from shared.core.speakable import split_answer
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
-from shared.core.stream import StreamReport, stream_finished
+from shared.core.stream import StreamReport, stream_finished, stream_speak
 from shared.wire.protocol import AssistantSpeechFinal, SessionStart, ToolCall, ToolResult
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
@@ -111,7 +111,7 @@ def speak_texts(events: list[object]) -> list[str]:
     return [json.loads(e.arguments)["text"] for e in events if isinstance(e, ToolCall) and e.name == "tts.speak"]
 
 
-def finished(state: SessionState, stream_id: str, text: str) -> conductor.Outcome:
+def finished(state: SessionState, stream_id: str, text: str) -> Outcome:
     message = ModelMessage()
     message.add(TextDelta(text))
     message.add(MessageEnd("end_turn"))
@@ -121,7 +121,7 @@ def finished(state: SessionState, stream_id: str, text: str) -> conductor.Outcom
 def test_sentences_are_spoken_while_the_model_writes_and_the_final_has_everything() -> None:
     state, stream_id = started(capable=True)
     text = "First. Second. Third"
-    first = conductor.stream_speak(state, stream_id, text, len("First. Second. "))
+    first = stream_speak(state, stream_id, text, len("First. Second. "))
     assert speak_texts(first.events) == ["First. Second."]
     assert not [e for e in first.events if isinstance(e, AssistantSpeechFinal)]
     end = finished(first.state, stream_id, "First. Second. Third and last.")
@@ -139,7 +139,7 @@ def test_sentences_are_spoken_while_the_model_writes_and_the_final_has_everythin
 
 def test_a_barge_in_keeps_only_the_spoken_sentences() -> None:
     state, stream_id = started(capable=True)
-    spoke = conductor.stream_speak(state, stream_id, "Yes. I will check the", len("Yes. "))
+    spoke = stream_speak(state, stream_id, "Yes. I will check the", len("Yes. "))
     out = conductor.handle_barge_in(spoke.state)
     assert out.history[-1].content == [{"text": f"Yes. {INTERRUPTED_MARKER}"}]  # type: ignore[attr-defined]
 
@@ -152,7 +152,7 @@ def test_an_app_without_the_capability_gets_one_speak_after_the_final() -> None:
 
 def test_only_the_turns_last_speak_is_recorded() -> None:
     state, stream_id = started(capable=True)
-    spoke = conductor.stream_speak(state, stream_id, "A. B. C", len("A. B. "))
+    spoke = stream_speak(state, stream_id, "A. B. C", len("A. B. "))
     end = finished(spoke.state, stream_id, "A. B. C.")
     own_ids = [call.call_id for call in end.state.own_calls]
     assert len(own_ids) == 1 and own_ids[0] == [e for e in end.events if isinstance(e, ToolCall)][-1].call_id
@@ -203,5 +203,5 @@ def test_a_formula_is_never_cut_into_sentences() -> None:
 def test_sentence_speech_reads_inline_math_as_words() -> None:
     state, stream_id = started(capable=True)
     text = r"It holds when $10^6 \mid n!$ is true. Then"
-    spoke = conductor.stream_speak(state, stream_id, text, len(text) - len("Then"))
+    spoke = stream_speak(state, stream_id, text, len(text) - len("Then"))
     assert speak_texts(spoke.events) == ["It holds when 10 to the power of 6 divides n factorial is true."]

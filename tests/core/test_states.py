@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from shared.core import conductor
-from shared.core.conductor import CoreSettings, Outcome
+from shared.core.decision import CoreSettings, Outcome
 from shared.core.model_output import MessageEnd, ModelMessage, TextDelta, ToolUseRequest
 from shared.core.state import SessionState
-from shared.core.stream import StreamReport, stream_finished
+from shared.core.stream import StreamReport, stream_finished, stream_tool_started
 from shared.wire.protocol import SessionStart, ToolCall, ToolResult
 
 SESSION = "6f1c1d7e-8a4b-4c1e-9a55-1d2b3c4d5e6f"
@@ -36,7 +36,7 @@ class App:
             message.add(item)  # type: ignore[arg-type]
         message.add(MessageEnd("tool_use" if message.tool_uses else "end_turn"))
         if message.tool_uses and text:
-            self.apply(conductor.stream_tool_started(self.state, stream_id, text=text))
+            self.apply(stream_tool_started(self.state, stream_id, text=text))
             text = ""
         return self.apply(stream_finished(self.state, StreamReport(stream_id, message, text=text), SETTINGS))
 

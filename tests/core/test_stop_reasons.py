@@ -13,7 +13,12 @@ import botocore.session
 import pytest
 
 from shared.core import conductor
-from shared.core.conductor import (
+from shared.core.decision import CoreSettings, Outcome
+from shared.core.history_ops import AppendMessage, ExtendMessage
+from shared.core.messages import Message, tool_use_ids
+from shared.core.model_output import MessageEnd, ModelMessage, StreamItem, TextDelta, ToolUseRequest, ToolUseStarted
+from shared.core.state import SessionState
+from shared.core.stream import (
     CONTEXT_FULL_LINE,
     CONTEXT_FULL_MARKER,
     CONTEXT_FULL_STOP,
@@ -27,14 +32,11 @@ from shared.core.conductor import (
     MALFORMED_MARKER,
     MALFORMED_STOPS,
     NORMAL_STOPS,
-    CoreSettings,
-    Outcome,
+    StreamReport,
+    stream_finished,
+    stream_speak,
+    stream_tool_started,
 )
-from shared.core.history_ops import AppendMessage, ExtendMessage
-from shared.core.messages import Message, tool_use_ids
-from shared.core.model_output import MessageEnd, ModelMessage, StreamItem, TextDelta, ToolUseRequest, ToolUseStarted
-from shared.core.state import SessionState
-from shared.core.stream import StreamReport, stream_finished
 from shared.wire.protocol import (
     AssistantSpeechFinal,
     AssistantSpeechPartial,
@@ -96,7 +98,7 @@ class Session:
             if isinstance(item, TextDelta):
                 text += item.text
             elif isinstance(item, ToolUseStarted):
-                self.apply(conductor.stream_tool_started(self.state, stream_id, text=text))
+                self.apply(stream_tool_started(self.state, stream_id, text=text))
                 text = ""
         return self.apply(stream_finished(self.state, StreamReport(stream_id, message, text=text), self.settings))
 
@@ -323,7 +325,7 @@ def test_sentences_already_spoken_are_not_repeated_before_the_cut_off_line() -> 
     stream_id = session.say("explain qubits").run_model
     assert stream_id
     text = "A qubit holds a superposition. Measuring it gives"
-    session.apply(conductor.stream_speak(session.state, stream_id, text, len("A qubit holds a superposition. ")))
+    session.apply(stream_speak(session.state, stream_id, text, len("A qubit holds a superposition. ")))
     message = ModelMessage()
     message.add(TextDelta(text))
     message.add(MessageEnd(CUT_OFF_STOP))

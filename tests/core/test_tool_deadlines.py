@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from shared.core import conductor
-from shared.core.conductor import CoreSettings
+from shared.core.decision import CoreSettings
 from shared.core.model_output import MessageEnd, ModelMessage, ToolUseRequest
 from shared.core.state import SessionState
 from shared.core.stream import StreamReport, stream_finished

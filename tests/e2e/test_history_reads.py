@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from conductor_local.stack import LocalStack
-from shared.adapters.history_reads import FIRST_HISTORY_PAGE
-from shared.adapters.store import RecentHistory, SessionStore
+from shared.adapters.history_reads import FIRST_HISTORY_PAGE, RecentHistory
+from shared.adapters.store import SessionStore
 from shared.core.history_ops import AppendMessage
 from shared.core.state import SessionState
 from tests.e2e.conftest import session_store

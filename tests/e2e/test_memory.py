@@ -90,7 +90,9 @@ def test_a_sixty_turn_session_with_big_tool_results_stays_within_the_budget() ->
         lost = counts["EarlyLaunchesLost"]
         assert len(streamed) - len(user_turns) == TURNS and len(user_turns) == TURNS + lost, dict(counts)
         assert lost <= counts["MemoryWritesUnannounced"], dict(counts)
-        assert counts["SummariesWritten"] > 0 and counts["EarlyLaunches"] + counts["EarlyLaunchesHeld"] > 0
+        # How many turns are launched early depends on the machine's pace (a window the last write has
+        # not stored yet is read after it): the bound above holds however many were.
+        assert counts["SummariesWritten"] > 0
         for body in streamed:
             chars = (
                 len(json.dumps(body["messages"]))

@@ -18,7 +18,9 @@ import pytest
 from conductor_local.bedrock.offline_brain import CALL_PREAMBLE, STOP_TEXT
 from conductor_local.bedrock.server import RecordedRequest, estimate_input_tokens
 from conductor_local.stack import LocalStack
-from shared.core.conductor import (
+from shared.core.failure_lines import FAILURE_LINES, FailureCause
+from shared.core.messages import ERROR_MARKER, is_plain_user_message
+from shared.core.stream import (
     CUT_OFF_LINE,
     CUT_OFF_MARKER,
     FILTERED_LINE,
@@ -26,8 +28,6 @@ from shared.core.conductor import (
     MALFORMED_LINE,
     MALFORMED_MARKER,
 )
-from shared.core.failure_lines import FAILURE_LINES, FailureCause
-from shared.core.messages import ERROR_MARKER, is_plain_user_message
 from shared.wire.protocol import ErrorCode
 from tests.e2e.conftest import (
     STACK_ENV,

@@ -20,9 +20,9 @@ from conductor_local.bedrock.server import (
     validation_error,
 )
 from lambdas import runtime
-from shared.core.conductor import CONTEXT_FULL_LINE, CUT_OFF_LINE, FILTERED_LINE
 from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import is_plain_user_message
+from shared.core.stream import CONTEXT_FULL_LINE, CUT_OFF_LINE, FILTERED_LINE
 from tests.handlers.conftest import Harness, summarize
 
 TOO_LONG = "Input is too long for requested model."

@@ -27,9 +27,9 @@ from conductor_local.lambda_runtime.turn_functions import TURN_FUNCTION, TURN_TI
 from lambdas import message as message_lambda
 from lambdas import runtime, turn, turn_abandoned
 from shared.adapters.turn_launcher import TurnTask
-from shared.core.conductor import RUNNER_LOST_LINE
 from shared.core.failure_lines import FAILURE_LINES, FailureCause
 from shared.core.messages import ERROR_MARKER
+from shared.core.stream import RUNNER_LOST_LINE
 from shared.wire.protocol import parse_event
 from tests.handlers.conftest import Connection, Harness, summarize
 from tests.reliability.support import (

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conductor_local.bedrock.server import message
+from shared.wire.payload import WirePayload
 from shared.wire.protocol import (
     ErrorPayload,
     Event,
@@ -21,7 +22,6 @@ from shared.wire.protocol import (
     ToolResult,
     UserAudioTranscriptFinal,
     UserAudioTranscriptPartial,
-    _Payload,
     parse_event,
 )
 from tests.handlers.conftest import Harness, summarize
@@ -41,7 +41,7 @@ RESULT = '{"path":"Sources/App/main.swift","preview":"import SwiftUI\\n"}'
 FINAL_TEXT = 'open Sources/App/main.swift and say "café" 👋'
 
 
-def expected_payload(writer: str, case: str) -> _Payload:
+def expected_payload(writer: str, case: str) -> WirePayload:
     session_id = SESSION_IDS[writer]
     return {
         "sessionStart": SessionStart(sessionId=session_id),
