@@ -3,7 +3,8 @@
 Observability stays out here, at the edge: the service layer gets a ``Metrics`` object, and the
 adapters' calls (DynamoDB, Bedrock, the management API, the turn launch) are traced by wrapping
 them when they are built, so an X-Ray trace shows where a turn's time went while ``shared``
-never imports Powertools. Tracing is off outside Lambda and with ``POWERTOOLS_TRACE_DISABLED``.
+never imports Powertools. Tracing is off outside Lambda and with ``POWERTOOLS_TRACE_DISABLED``;
+then the X-Ray SDK is not even imported (``tracer``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import inspect
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import botocore.session
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.tracing.base import BaseProvider
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
@@ -47,8 +49,53 @@ SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "voiceide-conductor")
 
 logger = Logger(service=SERVICE_NAME)
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "VoiceIDE"), service=SERVICE_NAME)
-# botocore only: every AWS call becomes a subsegment; nothing else is patched.
-tracer = Tracer(service=SERVICE_NAME, patch_modules=["botocore"])
+
+
+class _NoSegment:
+    """What a disabled tracer's handler subsegment takes: annotations and metadata, dropped."""
+
+    def put_annotation(self, key: str, value: Any) -> None:
+        return None
+
+    def put_metadata(self, key: str, value: Any, namespace: str = "default") -> None:
+        return None
+
+
+class NoTraces(BaseProvider):
+    """A disabled tracer's provider: records nothing, as the X-Ray SDK's recorder does when the SDK
+    is disabled, without importing the SDK (its recorder alone is a large part of a cold import:
+    outside Lambda it builds an X-Ray client for its sampling rules)."""
+
+    @contextmanager
+    def in_subsegment(self, name: Any = None, **kwargs: Any) -> Iterator[Any]:
+        yield _NoSegment()
+
+    def in_subsegment_async(self, name: Any = None, **kwargs: Any) -> Any:
+        raise NotImplementedError("the handlers are synchronous")
+
+    def put_annotation(self, key: str, value: Any) -> None:
+        return None
+
+    def put_metadata(self, key: str, value: Any, namespace: str = "default") -> None:
+        return None
+
+    def patch(self, modules: Sequence[str]) -> None:
+        return None
+
+    def patch_all(self) -> None:
+        return None
+
+
+def build_tracer() -> Tracer:
+    """The handlers' tracer. Where traces are sent (in Lambda, without ``POWERTOOLS_TRACE_DISABLED``,
+    as Powertools decides it), the X-Ray SDK's recorder with botocore patched: every AWS call becomes
+    a subsegment, nothing else is patched. Elsewhere a disabled tracer on ``NoTraces``."""
+    if not Tracer._is_tracer_disabled():
+        return Tracer(service=SERVICE_NAME, patch_modules=["botocore"])
+    return Tracer(service=SERVICE_NAME, disabled=True, provider=NoTraces())
+
+
+tracer = build_tracer()
 
 
 Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]

@@ -36,9 +36,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import jellyfish
-from rapidfuzz import fuzz, process
-
 from shared.core.ordinary_words import FUNCTION_WORDS, TECH_WORDS, is_ordinary, words_of
 
 MAX_SPAN = 6  # words of the transcript one name may take
@@ -162,6 +159,8 @@ def _loose(words: Sequence[str]) -> str:
 
 
 def _sound(joined: str) -> str:
+    import jellyfish  # here, not at the top: the handlers that never match names do not load it
+
     return jellyfish.metaphone(joined) if joined else ""
 
 
@@ -449,6 +448,8 @@ class NameIndex:
         high = bisect_right(bucket.lengths, int(length * (2 - MIN_TEXT) / MIN_TEXT) + 1)
         if low >= high:
             return []
+        from rapidfuzz import fuzz, process
+
         found = process.extract(
             span.joined, bucket.joined[low:high], scorer=fuzz.ratio, limit=3, score_cutoff=MIN_TEXT * 100
         )
@@ -520,6 +521,8 @@ def _fuzzy_score(span: _Span, sound: str, form: _Form) -> float | None:
 
 
 def _ratio(first: str, second: str) -> float:
+    from rapidfuzz import fuzz
+
     return fuzz.ratio(first, second) / 100
 
 
