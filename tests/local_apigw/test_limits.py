@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -93,7 +94,10 @@ def test_binary_frames_close_the_connection_with_1003(
     with connect(session_url) as ws:
         ws.send("text first")
         assert next_event(routes.messages)["body"] == "text first"
-        ws.send(message)
+        # The gateway closes on the first binary frame: a fragmented message's next frame may meet
+        # the closed connection (the close, asserted below, is what is tested).
+        with contextlib.suppress(ConnectionClosedError):
+            ws.send(message)
         assert _closed_with(ws) == 1003
     assert _disconnect_status(routes) == (1003, "Binary frames are not supported")
     assert routes.messages.empty()
