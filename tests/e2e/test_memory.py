@@ -92,7 +92,8 @@ def test_a_sixty_turn_session_with_big_tool_results_stays_within_the_budget() ->
         assert lost <= counts["MemoryWritesUnannounced"], dict(counts)
         # How many turns are launched early depends on the machine's pace (a window the last write has
         # not stored yet is read after it): the bound above holds however many were.
-        assert counts["SummariesWritten"] > 0
+        stored = session_store(stack).load(session_id)  # the rolling summary was written (read, not counted)
+        assert stored is not None and stored.summary
         for body in streamed:
             chars = (
                 len(json.dumps(body["messages"]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,11 +156,15 @@ def synthesize(outdir: Path, stage: str, **overrides: Any) -> Synth:
     from infra.app import build_app
 
     context = {} if "stages" in overrides else deploy_context(stage)
-    # Account-agnostic like a synth without credentials, whatever the developer's shell has.
+    # Account-agnostic like a synth without credentials, whatever the developer's shell has; and
+    # nothing a test run left in this process's environment (a local stack's variables) reaches it.
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("CDK_DEFAULT_ACCOUNT", raising=False)
+        for name in list(os.environ):
+            if name.startswith(("CONDUCTOR_", "POWERTOOLS_", "AWS_ENDPOINT_URL", "BEDROCK_")):
+                patch.delenv(name)
         app, stack = build_app({"stage": stage, "skip_bundle_deps": "true", **context, **overrides}, outdir=str(outdir))
-    assembly = app.synth()
+        assembly = app.synth()
     template = assembly.get_stack_by_name(stack.stack_name).template
     return Synth(config=stack.config, stack=stack, template=json.loads(json.dumps(template)), outdir=outdir)
 
