@@ -14,8 +14,8 @@ import inspect
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
@@ -70,8 +70,9 @@ class NoTraces(BaseProvider):
     def in_subsegment(self, name: Any = None, **kwargs: Any) -> Iterator[Any]:
         yield _NoSegment()
 
-    def in_subsegment_async(self, name: Any = None, **kwargs: Any) -> Any:
-        raise NotImplementedError("the handlers are synchronous")
+    @asynccontextmanager
+    async def in_subsegment_async(self, name: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
+        yield _NoSegment()
 
     def put_annotation(self, key: str, value: Any) -> None:
         return None

@@ -38,7 +38,8 @@ class ImportGraph:
     external: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
 
-def _modules(packages: Mapping[str, Path]) -> dict[str, Path]:
+def module_files(packages: Mapping[str, Path]) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` file under each package's folder."""
     found: dict[str, Path] = {}
     for package, folder in packages.items():
         for file in sorted(folder.rglob("*.py")):
@@ -50,7 +51,7 @@ def _modules(packages: Mapping[str, Path]) -> dict[str, Path]:
 
 
 def read_graph(packages: Mapping[str, Path] = PACKAGES) -> ImportGraph:
-    modules = _modules(packages)
+    modules = module_files(packages)
 
     def owner(name: str) -> str | None:
         while name and name not in modules:

@@ -13,24 +13,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.architecture.import_graph import PACKAGES, ROOT
+from tests.architecture.import_graph import PACKAGES, ROOT, module_files
 
 # The package whose modules' names are checked, and every source that uses them: the product, the
 # client stub, the infrastructure, the benchmarks and the tests.
 DEFINING = "shared"
 SOURCES: dict[str, Path] = {**PACKAGES, "tests": ROOT / "tests"}
-
-
-def module_files(packages: Mapping[str, Path]) -> dict[str, Path]:
-    """Dotted module name -> file, for every ``.py`` file under each package's folder."""
-    found: dict[str, Path] = {}
-    for package, folder in packages.items():
-        for file in sorted(folder.rglob("*.py")):
-            parts = [package, *file.relative_to(folder).with_suffix("").parts]
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = file
-    return found
 
 
 def _bound(target: ast.expr) -> set[str]:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.architecture.import_paths import SOURCES, borrowed_names, module_files
+from tests.architecture.import_graph import module_files
+from tests.architecture.import_paths import SOURCES, borrowed_names
 
 
 def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
