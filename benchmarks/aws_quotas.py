@@ -33,6 +33,23 @@ Each default was checked against AWS's pages on ``VERIFIED_ON`` (what the page s
   other" quotas, requests per minute among them) and "Your request might be denied if you don't meet
   this condition" (traffic that consumes the existing allocation). How tokens are counted
   (quotas-token-burndown.html): output tokens burn down at 5x for the Claude 4 models listed.
+
+The Amazon Bedrock AgentCore Memory quotas were read on ``AGENTCORE_VERIFIED_ON``, the quotas page as
+stored on 2026-09-26 (the Service Quotas codes from the list of the bedrock-agentcore service's quotas):
+
+* AgentCore Memory Service Quotas (bedrock-agentcore-limits.html#memory-limits), per account and
+  Region: "Maximum CreateEvent requests" 200 a second, adjustable (L-59AF2B24); "per actor, per
+  session, including conversational payloads" 5 a second, not adjustable (L-BC0EE484);
+  RetrieveMemoryRecords 30 a second (L-EB2B5C4A) and ListMemoryRecords 30 (L-80B4FBA5), adjustable;
+  "Maximum requests for all other AgentCore Memory APIs" 20 a second, BatchCreateMemoryRecords among
+  them (its own code, L-890C813A); "Maximum number of tokens per minute for long-term memory
+  extraction" 150,000 "for built-in strategies", adjustable (L-E3D6644C; the ``TokenCount`` metric
+  in the ``Bedrock-AgentCore`` namespace shows its use); 150 memory resources per Region, 6 strategies
+  per memory; a CreateEvent holds at most 100 messages of 100 KB each, 10 MB in all; events expire
+  after 7 to 365 days. The page documents no maximum of events per session.
+* The data plane API (API_MemoryContent.html, API_BatchCreateMemoryRecords.html; the same bounds in
+  botocore's bedrock-agentcore model): a memory record's text is at most 16,000 characters, a
+  BatchCreateMemoryRecords call carries at most 100 records, a RetrieveMemoryRecords ``topK`` at most 100.
 """
 
 from __future__ import annotations
@@ -40,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 VERIFIED_ON = "2026-11-28"
+AGENTCORE_VERIFIED_ON = "2026-11-28"
 
 
 @dataclass(frozen=True)
@@ -85,6 +103,14 @@ BEDROCK_BURNDOWN = (
 )
 BEDROCK_QUOTAS = ("Quotas for Amazon Bedrock", "https://docs.aws.amazon.com/bedrock/latest/userguide/quotas.html")
 BEDROCK_GENERAL = ("Amazon Bedrock endpoints and quotas", "https://docs.aws.amazon.com/general/latest/gr/bedrock.html")
+AGENTCORE_LIMITS = (
+    "Quotas for Amazon Bedrock AgentCore (AgentCore Memory Service Quotas)",
+    "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/bedrock-agentcore-limits.html#memory-limits",
+)
+AGENTCORE_RECORD = (
+    "Amazon Bedrock AgentCore Data Plane API Reference: MemoryContent",
+    "https://docs.aws.amazon.com/bedrock-agentcore/latest/APIReference/API_MemoryContent.html",
+)
 
 _Q = [
     # ---- API Gateway ---------------------------------------------------------------------------
@@ -287,6 +313,122 @@ _Q = [
         *BEDROCK_BURNDOWN,
         adjustable=False,
         note="documented for Claude Opus 4 / Sonnet 4 and later 4.x models; taken to hold for Claude 5.5",
+    ),
+    # ---- AgentCore Memory (bedrock-agentcore data plane) -----------------------------------------
+    Quota(
+        "agentcore_create_event_rps",
+        "Rate of CreateEvent requests",
+        200,
+        "requests/s",
+        "account and Region",
+        *AGENTCORE_LIMITS,
+        code="L-59AF2B24",
+    ),
+    Quota(
+        "agentcore_create_event_session_rps",
+        "Rate of CreateEvent requests per actor per session including conversational payloads",
+        5,
+        "requests/s",
+        "per actor and session",
+        *AGENTCORE_LIMITS,
+        code="L-BC0EE484",
+        adjustable=False,
+    ),
+    Quota(
+        "agentcore_retrieve_rps",
+        "Rate of RetrieveMemoryRecords requests",
+        30,
+        "requests/s",
+        "account and Region",
+        *AGENTCORE_LIMITS,
+        code="L-EB2B5C4A",
+    ),
+    Quota(
+        "agentcore_list_records_rps",
+        "Rate of ListMemoryRecords requests",
+        30,
+        "requests/s",
+        "account and Region",
+        *AGENTCORE_LIMITS,
+        code="L-80B4FBA5",
+    ),
+    Quota(
+        "agentcore_batch_create_rps",
+        "Rate of BatchCreateMemoryRecords requests",
+        20,
+        "requests/s",
+        "account and Region",
+        *AGENTCORE_LIMITS,
+        code="L-890C813A",
+        note='the page\'s "all other AgentCore Memory APIs" figure; Service Quotas names this one apart',
+    ),
+    Quota(
+        "agentcore_extraction_tpm",
+        "Tokens per minute for long-term memory extraction",
+        150_000,
+        "tokens/min",
+        "account and Region, built-in strategies",
+        *AGENTCORE_LIMITS,
+        code="L-E3D6644C",
+        note="how extraction counts tokens is not documented (the TokenCount metric shows the account's use)",
+    ),
+    Quota("agentcore_memories", "AgentCore Memory resources", 150, "memories", "account and Region", *AGENTCORE_LIMITS),
+    Quota(
+        "agentcore_strategies_per_memory",
+        "Memory strategies per memory",
+        6,
+        "strategies",
+        "per memory",
+        *AGENTCORE_LIMITS,
+        adjustable=False,
+    ),
+    Quota(
+        "agentcore_messages_per_event",
+        "Messages per event",
+        100,
+        "messages",
+        "per CreateEvent",
+        *AGENTCORE_LIMITS,
+        code="L-898013A7",
+        adjustable=False,
+    ),
+    Quota(
+        "agentcore_message_bytes",
+        "Message size",
+        100 * 1024,
+        "bytes",
+        "per message of a CreateEvent",
+        *AGENTCORE_LIMITS,
+        code="L-1D35AE05",
+        adjustable=False,
+    ),
+    Quota(
+        "agentcore_event_bytes",
+        "Event size",
+        10 * 1024 * 1024,
+        "bytes",
+        "per CreateEvent",
+        *AGENTCORE_LIMITS,
+        code="L-9484366D",
+        adjustable=False,
+    ),
+    Quota(
+        "agentcore_event_expiry_days",
+        "Maximum EventExpirationDuration days",
+        365,
+        "days",
+        "per event (at least 7)",
+        *AGENTCORE_LIMITS,
+        adjustable=False,
+    ),
+    Quota(
+        "agentcore_record_chars",
+        "Memory record text (MemoryContent text)",
+        16_000,
+        "characters",
+        "per record",
+        *AGENTCORE_RECORD,
+        adjustable=False,
     ),
 ]
 

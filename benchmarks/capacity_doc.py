@@ -27,6 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import aws_quotas, spoken_brain
+from benchmarks import capacity_memory as memory
 from benchmarks import token_calibration as calibration
 from benchmarks.capacity_model import (
     MIN_UNRESERVED,
@@ -34,6 +35,7 @@ from benchmarks.capacity_model import (
     Capacity,
     Limit,
     SpeakerFigures,
+    block_tokens_per_speaker,
     functions_in_pool,
     stages_of_cdk_json,
     tpm_per_speaker,
@@ -47,6 +49,7 @@ from benchmarks.capacity_report import (
     report_figures,
     report_stage,
 )
+from benchmarks.costs import PRICES
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "capacity.md"
 BLOCK = re.compile(r"<!-- capacity:(?P<name>[\w.-]+) -->\n(?P<body>.*?)<!-- /capacity:(?P=name) -->", re.DOTALL)
@@ -96,6 +99,8 @@ def generated(measured: Sequence[SpeakerFigures], context: Mapping[str, Any]) ->
         blocks[stage.name] = _fenced(out.getvalue())
         values |= stage_values(found)
     blocks["costs"] = cost_table(reports.values())
+    blocks["memory"] = memory_table(reports.values())
+    values |= memory_assumption_values()
     if "prod" in reports:
         blocks["prod-quotas"] = quota_table(reports["prod"])
     values |= calibration_values()
@@ -139,6 +144,10 @@ SHORT = {
     "dynamodb_partition": "the sessions index's one partition",
     "bedrock_tpm": "Bedrock's tokens per minute",
     "bedrock_rpm": "Bedrock's requests per minute",
+    "memory_extraction": "AgentCore Memory's long-term extraction tokens per minute",
+    "memory_create_event": "AgentCore Memory's CreateEvent requests a second",
+    "memory_retrieve": "AgentCore Memory's RetrieveMemoryRecords requests a second",
+    "memory_batch_create": "AgentCore Memory's BatchCreateMemoryRecords requests a second",
 }
 
 
@@ -199,7 +208,63 @@ def stage_values(report: StageReport) -> dict[str, str]:
         "tpm_plan_margin": lambda: _margin(stage.bedrock_tpm, target * tpm),
     }
     values |= {f"{name}.{key}": make() for key, make in calls.items()}
-    return values
+    return values | memory_values(report)
+
+
+def memory_values(report: StageReport) -> dict[str, str]:
+    """The figures of long-term memory (AgentCore Memory) for one stage, keyed ``<stage>.memory.<name>``."""
+    stage, figures = report.stage, report.figures
+    a = report.memory_assumed
+    hour, session = report.memory_hour, report.memory_session
+    hour_cost, session_cost = memory.cost(hour, a), memory.cost(session, a)
+    found = report.memory_quotas
+    prefix = f"{stage.name}.memory"
+    values = {
+        "cost_hour": f"${sum(hour_cost.values()):.3f}",
+        "cost_session": f"${sum(session_cost.values()):.3f}",
+        "events_cost_hour": f"${hour_cost['events']:.4f}",
+        "events_old_hour": f"${memory.events_at_the_old_price(hour):.3f}",
+        "retrievals_cost_hour": f"${hour_cost['retrievals']:.4f}",
+        "records_cost_hour": f"${hour_cost['records']:.4f}",
+        "events_hour": _n(hour.events),
+        "retrievals_hour": _n(hour.retrievals, 1),
+        "session_turns": _n(session.turns),
+        "session_retrievals": _n(session.retrievals, 1),
+        "block_tokens": _n(block_tokens_per_speaker(figures, a)),
+        "block_cost": f"${60 * block_tokens_per_speaker(figures, a) * PRICES.get(f'{stage.model}:input', 0.0):.2f}",
+        "retention_days": f"{a.event_retention_days:g}",
+    }
+    if found is not None and found.ranked:
+        first = found.ranked[0]
+        values |= {
+            "first_quota": SHORT.get(first.key, first.name),
+            "first_quota_people": _people(first.people),
+            "first_quota_value": _n(first.value),
+            "first_quota_per_speaker": _n(first.per_speaker),
+            "first_quota_target": _n(math.ceil(first.needed_for(report.target or 0))),
+        }
+        for limit in found.ranked:
+            values[f"{limit.key}_people"] = _people(limit.people)
+    for column in report.columns:
+        values[f"{column}.people"] = _people(report.people_with_memory(column))
+    return {f"{prefix}.{key}": value for key, value in values.items()}
+
+
+def memory_assumption_values() -> dict[str, str]:
+    a = memory.ASSUMED
+    return {
+        "memory.turns_per_search": f"{a.turns_per_search:g}",
+        "memory.turns_per_write": f"{a.turns_per_write:g}",
+        "memory.session_minutes": f"{a.session_minutes:g}",
+        "memory.active_hours": f"{a.active_hours_per_month:g}",
+        "memory.standing_records": _n(a.standing_records),
+        "memory.records_person": _n(a.records_per_person),
+        "memory.event_bytes": _n(a.event_bytes),
+        "memory.event_tokens": _n(a.event_tokens),
+        "memory.strategies": _n(a.strategies),
+        "memory.block_chars": _n(a.block_chars),
+        "memory.block_tokens_request": _n(a.block_tokens),
+    }
 
 
 def _margin(plan: float | None, need: float) -> str:
@@ -228,17 +293,53 @@ def calibration_values() -> dict[str, str]:
     }
 
 
+COST_PARTS = ("API Gateway", "Lambda", "DynamoDB", "Bedrock", "AgentCore Memory")
+
+
 def cost_table(reports: Iterable[StageReport]) -> str:
     rows = [
-        "| stage | API Gateway | Lambda | DynamoDB | Bedrock | total |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| stage | " + " | ".join(COST_PARTS) + " | total |",
+        "| --- | " + " | ".join("---" for _ in COST_PARTS) + " | --- |",
     ]
     for report in reports:
         cost = report.cost
         rows.append(
             f"| {report.stage.name} ({report.stage.model}) | "
-            + " | ".join(f"${cost[part]:.4f}" for part in ("API Gateway", "Lambda", "DynamoDB", "Bedrock"))
+            + " | ".join(f"${cost[part]:.4f}" for part in COST_PARTS)
             + f" | ${report.cost_per_hour:.2f} |"
+        )
+    return "\n".join(rows)
+
+
+def memory_table(reports: Iterable[StageReport]) -> str:
+    """Per stage: what long-term memory costs an active user-hour and a session, by part, and the
+    first of its quotas to bind (at AWS's defaults)."""
+    rows = [
+        "| stage | per active user-hour | events | retrievals | records | per session | "
+        "first AgentCore Memory quota to bind | people it holds | the target needs |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for report in reports:
+        if not report.stage.memory:
+            rows.append(f"| {report.stage.name} | off (memory.enabled false) |" + " - |" * 7)
+            continue
+        a = report.memory_assumed
+        hour, session = report.memory_hour, report.memory_session
+        cost, per_session = memory.cost(hour, a), memory.cost(session, a)
+        found = report.memory_quotas
+        first = found.ranked[0] if found is not None and found.ranked else None
+        quota = aws_quotas.quota(first.setting) if first is not None else None
+        target = report.target or 0
+        rows.append(
+            f"| {report.stage.name} | ${sum(cost.values()):.4f} | ${cost['events']:.4f} ({_n(hour.events)}) | "
+            f"${cost['retrievals']:.4f} ({_n(hour.retrievals, 1)}) | ${cost['records']:.4f} | "
+            f"${sum(per_session.values()):.4f} ({_n(session.turns)} turns) | "
+            + (
+                f"{quota.name} ({quota.code}): {_n(first.value)} {first.unit}, {_n(first.per_speaker)} a speaker | "
+                f"{_people(first.people)} | {_n(math.ceil(first.needed_for(target)))} for {_n(target)} |"
+                if first is not None and quota is not None
+                else "- | - | - |"
+            )
         )
     return "\n".join(rows)
 

@@ -23,6 +23,12 @@ Each limit says where its figure comes from (``Limit.basis``) and whether it is 
 AWS quota (``Limit.kind``). The smallest is what the stage holds; ``Capacity.first_quota`` is the
 first AWS quota to bind. ``changes_to_hold`` says what it would take to hold a target and
 ``cost_per_user_hour`` what an hour of talk costs at list prices (``benchmarks.costs.PRICES``).
+
+Long-term memory (Amazon Bedrock AgentCore Memory) is held apart: a stage runs without it when it has
+no memory, so its quotas (``memory_limits``, at AWS's defaults: doctor reads none of them) rank on
+their own in ``memory_capacity`` and ``memory_changes_to_hold`` says what holding a target with it
+takes; what it asks per speaker comes from the measured turn rate and the stated assumptions of
+``benchmarks.capacity_memory``. Its cost is in ``cost_per_user_hour`` beside the other services'.
 Pure arithmetic: nothing here measures or prints.
 """
 
@@ -30,10 +36,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from benchmarks import aws_quotas
+from benchmarks import capacity_memory as memory
 from benchmarks.costs import PRICES
 from shared.wire.model_rules import Inference, base_model_id, request_fields, rules_for
 
@@ -167,6 +174,10 @@ class StageView:
     warm_write_units: int | None = None
     """``capacity.warm_write_units_per_second``: the table's pre-warmed write units (None: none)."""
     index_warm_write_units: int | None = None
+    memory: bool = True
+    """Whether the stage has a long-term memory (``memory.enabled``; True where cdk.json does not say)."""
+    memory_event_expiry_days: int | None = None
+    """``memory.event_expiry_days``: how long its events are kept (None: ``capacity_memory``'s assumption)."""
 
     @property
     def in_flight_max_tokens(self) -> int:
@@ -188,6 +199,7 @@ def stage_view(config: Any) -> StageView:
     lambdas = config.lambdas
     bedrock = config.bedrock
     capacity_settings = getattr(config, "capacity", None)
+    memory_settings = getattr(config, "memory", None)
     return StageView(
         name=config.name,
         model=bedrock.foundation_model_id,
@@ -210,6 +222,8 @@ def stage_view(config: Any) -> StageView:
         max_turns_per_minute=config.max_turns_per_minute,
         warm_write_units=getattr(capacity_settings, "warm_write_units_per_second", None),
         index_warm_write_units=getattr(capacity_settings, "index_warm_write_units_per_second", None),
+        memory=bool(getattr(memory_settings, "enabled", True)),
+        memory_event_expiry_days=getattr(memory_settings, "event_expiry_days", None),
         memory_mb={
             "message": lambdas.message_memory_mb,
             "turn": lambdas.turn_memory_mb,
@@ -340,7 +354,8 @@ def account_quotas(stage: StageView, column: str, reading: Any = None) -> Accoun
 class Limit:
     key: str
     """Stable across columns: route, account_rps, new_connections, turn_reserved, message_reserved,
-    pool, dynamodb_read, dynamodb_write, dynamodb_index, dynamodb_partition, bedrock_tpm, bedrock_rpm."""
+    pool, dynamodb_read, dynamodb_write, dynamodb_index, dynamodb_partition, bedrock_tpm, bedrock_rpm;
+    the memory's: memory_extraction, memory_create_event, memory_retrieve, memory_batch_create."""
     name: str
     value: float
     """The limit (in its unit)."""
@@ -689,14 +704,99 @@ def _request(quota: aws_quotas.Quota, value: int) -> str:
 
 
 def _service(quota: aws_quotas.Quota) -> str:
-    return quota.key.split("_", 1)[0].replace("apigw", "apigateway")
+    prefix = quota.key.split("_", 1)[0]
+    return {"apigw": "apigateway", "agentcore": "bedrock-agentcore"}.get(prefix, prefix)
+
+
+# ---- long-term memory (AgentCore Memory) ----------------------------------------------------------
+
+
+def memory_assumptions(stage: StageView) -> memory.MemoryAssumptions:
+    """``capacity_memory``'s assumptions with what the stage sets of its memory (its events' expiry)."""
+    if stage.memory_event_expiry_days is None:
+        return memory.ASSUMED
+    return replace(memory.ASSUMED, event_retention_days=float(stage.memory_event_expiry_days))
+
+
+def memory_limits(figures: SpeakerFigures, a: memory.MemoryAssumptions = memory.ASSUMED) -> list[Limit]:
+    """The AgentCore Memory quotas one speaker's turns run into, at AWS's defaults."""
+    used = memory.minute_usage(figures.turns, a)
+    q = aws_quotas.quota
+    return [
+        Limit(
+            "memory_extraction",
+            "AgentCore Memory long-term extraction tokens per minute (built-in strategies)",
+            aws_quotas.value("agentcore_extraction_tpm"),
+            used.extraction_tokens,
+            "tokens/min",
+            q("agentcore_extraction_tpm").key,
+        ),
+        Limit(
+            "memory_create_event",
+            "AgentCore Memory CreateEvent requests",
+            aws_quotas.value("agentcore_create_event_rps"),
+            used.events / 60,
+            "requests/s",
+            q("agentcore_create_event_rps").key,
+        ),
+        Limit(
+            "memory_retrieve",
+            "AgentCore Memory RetrieveMemoryRecords requests",
+            aws_quotas.value("agentcore_retrieve_rps"),
+            used.retrievals / 60,
+            "requests/s",
+            q("agentcore_retrieve_rps").key,
+        ),
+        Limit(
+            "memory_batch_create",
+            "AgentCore Memory BatchCreateMemoryRecords requests",
+            aws_quotas.value("agentcore_batch_create_rps"),
+            used.record_writes / 60,
+            "requests/s",
+            q("agentcore_batch_create_rps").key,
+        ),
+    ]
+
+
+def memory_capacity(stage: StageView, figures: SpeakerFigures, a: memory.MemoryAssumptions | None = None) -> Capacity:
+    """The memory's quotas ranked: the first binds at ``people`` speaking at once."""
+    ranked = sorted(memory_limits(figures, a or memory_assumptions(stage)), key=lambda limit: limit.people)
+    return Capacity(stage, ranked[0].people, ranked)
+
+
+def memory_changes_to_hold(
+    figures: SpeakerFigures, people: int, a: memory.MemoryAssumptions = memory.ASSUMED
+) -> list[Change]:
+    """The AgentCore Memory quota requests holding ``people`` speaking at once takes."""
+    changes = []
+    for limit in memory_limits(figures, a):
+        needed = math.ceil(limit.needed_for(people))
+        if needed > limit.value:
+            quota = aws_quotas.quota(limit.setting)
+            changes.append(Change(quota.key, limit.value, needed, _request(quota, needed)))
+    return changes
+
+
+def session_holds_event_rate(figures: SpeakerFigures) -> bool:
+    """Whether one session's committed turns stay within CreateEvent's rate per actor and session."""
+    return figures.turns / 60 <= aws_quotas.value("agentcore_create_event_session_rps")
+
+
+def block_tokens_per_speaker(figures: SpeakerFigures, a: memory.MemoryAssumptions = memory.ASSUMED) -> float:
+    """Uncached input tokens a minute the remembered block adds at its cap (every request carries it
+    after the cached prefix): they count against Bedrock's tokens per minute too."""
+    return figures.bedrock_requests * a.block_tokens
 
 
 # ---- cost ------------------------------------------------------------------------------------------
 
 
-def cost_per_user_hour(stage: StageView, figures: SpeakerFigures) -> dict[str, float]:
-    """USD per hour of one person speaking, by service, at ``PRICES``."""
+def cost_per_user_hour(
+    stage: StageView, figures: SpeakerFigures, a: memory.MemoryAssumptions | None = None
+) -> dict[str, float]:
+    """USD per hour of one person speaking, by service, at ``PRICES``; AgentCore Memory's (0 for a stage
+    without one) at the measured turn rate and ``a`` (the stage's ``memory_assumptions`` by default)."""
+    a = a or memory_assumptions(stage)
     hour = 60.0
     gb_s = sum(seconds * stage.memory_mb.get(function, 512) / 1024 for function, seconds in figures.seconds.items())
     invocations = sum(figures.invocations.values())
@@ -718,4 +818,5 @@ def cost_per_user_hour(stage: StageView, figures: SpeakerFigures) -> dict[str, f
             + figures.cache_read_tokens * price(f"{model}:cache_read", 0.0)
             + figures.cache_write_tokens * price(f"{model}:cache_write", 0.0)
         ),
+        "AgentCore Memory": sum(memory.cost(memory.hour_usage(figures.turns, a), a).values()) if stage.memory else 0.0,
     }

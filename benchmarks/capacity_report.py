@@ -1,7 +1,8 @@
 """``make capacity``: how many people speaking at once each stage of cdk.json holds at AWS's default
 quotas, on what ``doctor`` read of the stage's account, and on the quotas cdk.json plans; which limit
 binds first and which AWS quota; what it would take to hold the stage's target; the cost per active
-user-hour.
+user-hour; and what long-term memory (AgentCore Memory) adds: its cost per session and per active
+user-hour, and which of its quotas binds first.
 
     python benchmarks/capacity_report.py [--figures FILE] [--save FILE] [--sessions N] [--context FILE]
 
@@ -27,6 +28,7 @@ from typing import Any, TextIO
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import aws_quotas
+from benchmarks import capacity_memory as memory
 from benchmarks.capacity_model import (
     COLUMN_TITLES,
     COLUMNS,
@@ -40,17 +42,23 @@ from benchmarks.capacity_model import (
     SpeakerFigures,
     StageView,
     account_quotas,
+    block_tokens_per_speaker,
     capacity,
     changes_to_hold,
     cost_per_user_hour,
+    memory_assumptions,
+    memory_capacity,
+    memory_changes_to_hold,
+    session_holds_event_rate,
     stages_of_cdk_json,
 )
-from benchmarks.costs import PRICES_AS_OF
+from benchmarks.costs import AGENTCORE_PRICES_AS_OF, PRICES, PRICES_AS_OF, event_billed_bytes
 
 FIGURES_FILE = Path(__file__).resolve().parent / "capacity_figures.json"
 """The measured figures docs/capacity.md is written from (``--save`` it again to move them)."""
 MARKS = {"setting": "=", "default": "d", "assumed": "a", "read": "r", "stated": "s"}
 ROW_LABELS = {"pool": "Lambda unreserved pool (every function without a reservation in force)"}
+WITH_MEMORY = {"defaults": "at AWS defaults", "read": "on what doctor read", "stated": "on the stated quotas"}
 BEDROCK_DISCRETION = (
     'Bedrock grants tokens and requests per minute at its discretion ("Your request might be denied" '
     "where an account does not use what it has: AWS, Request an increase for Amazon Bedrock quotas)"
@@ -137,10 +145,34 @@ class StageReport:
     target: int | None = None
     changes: dict[str, list[Change]] = field(default_factory=dict)
     """Per column, what holding the target takes (absent: no reading)."""
+    memory_quotas: Capacity | None = None
+    """The AgentCore Memory quotas ranked, at AWS's defaults (None: the stage has no memory)."""
+    memory_changes: list[Change] = field(default_factory=list)
+    """What holding the target with memory on takes of the memory's quotas."""
 
     def people(self, column: str) -> float | None:
         found = self.columns.get(column)
         return None if found is None else found.people
+
+    def people_with_memory(self, column: str) -> float | None:
+        """People speaking at once with long-term memory on: the column's or the memory's first quota."""
+        found = self.people(column)
+        if found is None or self.memory_quotas is None:
+            return found
+        return min(found, self.memory_quotas.people)
+
+    @property
+    def memory_assumed(self) -> memory.MemoryAssumptions:
+        return memory_assumptions(self.stage)
+
+    @property
+    def memory_hour(self) -> memory.MemoryUsage:
+        return memory.hour_usage(self.figures.turns, self.memory_assumed)
+
+    @property
+    def memory_session(self) -> memory.MemoryUsage:
+        a = self.memory_assumed
+        return memory.session_usage(memory.session_turns(self.figures.turns, a), a)
 
     @property
     def cost_per_hour(self) -> float:
@@ -155,7 +187,16 @@ def stage_report(stage: StageView, figures: SpeakerFigures, reading: Any, target
         columns[column] = None if quotas is None else capacity(stage, figures, quotas)
         if quotas is not None and target is not None:
             changes[column] = changes_to_hold(stage, figures, target, quotas)
-    return StageReport(stage, figures, columns, cost_per_user_hour(stage, figures), target, changes)
+    return StageReport(
+        stage,
+        figures,
+        columns,
+        cost_per_user_hour(stage, figures),
+        target,
+        changes,
+        memory_capacity(stage, figures) if stage.memory else None,
+        memory_changes_to_hold(figures, target, memory_assumptions(stage)) if stage.memory and target else [],
+    )
 
 
 def report_stage(
@@ -200,11 +241,12 @@ def report_stage(
     print(
         f"  cost per active user-hour: ${report.cost_per_hour:.2f} ("
         + ", ".join(f"{name} ${value:.4f}" for name, value in costs.items())
-        + f"; list prices as of {PRICES_AS_OF})",
+        + f"; list prices as of {PRICES_AS_OF}, AgentCore's {AGENTCORE_PRICES_AS_OF})",
         file=out,
     )
     if target is not None:
         _report_changes(report, target, out)
+    _report_memory(report, out)
     return report
 
 
@@ -263,6 +305,10 @@ def _short(limit: Limit) -> str:
         "dynamodb_partition": "DynamoDB index partition",
         "bedrock_tpm": "Bedrock tokens/min",
         "bedrock_rpm": "Bedrock requests/min",
+        "memory_extraction": "long-term extraction tokens/min",
+        "memory_create_event": "CreateEvent",
+        "memory_retrieve": "RetrieveMemoryRecords",
+        "memory_batch_create": "BatchCreateMemoryRecords",
     }.get(limit.key, limit.name)
 
 
@@ -390,6 +436,99 @@ def _report_changes(report: StageReport, target: int, out: TextIO) -> None:
             )
     if bedrock:
         print(f"  note: {BEDROCK_DISCRETION}", file=out)
+
+
+def _report_memory(report: StageReport, out: TextIO) -> None:
+    """Long-term memory: its cost per active user-hour and per session, its quotas at AWS's defaults,
+    what the remembered block adds to the model's input, and the assumptions behind them."""
+    stage, figures = report.stage, report.figures
+    if not stage.memory:
+        print("  long-term memory: off (memory.enabled false): no AgentCore Memory", file=out)
+        return
+    a = report.memory_assumed
+    print(f"  long-term memory (AgentCore Memory, {_memory_assumptions(a)}):", file=out)
+    hour, session = report.memory_hour, report.memory_session
+    hour_cost, session_cost = memory.cost(hour, a), memory.cost(session, a)
+    print(
+        f"    per active user-hour ${sum(hour_cost.values()):.4f}: {hour.events:,.0f} events "
+        f"${hour_cost['events']:.4f} (each counted as {event_billed_bytes(a.event_bytes) / 1000:g} KB at "
+        f"${PRICES['agentcore_event_ingest_gb']:.2f}/GB ingested, stored at "
+        f"${PRICES['agentcore_event_storage_gb_month']:.2f}/GB-month; "
+        f"${memory.events_at_the_old_price(hour):.4f} at the $0.25 per 1,000 events of before 2026-10-06), "
+        f"{hour.retrievals:,.1f} retrievals ${hour_cost['retrievals']:.4f} "
+        f"(${PRICES['agentcore_retrieval'] * 1000:.2f} per 1,000), records ${hour_cost['records']:.4f} "
+        f"({a.records_per_person:,.0f} a person a month at ${PRICES['agentcore_record_month'] * 1000:.2f} "
+        f"per 1,000, over {a.active_hours_per_month:g} active hours); prices as of {AGENTCORE_PRICES_AS_OF}",
+        file=out,
+    )
+    print(
+        f"    per {a.session_minutes:g}-minute session of {session.turns:,.0f} turns "
+        f"${sum(session_cost.values()):.4f}: "
+        f"{session.events:,.0f} events ${session_cost['events']:.4f}, {session.retrievals:,.1f} retrievals "
+        f"${session_cost['retrievals']:.4f}, records ${session_cost['records']:.4f} "
+        f"({a.summaries_per_session} summary and its share of the standing records)",
+        file=out,
+    )
+    found = report.memory_quotas
+    if found is None:
+        return
+    print(
+        "    its quotas at AWS defaults, people each holds: "
+        + "; ".join(
+            f"{_short(limit)} {_people(limit.people)} ({limit.per_speaker:,.4g} of {limit.value:,.0f} {limit.unit}"
+            + (f", {aws_quotas.quota(limit.setting).code})" if aws_quotas.quota(limit.setting).code else ")")
+            for limit in found.ranked
+        ),
+        file=out,
+    )
+    first = found.ranked[0]
+    floor = " at most (its tokens are a floor)" if first.key == "memory_extraction" else ""
+    with_memory = [
+        f"{_people(held)} {WITH_MEMORY[column]}"
+        for column in COLUMNS
+        if (held := report.people_with_memory(column)) is not None
+    ]
+    print(
+        f"    first to bind: {_short(first)} at {_people(first.people)}{floor}; with memory on the stage holds "
+        + ", ".join(with_memory),
+        file=out,
+    )
+    rate = figures.turns / 60
+    session_quota = aws_quotas.value("agentcore_create_event_session_rps")
+    verdict = "held" if session_holds_event_rate(figures) else "exceeded"
+    print(
+        f"    one session commits {rate:.2f} events a second of the {session_quota:g} a second per actor and "
+        f"session: {verdict}",
+        file=out,
+    )
+    block = block_tokens_per_speaker(figures, a)
+    price = PRICES.get(f"{stage.model}:input", 0.0)
+    print(
+        f"    the remembered block (at most {a.block_chars:,} characters, {a.block_tokens:,.0f} tokens) is uncached "
+        f"input in every request: +{block:,.0f} Bedrock quota tokens a minute per speaker, "
+        f"+${60 * block * price:.2f} an hour at {stage.model}'s input price (not in the measured figures)",
+        file=out,
+    )
+    if report.target is None:
+        return
+    if not report.memory_changes:
+        print(f"    target {report.target:,} with memory on: the memory's quotas hold it", file=out)
+    for change in report.memory_changes:
+        print(
+            f"    to hold {report.target:,} with memory on, raise {change.setting} from {change.current:,.0f} "
+            f"to {change.needed:,.0f}: {change.how}",
+            file=out,
+        )
+
+
+def _memory_assumptions(a: memory.MemoryAssumptions) -> str:
+    return (
+        f"assumed: a memory.search every {a.turns_per_search:g} turns, a memory.write every {a.turns_per_write:g}, "
+        f"{a.session_minutes:g}-minute sessions, {a.active_hours_per_month:g} active hours a person a month, "
+        f"{a.standing_records} standing records each, events of {a.event_bytes:,} bytes and {a.event_tokens:,.0f} "
+        f"tokens kept {a.event_retention_days:g} days, read by {a.strategies} strategies (a floor: their prompts "
+        "are not counted)"
+    )
 
 
 def _people(value: float) -> str:

@@ -12,6 +12,19 @@ PRICES is the one table of prices (USD). Where each comes from:
   since the November 2024 price reduction).
 * Bedrock: each stage's ``bedrock.prices`` in cdk.json, the one table the conductor prices its
   turns with (``turnUsage``) and the spend alarm weighs tokens with; its ``as_of`` dates it.
+* Amazon Bedrock AgentCore Memory (aws.amazon.com/bedrock/agentcore/pricing/, "Memory"; checked on
+  ``AGENTCORE_PRICES_AS_OF`` through quotations of the page, which AWS changed on 2026-10-06):
+  short-term memory was $0.25 per 1,000 new events until 2026-10-05; since 2026-10-06 it is $1.00
+  per GB ingested and $0.20 per GB retrieved, each event counted at 12 KB at least and 64 KB at most,
+  and $0.10 per GB-month stored (the event's own size, prorated hourly until it expires). Long-term
+  memory: $0.75 per 1,000 memory records stored a month (built-in strategies; $0.25 with built-in
+  overrides or self-managed strategies) and $0.50 per 1,000 retrievals (aws/agent-toolkit-for-aws,
+  plugins/aws-agents/skills/agents-optimize/references/cost.md, and other copies of the page; the
+  per-GB rates and the 12 KB / 64 KB clamp from Yoonsoo Park, "AgentCore Memory's New Pricing Is
+  Cheaper Until Your Agent Rereads Its History", 2026-10-09, quoting the AWS Health notice of
+  2026-10-02 and reproducing the page's example: 100,000 events of 3 KB cost $1.20 to ingest, so
+  KB and GB are decimal). Whether a retrieval is a RetrieveMemoryRecords call or each record it
+  returns the quotations do not settle: a call is priced as one here.
 """
 
 from __future__ import annotations
@@ -25,6 +38,13 @@ WEBSOCKET_MESSAGE_BYTES = 32 * 1024
 
 PRICES_AS_OF = "2026-11-27"
 """When the AWS service prices below were last checked against the pages named above."""
+AGENTCORE_PRICES_AS_OF = "2026-11-28"
+"""When the AgentCore Memory prices below were checked."""
+STM_BILLED_MIN_BYTES = 12_000
+STM_BILLED_MAX_BYTES = 64_000
+"""Short-term memory counts each event ingested or retrieved as at least 12 KB and at most 64 KB."""
+BYTES_PER_GB = 1e9
+HOURS_PER_MONTH = 730
 
 
 def model_prices() -> dict[str, float]:
@@ -49,7 +69,19 @@ PRICES: dict[str, float] = {
     "lambda_request": 0.20 / 1e6,
     "dynamodb_wru": 0.625 / 1e6,
     "dynamodb_rru": 0.125 / 1e6,
+    "agentcore_event_ingest_gb": 1.00,
+    "agentcore_event_retrieve_gb": 0.20,
+    "agentcore_event_storage_gb_month": 0.10,
+    "agentcore_event_until_2026_10_05": 0.25 / 1000,
+    "agentcore_record_month": 0.75 / 1000,
+    "agentcore_record_month_self_managed": 0.25 / 1000,
+    "agentcore_retrieval": 0.50 / 1000,
 } | model_prices()
+
+
+def event_billed_bytes(size: int) -> int:
+    """What short-term memory counts an event of ``size`` bytes as, ingested or retrieved."""
+    return min(max(size, STM_BILLED_MIN_BYTES), STM_BILLED_MAX_BYTES)
 
 
 def websocket_messages(sizes: list[int]) -> int:

@@ -1,8 +1,8 @@
-"""A local service (DynamoDB, Bedrock, the Lambda service) in a process of its own.
+"""A local service (DynamoDB, Bedrock, the memory, the Lambda service) in a process of its own.
 
 On AWS each is a service of its own; locally they can share the stack's Python interpreter (where
 tests look into them) or, under load, run beside it on another core:
-``python -m conductor_local.service_process dynamodb|bedrock <pace>|lambda``. The child serves
+``python -m conductor_local.service_process dynamodb|bedrock <pace>|memory|lambda``. The child serves
 until its stdin closes (the stack stopped, or went away); the first line it prints is its URL.
 The Lambda service runs the deployed handlers with the environment the stack set before it started.
 """
@@ -113,6 +113,12 @@ def _bedrock(args: Sequence[str]) -> Server:
     return LocalBedrockServer(OfflineBrain(pace=pace), "127.0.0.1", 0, think_seconds_per_token=thinking).start()
 
 
+def _memory(args: Sequence[str]) -> Server:
+    from conductor_local.agentcore_memory.server import LocalAgentCoreMemoryServer
+
+    return LocalAgentCoreMemoryServer("127.0.0.1", 0).start()
+
+
 def _lambda(args: Sequence[str]) -> Server:
     from conductor_local.lambda_runtime.server import LocalLambdaServer
     from conductor_local.lambda_runtime.turn_functions import turn_functions
@@ -123,7 +129,12 @@ def _lambda(args: Sequence[str]) -> Server:
     return server
 
 
-SERVICES: dict[str, Callable[[Sequence[str]], Server]] = {"dynamodb": _dynamodb, "bedrock": _bedrock, "lambda": _lambda}
+SERVICES: dict[str, Callable[[Sequence[str]], Server]] = {
+    "dynamodb": _dynamodb,
+    "bedrock": _bedrock,
+    "memory": _memory,
+    "lambda": _lambda,
+}
 
 
 def main(argv: Sequence[str]) -> None:

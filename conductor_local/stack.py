@@ -7,6 +7,10 @@
   the same port the sessions API's HTTP API (``/sessions``) invoking ``lambdas.sessions_api.handler``
   with payload-2.0 events; it reaches the WebSockets through the management API
   (``CONDUCTOR_WEBSOCKET_CALLBACK_URL``).
+* Memory (``memory=True``, the default): ``LocalAgentCoreMemoryServer``, the AgentCore Memory data
+  plane with deterministic stand-ins for extraction and search, serving the memory
+  ``voiceide_local-0123456789`` (``CONDUCTOR_MEMORY_ID``); ``memory=False`` leaves the conductor
+  remembering nothing.
 * Lambda: ``LocalLambdaServer`` serving the ``Invoke`` API for the turn runner
   (``lambdas.turn.handler``), which ``$default`` launches asynchronously as it does on AWS, and
   its on-failure destination (``lambdas.turn_abandoned.handler``).
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import boto3
 
+from conductor_local.agentcore_memory.store import LOCAL_MEMORY_ID
 from conductor_local.cognito.user_pool import LocalUserPool, create_user_pool
 from conductor_local.dynamodb.tables import create_tables
 from conductor_local.gateway.console import CONSOLE_DIR
@@ -58,6 +63,8 @@ SESSIONS_API_TIMEOUT_S = 29.0
 """The sessions API function's timeout as deployed (infra/constructs/functions.py)."""
 CALLBACK_URL_ENV = "CONDUCTOR_WEBSOCKET_CALLBACK_URL"
 """Where the sessions API's Lambda reaches the WebSockets: the management API's endpoint."""
+MEMORY_ID_ENV = "CONDUCTOR_MEMORY_ID"
+"""The memory the handlers remember people in (absent: they remember nothing)."""
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 DEV_PRICES = {"input": 0.11, "output": 0.55, "cache_write": 0.1375, "cache_read": 0.011, "as_of": "2026-11-27"}
 """The dev stage's list prices (cdk.json, ``stages.dev.bedrock.prices``; a test keeps them equal): the
@@ -115,13 +122,18 @@ class LocalStack:
         model_pace: ModelPace | None = None,
         service_processes: bool = False,
         allowed_origins: tuple[str, ...] = (),
+        memory: bool = True,
     ) -> None:
-        """``service_processes``: DynamoDB, Bedrock and the Lambda service (the turn runner) each in a
-        process of its own, reached over HTTP only, to use the other cores under load; by default
+        """``service_processes``: DynamoDB, Bedrock, the memory and the Lambda service (the turn runner)
+        each in a process of its own, reached over HTTP only, to use the other cores under load; by default
         they run in this process, where tests and the benchmark's meters look into them.
 
         The gateway serves the voice console at ``console_url``; browser origins other than its own
-        are refused at the handshake unless listed in ``allowed_origins`` (``*``: any)."""
+        are refused at the handshake unless listed in ``allowed_origins`` (``*``: any).
+
+        ``memory``: the local AgentCore Memory, its endpoint and memory id given to the handlers
+        (``AWS_ENDPOINT_URL_BEDROCK_AGENTCORE``, ``CONDUCTOR_MEMORY_ID``); False: no memory (the
+        variables unset)."""
         if auth not in AUTH_MODES:
             raise ValueError(f"auth must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
         self.host = host
@@ -140,6 +152,9 @@ class LocalStack:
         self.allowed_origins = allowed_origins
         self.bedrock_server: Any = None
         """The ``LocalBedrockServer`` (None with real Bedrock); its ``responder`` may be swapped."""
+        self.memory = memory
+        self.memory_server: Any = None
+        """The ``LocalAgentCoreMemoryServer`` (its ``store`` holds what was remembered); None without memory."""
         self.gateway: LocalApiGateway | None = None
         self.lambda_server: Any = None
         """The ``LocalLambdaServer`` running the turn runner (``wait_idle()`` waits for turns)."""
@@ -164,6 +179,8 @@ class LocalStack:
                 self._create_user_pool()
             if not self.use_real_bedrock:
                 self._start_bedrock()
+            if self.memory:
+                self._start_memory()
             if not self._service_processes:
                 self._start_lambda()
             self._set_env()
@@ -220,6 +237,9 @@ class LocalStack:
         if self.bedrock_server is not None:
             self.bedrock_server.stop()
             self.bedrock_server = None
+        if self.memory_server is not None:
+            self.memory_server.stop()
+            self.memory_server = None
         if self.lambda_server is not None:
             self.lambda_server.stop()
             self.lambda_server = None
@@ -285,6 +305,11 @@ class LocalStack:
     def bedrock_endpoint(self) -> str | None:
         return None if self.bedrock_server is None else self.bedrock_server.url
 
+    @property
+    def memory_endpoint(self) -> str | None:
+        """The local AgentCore Memory's URL (None without memory)."""
+        return None if self.memory_server is None else self.memory_server.url
+
     def dynamodb_client(self) -> Any:
         """A boto3 DynamoDB client for the stack's table, to look at what the handlers stored."""
         return boto3.client(
@@ -347,6 +372,14 @@ class LocalStack:
         thinking = self.model_pace.seconds_per_token if self.model_pace is not None else None
         self.bedrock_server = LocalBedrockServer(responder, "127.0.0.1", 0, think_seconds_per_token=thinking).start()
 
+    def _start_memory(self) -> None:
+        from conductor_local.agentcore_memory.server import LocalAgentCoreMemoryServer
+
+        if self._service_processes:
+            self.memory_server = ServiceProcess("memory").start()
+            return
+        self.memory_server = LocalAgentCoreMemoryServer("127.0.0.1", 0).start()
+
     def _start_lambda(self) -> None:
         from conductor_local.lambda_runtime.server import LocalLambdaServer
         from conductor_local.sqs.deadline_queue import deadline_functions
@@ -369,6 +402,9 @@ class LocalStack:
             "AWS_REGION": region,
             "AWS_DEFAULT_REGION": region,
         }
+        # the memory the handlers remember people in (none: the conductor remembers nothing)
+        env["AWS_ENDPOINT_URL_BEDROCK_AGENTCORE"] = self.memory_endpoint
+        env[MEMORY_ID_ENV] = LOCAL_MEMORY_ID if self.memory_server is not None else None
         if self.bedrock_server is not None:
             env["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"] = self.bedrock_server.url
             # Nothing here talks to AWS: keep any real credentials of the user out of reach.

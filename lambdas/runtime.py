@@ -26,9 +26,11 @@ from aws_lambda_powertools.tracing.base import BaseProvider
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
+from shared.adapters.agentcore_memory import AgentCoreMemory
 from shared.adapters.brain import BedrockBrain, bedrock_client_config, prompt_cache_enabled
 from shared.adapters.deadline_alarms import SqsDeadlineAlarms
 from shared.adapters.gateway import ConnectionGateway
+from shared.adapters.memory_write_log import MemoryWriteLog
 from shared.adapters.store import SessionStore
 from shared.adapters.turn_launcher import LambdaTurnLauncher
 from shared.core.wrapper import wrapper_tool_spec
@@ -37,11 +39,14 @@ from shared.flows.conductor_service import ConductorService
 from shared.flows.config import Settings
 from shared.flows.delivery import Delivery
 from shared.flows.memory_keeper import MemoryKeeper
+from shared.flows.memory_recall import MemoryRecall
+from shared.flows.memory_tools import MemoryTools
 from shared.flows.speculation_watcher import SpeculationWatcher
 from shared.flows.turn_runner import TurnRunner
 
 if TYPE_CHECKING:  # the sessions API's and the reaper's pieces, imported by the functions that build them
     from shared.adapters.session_records import SessionRecords
+    from shared.flows.memory_service import MemoryService
     from shared.flows.session_reaper import SessionReaper
     from shared.flows.session_service import SessionService
 
@@ -329,6 +334,7 @@ def turn_runner() -> TurnRunner:
     memory = MemoryKeeper(
         store=store(), summarizer=brain, committer=committer, settings=config, logger=logger, metrics=metrics_sink
     )
+    remembered = person_memory()
     return TurnRunner(
         store=store(),
         brain=brain,
@@ -339,7 +345,47 @@ def turn_runner() -> TurnRunner:
         metrics=metrics_sink,
         alarms=deadline_alarms(),
         memory=memory,
+        memory_tools=None if remembered is None else memory_tools(remembered, metrics_sink),
+        recall=None if remembered is None else MemoryRecall(remembered, config, logger, metrics_sink),
     )
+
+
+# AgentCore Memory answers in tens of milliseconds: a memory that hangs must not hold a turn long.
+_MEMORY_CONFIG = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "total_max_attempts": 3})
+MEMORY_CALLS = ("retrieve", "page", "get", "create", "delete", "delete_many", "add_turn", "sessions", "erase_session")
+
+
+class LazyClient:
+    """A botocore client made on its first call: the memory's service model is read only by a
+    container that uses it (most message invocations never do)."""
+
+    def __init__(self, service: str, config: Config) -> None:
+        self._service = service
+        self._config = config
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = aws_client(self._service, config=self._config)
+        return getattr(self._client, name)
+
+
+@cache
+def person_memory() -> AgentCoreMemory | None:
+    """The stage's AgentCore Memory (None: ``CONDUCTOR_MEMORY_ID`` unset, nothing is remembered)."""
+    memory_id = settings().memory_id
+    if not memory_id:
+        return None
+    return traced(AgentCoreMemory(LazyClient("bedrock-agentcore", _MEMORY_CONFIG), memory_id), *MEMORY_CALLS)
+
+
+def memory_tools(memory: AgentCoreMemory, metrics_sink: PowertoolsMetrics) -> MemoryTools:
+    client = aws_client("dynamodb", config=_AWS_CONFIG)
+    client.meta.events.register("before-call.dynamodb", call_counts.counting(DYNAMODB_REQUESTS_METRIC))
+    return MemoryTools(memory, MemoryWriteLog(client, settings().table_name), settings(), logger, metrics_sink)
 
 
 @cache
@@ -386,6 +432,15 @@ def session_service() -> SessionService:
 
 
 @cache
+def memory_service() -> MemoryService:
+    from shared.flows.memory_service import MemoryService
+
+    return MemoryService(
+        person_memory(), session_records(), Committer(store(), settings(), PowertoolsMetrics()), logger
+    )
+
+
+@cache
 def session_reaper() -> SessionReaper:
     from shared.flows.session_reaper import SessionReaper
 
@@ -403,6 +458,8 @@ def reset() -> None:
         turn_runner,
         speculation_watcher,
         deadline_alarms,
+        person_memory,
+        memory_service,
         session_records,
         session_service,
         session_reaper,

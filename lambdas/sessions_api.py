@@ -27,8 +27,9 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.runtime import lambda_entry, logger, session_service, settings
+from lambdas.runtime import lambda_entry, logger, memory_service, session_service, settings
 from shared.core.session_index import LOCAL_PRINCIPAL
+from shared.flows.memory_service import NoSuchMemory
 from shared.flows.session_service import BadRequest, NotFound
 from shared.wire import bounded_json
 from shared.wire.session_api_models import (
@@ -37,6 +38,8 @@ from shared.wire.session_api_models import (
     TRANSCRIPT_LIMIT_DEFAULT,
     TRANSCRIPT_LIMIT_MAX,
     ErrorBody,
+    MemoriesErased,
+    MemoryList,
     RenameBody,
     Session,
     SessionDetail,
@@ -45,6 +48,8 @@ from shared.wire.session_api_models import (
     error_body,
 )
 from shared.wire.session_cursors import CursorSeal
+
+MEMORIES_LIMIT_MAX = 100
 
 UUID_V4 = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$"
 SessionId = Annotated[str, Path(pattern=UUID_V4, description="the session id the app chose: a UUID v4, any case")]
@@ -184,7 +189,56 @@ def end_session(id: SessionId) -> Session:
     responses={204: {"description": "erased", "content": {}}, **SESSION_ERRORS},
 )
 def erase_session(id: SessionId) -> None:
-    session_service().erase(_owner(), id)
+    owner = _owner()
+    session_service().erase(owner, id)
+    memory_service().erase_session(owner, id)  # the memory's events of it go too
+
+
+# ---- memories ----------------------------------------------------------------------------------
+
+MEMORY_ID = r"^mem-[a-zA-Z0-9_-]{36,46}$"
+MemoryId = Annotated[str, Path(pattern=MEMORY_ID, description="a record's id, as GET /memories lists it")]
+MEMORY_ERRORS: dict[int, Any] = {
+    **ERRORS,
+    404: _error("no such record for this person: never made, forgotten, or another person's, answered alike"),
+}
+
+
+@app.get(
+    "/memories",
+    summary="What the conductor remembers of the person, newest first",
+    operation_id="listMemories",
+    tags=["memories"],
+    responses={200: {"description": "a page of records"}, **ERRORS},
+)
+def list_memories(
+    limit: Annotated[int, Query(ge=1, le=MEMORIES_LIMIT_MAX, description="records per page")] = LIST_LIMIT_DEFAULT,
+    cursor: Annotated[str | None, Query(description="the nextCursor of the previous page")] = None,
+) -> MemoryList:
+    return memory_service().list(_owner(), cursor_seal(), limit, cursor)
+
+
+@app.delete(
+    "/memories/<id>",
+    summary="Forget one record",
+    operation_id="forgetMemory",
+    tags=["memories"],
+    status_code=204,
+    responses={204: {"description": "forgotten", "content": {}}, **MEMORY_ERRORS},
+)
+def forget_memory(id: MemoryId) -> None:
+    memory_service().forget(_owner(), id)
+
+
+@app.delete(
+    "/memories",
+    summary="Forget everything remembered of the person, and the conversations it was taken from",
+    operation_id="forgetAllMemories",
+    tags=["memories"],
+    responses={200: {"description": "how many records were deleted"}, **ERRORS},
+)
+def forget_all_memories() -> MemoriesErased:
+    return MemoriesErased(deleted=memory_service().forget_all(_owner()))
 
 
 # ---- errors ------------------------------------------------------------------------------------
@@ -223,8 +277,9 @@ def _unauthorized(_: Unauthorized) -> Response:
 
 
 @app.exception_handler(NotFound)
-def _not_found(_: NotFound) -> Response:
-    return error_response(HTTPStatus.NOT_FOUND, "not_found", "no such session")
+def _not_found(error: NotFound) -> Response:
+    what = "record" if isinstance(error, NoSuchMemory) else "session"
+    return error_response(HTTPStatus.NOT_FOUND, "not_found", f"no such {what}")
 
 
 @app.not_found

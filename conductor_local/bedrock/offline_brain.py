@@ -45,9 +45,10 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
 ``context [words]``
     Answers with every block the conductor added to the request after its cached prefix (the
     ``<context kind="…">`` text blocks of the newest message: the devices' workspace context, the
-    files discussed, running tasks, the names the words may have meant), each whole, in order; "No
-    context was given." when there is none. Those blocks are never taken for the transcript. Words
-    after the keyword are said with it (the names they may mean are among the blocks).
+    files discussed, running tasks, the names the words may have meant, what it remembers of the
+    person (``kind="remembered"``)), each whole, in order; "No context was given." when there is
+    none. Those blocks are never taken for the transcript. Words after the keyword are said with it
+    (the names they may mean are among the blocks).
 
 ``recall``
     Answers with the memory it was sent, in order: the rolling summary (when the system prompt
@@ -62,6 +63,12 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
     A use of the conductor's own ``conductor.status`` / ``conductor.cancel``
     (``offline_conductor_tools``); the next reply says how the running calls are going ("The build
     is 25 % done: compiling unit5.py.") or what was cancelled.
+
+``remember <text>`` / ``forget <text>`` / ``forget that`` / ``what do you remember``
+    A use of the conductor's own ``memory.write`` / ``memory.forget`` / ``memory.search``
+    (``offline_memory``); the next reply says what was remembered ("I'll remember that you prefer
+    tabs over spaces."), "Forgotten.", or what it remembers ("I remember: you prefer tabs over
+    spaces; …").
 
 a background report (the conductor's ``[background report]`` message)
     Each outcome said as a person would ("The build succeeded.", "The build failed: <its first
@@ -107,6 +114,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conductor_local.bedrock.offline_conductor_tools import conductor_calls
+from conductor_local.bedrock.offline_memory import memory_calls
 from conductor_local.bedrock.offline_readback import literal_wanted, said_literally, said_naturally, said_report
 from conductor_local.bedrock.offline_recall import is_recall, recall_answer, summary_answer, title_answer
 from conductor_local.bedrock.server import (
@@ -230,7 +238,8 @@ class OfflineBrain:
             return message("\n".join(added) or NO_CONTEXT, input_tokens=input_tokens)
         if is_recall(transcript):
             return message(recall_answer(request), input_tokens=input_tokens)
-        if (asked := conductor_calls(_TRAILING_MARK.sub("", transcript), messages)) is not None:
+        directive = _TRAILING_MARK.sub("", transcript)
+        if (asked := conductor_calls(directive, messages) or memory_calls(directive, messages)) is not None:
             return message(*_tool_uses(asked, _digest(messages)), input_tokens=input_tokens)
         return self.answer(transcript, conversation_key=_digest(messages), input_tokens=input_tokens)
 

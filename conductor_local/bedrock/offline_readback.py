@@ -2,7 +2,8 @@
 
 By default as a person would say it ("I opened README.md; it has 120 lines.", "The build succeeded
 with no warnings.", "The build is 25 % done: compiling unit5.py.", "Git status didn't work: not a
-repository."); builds, tests and the conductor's own tools are worded in ``offline_runs``, and a
+repository."); builds, tests and the conductor's own tools are worded in ``offline_runs`` (its
+memory tools in ``offline_memory``: "I'll remember that you prefer tabs over spaces."), and a
 background job's report (the conductor's ``[background report]`` message) is said the same way. With
 ``CONDUCTOR_LOCAL_READBACK=literal`` (the end-to-end tests set it, to check what reached the model)
 word for word: ``<tool.name> returned <result>`` or ``<tool.name> failed: <error>``, joined with
@@ -16,6 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from conductor_local.bedrock.offline_memory import said_memory
 from conductor_local.bedrock.offline_runs import said_cancel, said_run, said_status
 from conductor_local.bedrock.offline_words import MAX_SAID_CHARS, parsed, short, tool_words, words
 from shared.core.background_report import REPORT_MARKER
@@ -59,6 +61,8 @@ def said_naturally(name: str, tool_input: Any, text: str, *, failed: bool) -> st
     label = tool_words(name)
     value = parsed(text)
     arguments = tool_input if isinstance(tool_input, Mapping) else {}
+    if (memory := said_memory(name, tool_input, text, failed=failed)) is not None:
+        return memory
     if name == STATUS_TOOL and not failed and (status := said_status(value)) is not None:
         return status
     if name == CANCEL_TOOL:

@@ -2,7 +2,7 @@
  * wires the others together: the events received to the view, the timeline, speech, the tools,
  * the devices on the session, what they see of the person's project and the names heard in the
  * person's words, the progress of long calls and a held change's buttons; a join's
- * catch-up (the session's past, shown, never spoken or run); the page's controls and the Sessions panel; the start (config.json,
+ * catch-up (the session's past, shown, never spoken or run); the page's controls, the Sessions and Memories panels; the start (config.json,
  * sign-in, the earlier conversation, connect); `window.voiceConsole`, which exposes what the page sent and received,
  * for the browser tests.
  *
@@ -25,6 +25,7 @@ import {
 import * as devices from "./devices.js";
 import { $, el } from "./dom.js";
 import * as held from "./held.js";
+import * as memories from "./memories.js";
 import { namesShown, onNamesHeard } from "./names_heard.js";
 import * as progress from "./progress.js";
 import * as project from "./project.js";
@@ -67,6 +68,7 @@ function handle(name, payload) {
     case "assistantSpeechFinal":
       showFinal(payload.text || "", payload.interrupted === true);
       held.onFinal(payload.text);
+      if (!isCatchingUp()) memories.onFinalAnswer(); // the turn may have remembered something
       break;
     case "assistantUIPatch": {
       let operations;
@@ -336,6 +338,7 @@ function wire() {
   });
   $("new-session").addEventListener("click", newSession);
   wireSessionList();
+  memories.wireMemories();
   wireFolderPicker();
 }
 

@@ -42,8 +42,8 @@ export function sessionsBase() {
   return new URL("/sessions", location.origin).toString();
 }
 
-async function request(method, path = "", { query = {}, body } = {}) {
-  const base = sessionsBase();
+/** One request to the sessions API: `base` (…/sessions unless given, e.g. …/memories) + `path`. */
+export async function request(method, path = "", { query = {}, body, base = sessionsBase() } = {}) {
   if (!base) throw new SessionsError("not_configured", "the sessions API is not configured for this stage");
   const url = new URL(base + path);
   for (const [key, value] of Object.entries(query)) {

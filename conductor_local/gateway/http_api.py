@@ -57,15 +57,19 @@ SESSIONS_ROUTES: tuple[str, ...] = (
     "PATCH /sessions/{id}",
     "POST /sessions/{id}/end",
     "DELETE /sessions/{id}",
+    "GET /memories",
+    "DELETE /memories",
+    "DELETE /memories/{id}",
 )
-"""The sessions API's routes, as its HTTP API declares them (docs/sessions-api.md)."""
+"""The sessions API's routes, as its HTTP API declares them (docs/sessions-api.md): the person's
+sessions, and what the conductor remembers of them."""
 HTTP_INTEGRATION_TIMEOUT_S = 30.0
 """An HTTP API's integration timeout (its maximum, and its default for Lambda)."""
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
 """An HTTP API's payload quota."""
 FUNCTION_NAME = "voiceide-conductor-sessions-api"
 FUNCTION_TIMEOUT_S = 29.0
-_REQUEST_LINE = re.compile(rb"^[A-Z]+ /sessions(?:[/?# ]|$)")
+_REQUEST_LINE = re.compile(rb"^[A-Z]+ /(?:sessions|memories)(?:[/?# ]|$)")
 _TEXT_TYPES = re.compile(
     r"^(text/|application/(json|xml|javascript|x-www-form-urlencoded)|application/[^;]*\+(json|xml))"
 )
@@ -79,7 +83,7 @@ _TOKEN_PROBLEMS = {
 
 
 def is_http_api_request_line(line: bytes) -> bool:
-    """Whether an HTTP request line addresses the sessions API (any method, ``/sessions…``)."""
+    """Whether an HTTP request line addresses the sessions API (any method, ``/sessions…``, ``/memories…``)."""
     return _REQUEST_LINE.match(line) is not None
 
 

@@ -97,6 +97,10 @@ class SessionRecords:
         self._table = table_name
         self._sleep = sleep
 
+    def open_session_ids(self, owner: str, limit: int) -> list[str]:
+        """The ids of ``owner``'s sessions not ended, newest activity first (at most ``limit`` read)."""
+        return [row.session_id for row in self.page(owner, limit=limit).rows if row.status != "ended"]
+
     def page(
         self, owner: str, *, limit: int, start_key: dict[str, Any] | None = None, status: Status | None = None
     ) -> SessionPage:

@@ -314,6 +314,9 @@ class SessionState(_Model):
     # parts, as are the voice devices' phrases: they are read from the first part when needed).
     workspace: dict[str, str] = Field(default_factory=dict)
     name_sets: dict[str, NameSet] = Field(default_factory=dict)
+    # What is remembered of the person from earlier sessions (``shared.core.person_memory``): the
+    # block's lines, bounded, read at the session's start and kept up to date by the memory tools.
+    remembered: list[str] = Field(default_factory=list)
 
     def memory_write_due(self, now: float) -> bool:
         """Whether a runner announced a memory write that may still land after ``now``."""

@@ -3,9 +3,10 @@ message ends (every Bedrock stop reason), and a stream that failed or lost its r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from shared.core import background, confirming, devices, progress
+from shared.core import background, confirming, devices, person_memory, progress
 from shared.core.decision import (
     CoreSettings,
     Decision,
@@ -20,11 +21,12 @@ from shared.core.failure_lines import FailureCause, failure_line
 from shared.core.inline_reasoning import reasoning_words, without_reasoning
 from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
 from shared.core.model_output import ModelMessage
+from shared.core.person_memory import MemoryAnswer
 from shared.core.speakable import Answer, card_patch, split_answer
 from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, ToolRound, Turn, Usage
 from shared.core.wrapper import RejectedUse, unwrap_tool_use
 from shared.wire.protocol import AssistantSpeechFinal, AssistantUIPatch, ErrorCode, ToolCall
-from shared.wire.protocol_tools import CONDUCTOR_TOOL_NAMES
+from shared.wire.protocol_tools import CONDUCTOR_TOOL_NAMES, MEMORY_TOOL_NAMES
 
 STALL_FALLBACK_LINE = "Sorry, I lost my train of thought. Could you say that again?"
 CUT_OFF_LINE = "That answer ran too long and was cut off. Ask me for a shorter one, or one part at a time."
@@ -159,6 +161,9 @@ class StreamReport:
     usage: Usage | None = None
     first_partial_at: float | None = None
     first_speak_at: float | None = None
+    # The memory tools' answers, by tool use id: the runner made their calls (they need I/O) before
+    # reporting (``shared.flows.memory_calls``).
+    memory_answers: Mapping[str, MemoryAnswer] = field(default_factory=dict)
 
 
 def stream_finished(state: SessionState, report: StreamReport, settings: CoreSettings) -> Outcome:
@@ -236,6 +241,9 @@ def stream_finished(state: SessionState, report: StreamReport, settings: CoreSet
             deadline=now + deadline_of(decision.state, settings, unwrapped.name) if now else 0.0,
         )
         round_.calls.append(call)
+        if call.name in MEMORY_TOOL_NAMES:  # answered by the runner's calls of the memory, never sent
+            person_memory.answer_call(decision.state, call, report.memory_answers.get(use.tool_use_id))
+            continue
         if call.name in CONDUCTOR_TOOL_NAMES:  # the conductor's own tools: answered here, never sent
             progress.answer_own_tool(decision, call, now)
             continue

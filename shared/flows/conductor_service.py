@@ -267,6 +267,7 @@ class ConductorService:
         if route.reads_history(payload):
             hint, recent = self._state_and_history(session_id)
         decided_on: list[SessionState] = []
+        remembered = self._remembered(request, payload)
 
         # Fair sharing: a limited route's events count against the session's budget a second, kept
         # in the state their own commit writes (partials are limited where they are decided).
@@ -291,6 +292,8 @@ class ConductorService:
             )
             if limited:
                 outcome.state = admission.counted(outcome.state, now=now)
+            if remembered is not None and outcome.state.remembered != remembered:
+                outcome.state = outcome.state.model_copy(update={"remembered": remembered})
             return outcome
 
         # An event idempotent by itself is not recorded as taken (its route says which).
@@ -350,6 +353,13 @@ class ConductorService:
             committed = self._assembled(session_id, call_id, committed, now)
             decided_on.append(committed.state)
         self._answer(request, info, payload, committed, decided_on, now, recent, early)
+
+    def _remembered(self, request: Request, payload: Payload) -> list[str] | None:
+        """At a session's start: what is remembered of its person, read once (``MemoryRecall``)."""
+        recall = self.runner.recall
+        if recall is None or not isinstance(payload, SessionStart):
+            return None
+        return recall.block_lines(request.principal)
 
     def _answer(
         self,

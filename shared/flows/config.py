@@ -9,14 +9,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from shared.core.decision import CoreSettings
+from shared.core.person_memory import MEMORY_TOOLS
 from shared.core.speculation import SpeculationSettings
 from shared.core.tool_catalog import default_catalog
 from shared.core.usage import Prices
 from shared.core.wrapper import ClientTool
 from shared.wire.model_rules import Effort, Inference, ThinkingSetting
+from shared.wire.protocol_tools import MEMORY_TOOL_NAMES
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are the voice of VoiceIDE, a coding assistant the user talks to while working in their \
@@ -61,6 +63,9 @@ class Settings(BaseModel):
     ended_retention_seconds: int = Field(default=30 * 24 * 3600, ge=60)
     turn_reserve_ms: int = Field(default=15_000, ge=0)
     require_principal: bool = False
+    # The AgentCore Memory the conductor remembers people in across sessions (empty: it remembers
+    # nothing, and the model is offered no memory tools).
+    memory_id: str = ""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     catalog: list[ClientTool] = Field(default_factory=default_catalog)
     max_frame_bytes: int = Field(default=128 * 1024, ge=256)
@@ -221,9 +226,17 @@ class Settings(BaseModel):
             "progress_every_ms": "CONDUCTOR_PROGRESS_EVERY_MS",
             "prices": "CONDUCTOR_PRICES",
             "daily_budget_usd": "CONDUCTOR_DAILY_BUDGET_USD",
+            "memory_id": "CONDUCTOR_MEMORY_ID",
         }
         values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
         catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")
         if catalog_path:
             values["catalog"] = json.loads(Path(catalog_path).read_text(encoding="utf-8"))
         return cls.model_validate(values)
+
+    @model_validator(mode="after")
+    def _memory_tools_offered(self) -> Settings:
+        """With a memory, the model's catalog holds the memory tools (answered by the conductor)."""
+        if self.memory_id and not any(tool.name in MEMORY_TOOL_NAMES for tool in self.catalog):
+            object.__setattr__(self, "catalog", [*self.catalog, *MEMORY_TOOLS])
+        return self

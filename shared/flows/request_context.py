@@ -1,4 +1,5 @@
-"""The blocks a model request carries after its cached prefix (``shared.core.workspace_context``),
+"""The blocks a model request carries after its cached prefix (what is remembered of the person,
+``shared.core.person_memory``, and the workspace's, ``shared.core.workspace_context``),
 and the names the newest transcript's words may have meant, shown to the devices that display.
 
 The names of a device's complete set are read from their stored parts once per container and set
@@ -11,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from shared.core import devices, workspace_context
+from shared.core import devices, person_memory, workspace_context
 from shared.core.identifiers import KnownName, NameIndex, NameMatch
 from shared.core.messages import Message
 from shared.core.roles import Action
@@ -71,6 +72,9 @@ class RequestContext:
         heard = words if words is not None else workspace_context.newest_words(messages)
         found = self.matches(state, heard)
         blocks = workspace_context.blocks(state, messages, found)
+        remembered = person_memory.block(state.remembered)
+        if remembered is not None:
+            blocks = [remembered, *blocks]
         if not found:
             return blocks, None
         shown = NamesHeard(

@@ -41,6 +41,8 @@ from shared.flows.commit import Committer, ConductorBusy, Metrics
 from shared.flows.config import Settings
 from shared.flows.delivery import Delivery
 from shared.flows.memory_keeper import Fitted, MemoryKeeper
+from shared.flows.memory_recall import MemoryRecall
+from shared.flows.memory_tools import MemoryTools
 from shared.flows.message_stream import MessageStream, OutOfTime, TurnFigures
 from shared.flows.request_context import RequestContext
 from shared.flows.spend_guard import OverBudget, Reservation, SpendGuard
@@ -101,6 +103,8 @@ class _Run:
     prefetched: Prefetch | None = None  # the first message, already streaming (a promoted speculation)
     # The events of the decision that launched the task alongside its write, until posted.
     decision_frames: list[tuple[int, str]] = field(default_factory=list)
+    window: list[Message] | None = None  # the last request's messages
+    final_text: str | None = None  # the text of the message that ended the turn (None: it did not end here)
 
 
 class TurnRunner:
@@ -116,9 +120,13 @@ class TurnRunner:
         metrics: Metrics,
         alarms: DeadlineAlarms | None = None,
         memory: MemoryKeeper | None = None,
+        memory_tools: MemoryTools | None = None,
+        recall: MemoryRecall | None = None,
     ) -> None:
         self.alarms = alarms
         self.memory = memory
+        self.memory_tools = memory_tools
+        self.recall = recall
         self.store = store
         self.brain = brain
         self.committer = committer
@@ -171,6 +179,8 @@ class TurnRunner:
         self._run_model(run, state)
         if self.memory is not None:  # after the turn's events went out: off the hot path
             self.memory.after_turn(run.task.session_id, run.state, run.fitted, run.claim.runner)
+        if self.recall is not None:
+            self.recall.after_turn(run.state, run.window, run.final_text, time.time())
         self._record(run.figures)
         return run.figures
 
@@ -355,6 +365,13 @@ class TurnRunner:
             break
         text = run.segment.text
         ratio = None if self.memory is None else self.memory.calibration(state, run.fitted, message.usage)
+        run.window = messages
+        run.final_text = None
+        memory_answers = (
+            self.memory_tools.answers(state, message.tool_uses, time.time())
+            if self.memory_tools is not None and message.stop_reason == "tool_use"
+            else {}
+        )
 
         def finished(fresh: SessionState) -> Outcome:
             now = time.time()
@@ -369,6 +386,7 @@ class TurnRunner:
                 usage=usage_of(message.usage, self.settings.model_id) if message.usage else None,
                 first_partial_at=run.figures.first_partial_at,
                 first_speak_at=run.figures.first_speak_at,
+                memory_answers=memory_answers,
             )
             outcome = stream_finished(fresh, report, self.settings.core)
             if self.memory is not None and outcome.run_model is None:  # the run's last commit
@@ -377,6 +395,8 @@ class TurnRunner:
 
         committed = self.committer.apply(task.session_id, finished, hint=state)
         assert committed is not None
+        if not message.tool_uses and committed.run_model is None and message.stop_reason in ("end_turn", ""):
+            run.final_text = " ".join(block["text"] for block in message.history_content() if "text" in block)
         run.segment.next_segment()
         self.metrics.count("ToolCalls", len(message.tool_uses))
         self.delivery.deliver(task.endpoint, committed)

@@ -27,7 +27,9 @@ MAX_RESULT_CHARS = 1_000_000  # and at most this many characters once assembled
 # them through the wrapper; the conductor answers them itself): no app may declare these names.
 STATUS_TOOL = "conductor.status"
 CANCEL_TOOL = "conductor.cancel"
-CONDUCTOR_TOOL_NAMES = frozenset({STATUS_TOOL, CANCEL_TOOL})
+# What the conductor remembers of the person across sessions (``shared.core.person_memory``).
+MEMORY_TOOL_NAMES = frozenset({"memory.search", "memory.write", "memory.forget"})
+CONDUCTOR_TOOL_NAMES = frozenset({STATUS_TOOL, CANCEL_TOOL, *MEMORY_TOOL_NAMES})
 RESERVED_TOOL_NAMES = frozenset({"tts.speak", "convo.setState", *CONDUCTOR_TOOL_NAMES})
 
 

@@ -170,3 +170,25 @@ class ErrorBody(_Wire):
 
 def error_body(code: str, message: str) -> dict[str, object]:
     return ErrorBody(error=ErrorDetail(code=code, message=message)).model_dump(mode="json")  # type: ignore[arg-type]
+
+
+class Memory(_Wire):
+    """One thing the conductor remembers of the person."""
+
+    id: str = Field(description="the record's id (mem-…)")
+    text: str
+    kind: Literal["preference", "fact", "summary"] = Field(
+        description="a preference, a fact of a project, or a past session's summary"
+    )
+    scope: Literal["person", "project", "session"]
+    project: str | None = Field(description="the project it holds for (scope project), else null")
+    created_at: Timestamp
+
+
+class MemoryList(_Wire):
+    memories: list[Memory]
+    next_cursor: str | None = Field(description="the next page's cursor, or null on the last page")
+
+
+class MemoriesErased(_Wire):
+    deleted: int = Field(ge=0, description="how many records were deleted")

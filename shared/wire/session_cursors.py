@@ -26,6 +26,7 @@ from typing import Any
 from shared.wire import bounded_json
 
 CURSOR_MAX_CHARS = 1024  # far above any cursor this API makes (about 200 characters)
+MEMORIES_CURSOR_MAX_CHARS = 8192  # the memory's own page token inside (opaque, its length not documented)
 MIN_KEY_BYTES = 32
 REFUSED = "the cursor is not one this API handed out"
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")
@@ -68,9 +69,9 @@ class CursorSeal:
         payload = json.dumps(plain, separators=(",", ":"), sort_keys=True).encode()
         return f"{_b64encode(payload)}.{_b64encode(self._mac(purpose, owner, payload))}"
 
-    def open(self, purpose: str, owner: str, cursor: object) -> dict[str, Any]:
+    def open(self, purpose: str, owner: str, cursor: object, max_chars: int = CURSOR_MAX_CHARS) -> dict[str, Any]:
         """The payload of a cursor this seal made for ``purpose`` and ``owner``; BadCursor otherwise."""
-        if not isinstance(cursor, str) or len(cursor) > CURSOR_MAX_CHARS or cursor.count(".") != 1:
+        if not isinstance(cursor, str) or len(cursor) > max_chars or cursor.count(".") != 1:
             raise BadCursor
         payload_text, mac_text = cursor.split(".")
         payload, mac = _b64decode(payload_text), _b64decode(mac_text)
@@ -107,6 +108,17 @@ class CursorSeal:
             "owner": {"S": owner},
             "last_active": {"N": last_active},
         }
+
+    def memories_cursor(self, owner: str, next_token: str) -> str:
+        """The memories list's next page: the memory's own page token, sealed for the person."""
+        return self.seal("memories", owner, {"token": next_token})
+
+    def memories_start(self, owner: str, cursor: str) -> str:
+        plain = self.open("memories", owner, cursor, max_chars=MEMORIES_CURSOR_MAX_CHARS)
+        token = plain.get("token")
+        if set(plain) != {"token"} or not isinstance(token, str) or not token:
+            raise BadCursor
+        return token
 
     def transcript_cursor(self, owner: str, session_id: str, seq: int, part: int) -> str:
         """A session's transcript from message ``seq``, entry ``part`` on."""

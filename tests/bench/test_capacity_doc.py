@@ -34,13 +34,18 @@ def test_the_doc_marks_the_headline_figures_and_the_three_columns(
         "prod.tpm_per_speaker",
         "prod.cost",
         "dev.defaults.people",
+        "prod.memory.cost_hour",
+        "prod.memory.cost_session",
+        "prod.memory.first_quota",
+        "prod.memory.stated.people",
     ):
         assert f"<!-- v:{key} -->" in text
-    for block in ("speaker", "dev", "prod", "costs", "prod-quotas"):
+    for block in ("speaker", "dev", "prod", "costs", "prod-quotas", "memory"):
         assert f"<!-- capacity:{block} -->" in text
     blocks, _ = written
     for title in ("AWS defaults", "doctor's reading", "stated, unconfirmed", "first AWS quota to bind"):
         assert title in blocks["prod"]
+    assert "L-E3D6644C" in blocks["memory"] and "AgentCore Memory" in blocks["costs"]
 
 
 def test_a_stale_figure_in_the_prose_or_a_table_is_rewritten() -> None:

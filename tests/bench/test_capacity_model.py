@@ -385,3 +385,118 @@ def test_each_stage_takes_the_figures_measured_with_its_model_and_speculation() 
     assert figures_for(stage(), measured) is sonnet
     assert figures_for(stage(speculation=False), measured) is sonnet_off
     assert figures_for(stage(model="anthropic.claude-opus-5-5"), measured) is haiku  # its speculation setting
+
+
+# ---- long-term memory (AgentCore Memory) --------------------------------------------------------------
+
+
+def test_a_session_of_n_turns_writes_n_events_and_retrieves_at_its_start_and_per_search() -> None:
+    from benchmarks import capacity_memory as memory
+
+    a = memory.MemoryAssumptions(turns_per_search=20, turns_per_write=100)
+    used = memory.session_usage(200, a)
+    assert used.events == 200  # one CreateEvent per committed turn
+    assert used.retrievals == pytest.approx(1 + 200 / 20 + 200 / 100)  # start, searches, writes' checks
+    assert used.record_writes == pytest.approx(2)
+    assert used.extraction_tokens == pytest.approx(200 * a.event_tokens * 3)  # each strategy reads each event
+    no_search = memory.session_usage(200, memory.MemoryAssumptions(turns_per_search=math.inf, turns_per_write=math.inf))
+    assert no_search.retrievals == 1
+
+
+def test_memory_costs_events_by_the_billed_gigabyte_retrievals_and_a_share_of_the_records() -> None:
+    from benchmarks import capacity_memory as memory
+    from benchmarks.costs import event_billed_bytes
+
+    assert event_billed_bytes(300) == 12_000  # a spoken turn counts as 12 KB
+    assert event_billed_bytes(100_000) == 64_000  # and a large event as 64 KB at most
+    a = memory.MemoryAssumptions(event_bytes=1_000, event_retention_days=73, active_hours_per_month=20)
+    used = memory.hour_usage(10.0, a)  # 10 turns a minute: 600 events, 2 sessions of 30 minutes
+    assert (used.events, used.sessions) == (600, 2)
+    cost = memory.cost(used, a)
+    ingest = 600 * 12_000 / 1e9 * PRICES["agentcore_event_ingest_gb"]
+    storage = 600 * 1_000 / 1e9 * PRICES["agentcore_event_storage_gb_month"] * (73 * 24 / 730)
+    assert cost["events"] == pytest.approx(ingest + storage)
+    assert cost["retrievals"] == pytest.approx((2 + 600 / 20 + 600 / 100) * 0.50 / 1000)
+    # 40 sessions a month: 40 summaries and 10 standing records, spread over 20 active hours
+    assert a.records_per_person == 50
+    assert cost["records"] == pytest.approx(50 / 20 * 0.75 / 1000)
+    assert memory.events_at_the_old_price(used) == pytest.approx(600 * 0.25 / 1000)
+    hour = cost_per_user_hour(stage(), figures(turns=10.0), a)["AgentCore Memory"]
+    assert hour == pytest.approx(sum(cost.values()))
+
+
+def test_the_memory_quota_that_binds_first_is_named_with_its_source() -> None:
+    from benchmarks.capacity_model import memory_capacity, memory_limits
+
+    speaker = figures(turns=6.0)  # 6 committed turns a minute
+    found = {limit.key: limit for limit in memory_limits(speaker)}
+    assert found["memory_create_event"].per_speaker == pytest.approx(0.1)  # one event a turn, per second
+    assert found["memory_create_event"].people == pytest.approx(200 / 0.1)
+    assert found["memory_retrieve"].value == 30
+    result = memory_capacity(stage(), speaker)
+    people = [limit.people for limit in result.ranked]
+    assert people == sorted(people) and result.people == people[0]
+    first = result.first_quota
+    assert first is not None and first.key == "memory_extraction" and first.kind == "quota"
+    quota = aws_quotas.quota(first.setting)
+    assert quota.code == "L-E3D6644C" and quota.value == 150_000
+    assert quota.source_url.startswith("https://docs.aws.amazon.com/bedrock-agentcore/")
+    # fewer strategies reading the events move the binding to CreateEvent's rate
+    from benchmarks import capacity_memory as memory
+
+    light = memory.MemoryAssumptions(strategies=1, event_tokens=1.0)
+    assert memory_capacity(stage(), speaker, light).ranked[0].key == "memory_create_event"
+
+
+def test_holding_a_target_with_memory_asks_for_the_extraction_quota() -> None:
+    from benchmarks.capacity_model import memory_changes_to_hold, memory_limits
+
+    speaker = figures(turns=6.0)
+    extraction = next(limit for limit in memory_limits(speaker) if limit.key == "memory_extraction")
+    (change,) = memory_changes_to_hold(speaker, 1000)
+    assert change.setting == "agentcore_extraction_tpm"
+    assert change.needed == math.ceil(1000 * extraction.per_speaker)
+    assert "--service-code bedrock-agentcore --quota-code L-E3D6644C" in change.how
+    assert not memory_changes_to_hold(speaker, 10)
+
+
+def test_every_agentcore_memory_quota_is_sourced_and_dated() -> None:
+    keys = [key for key in aws_quotas.QUOTAS if key.startswith("agentcore_")]
+    assert {"agentcore_create_event_rps", "agentcore_retrieve_rps", "agentcore_list_records_rps"} <= set(keys)
+    assert {"agentcore_batch_create_rps", "agentcore_extraction_tpm", "agentcore_memories"} <= set(keys)
+    for key in keys:
+        quota = aws_quotas.quota(key)
+        assert "bedrock-agentcore" in quota.source_url and quota.value is not None
+    assert aws_quotas.quota("agentcore_create_event_session_rps").adjustable is False
+    assert aws_quotas.AGENTCORE_VERIFIED_ON
+
+
+def test_the_report_prints_what_memory_costs_and_which_of_its_quotas_binds() -> None:
+    from benchmarks.capacity_model import session_holds_event_rate
+
+    out = io.StringIO()
+    report = report_stage(pinned(), figures(turns=6.0), out, target=1000, reading=reading())
+    text = out.getvalue()
+    assert "long-term memory (AgentCore Memory, assumed: a memory.search every 20 turns" in text
+    assert "per active user-hour $" in text and "per 30-minute session of 180 turns $" in text
+    assert "first to bind: long-term extraction tokens/min at " in text
+    assert "L-E3D6644C" in text and "AgentCore Memory $" in text
+    assert report.memory_quotas is not None
+    assert report.people_with_memory("defaults") == min(report.people("defaults") or 0, report.memory_quotas.people)
+    assert session_holds_event_rate(figures(turns=6.0))
+    assert not session_holds_event_rate(figures(turns=600.0))  # 10 a second in one session: over 5
+
+
+def test_a_stage_without_memory_pays_nothing_for_it_and_keeps_events_as_long_as_it_says() -> None:
+    from benchmarks.capacity_model import memory_assumptions
+
+    off = io.StringIO()
+    report = report_stage(stage(memory=False), figures(turns=6.0), off, target=1000)
+    assert report.cost["AgentCore Memory"] == 0 and report.memory_quotas is None and not report.memory_changes
+    assert "long-term memory: off" in off.getvalue()
+    assert report.people_with_memory("defaults") == report.people("defaults")
+    kept = memory_assumptions(stage(memory_event_expiry_days=90))
+    assert kept.event_retention_days == 90
+    longer = cost_per_user_hour(stage(memory_event_expiry_days=90), figures(turns=6.0))["AgentCore Memory"]
+    shorter = cost_per_user_hour(stage(memory_event_expiry_days=7), figures(turns=6.0))["AgentCore Memory"]
+    assert longer > shorter  # events stored longer cost more (by the GB-month)

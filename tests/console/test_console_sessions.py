@@ -188,16 +188,16 @@ def test_the_panel_lists_resumes_renames_and_erases_sessions(console: Console, s
 
 def test_a_reload_shows_what_was_said_before_it_and_end_leaves_the_session(console: Console, stack: LocalStack) -> None:
     console.open(ms_per_word=5)
-    say(console, "remember the reload", 1)
+    say(console, "keep the reload", 1)
     titles_made(stack, console.session_id)
     console.open(ms_per_word=5)  # the same session id, a new page
     console.wait("document.querySelectorAll('#transcript li.earlier').length >= 4")
     assert [text for _, text in earlier_on_screen(console)][1:3] == [
-        "youremember the reload",
-        "assistantYou said: remember the reload",
+        "youkeep the reload",
+        "assistantYou said: keep the reload",
     ]
     assert "lastSeq" not in console.sent("sessionStart")[0]
-    console.wait("document.getElementById('session-title').textContent === 'Session: Remember the reload'")
+    console.wait("document.getElementById('session-title').textContent === 'Session: Keep the reload'")
 
     # ending the current session: it is listed as ended, and the console goes on in a new one
     open_panel(console, console.session_id)

@@ -367,7 +367,7 @@ async def test_end_tells_a_raw_connection_then_closes_it_with_1000(stack: LocalS
 async def test_erase_leaves_no_item_and_a_reconnect_starts_an_empty_session(stack: LocalStack) -> None:
     api = api_of(stack)
     async with client_for(stack) as client:
-        await client.say("remember the launch codes", timeout=TURN_TIMEOUT_S)
+        await client.say("note the launch codes", timeout=TURN_TIMEOUT_S)
         await client.say("and the other secret", timeout=TURN_TIMEOUT_S)
         assert await off_loop(items_of, stack, client.session_id)  # it was all there
         await off_loop(api.erase, client.session_id)

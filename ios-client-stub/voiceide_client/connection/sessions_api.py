@@ -115,11 +115,43 @@ class SessionsApi:
     def erase(self, session_id: str) -> None:
         self._call("DELETE", f"/{quote(session_id, safe='')}")
 
+    # ---- what the conductor remembers (``/memories``, beside ``/sessions``) -----------------------
+
+    def memories(self, *, limit: int | None = None, cursor: str | None = None) -> Any:
+        return self._call("GET", "", {"limit": limit, "cursor": cursor}, base=self.memories_url)
+
+    def all_memories(self) -> Iterator[Any]:
+        cursor: str | None = None
+        while True:
+            page = self.memories(limit=100, cursor=cursor)
+            yield from page["memories"]
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return
+
+    def forget(self, memory_id: str) -> None:
+        self._call("DELETE", f"/{quote(memory_id, safe='')}", base=self.memories_url)
+
+    def forget_all(self) -> int:
+        return int(self._call("DELETE", "", base=self.memories_url)["deleted"])
+
+    @property
+    def memories_url(self) -> str:
+        return self.base_url.removesuffix(SESSIONS_PATH) + "/memories"
+
     # ---- HTTP ----------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, query: Mapping[str, Any] | None = None, *, body: Any = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        *,
+        body: Any = None,
+        base: str | None = None,
+    ) -> Any:
         params = {name: str(value) for name, value in (query or {}).items() if value is not None}
-        url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
+        url = (base or self.base_url) + path + (f"?{urlencode(params)}" if params else "")
         headers = {"Accept": "application/json", "User-Agent": "voiceide-client"}
         data = None
         if body is not None:
