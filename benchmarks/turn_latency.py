@@ -279,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.context_cost import DEFAULT_TURNS, QUICK_TURNS, context_cost, report_context_cost  # uses this
 
     report_context_cost(context_cost(pace, QUICK_TURNS if args.quick else DEFAULT_TURNS), out)
+    from benchmarks.memory_cost import main as memory_cost
+
+    print("\n== what remembering the person costs a session (benchmarks/memory_cost.py)", file=out)
+    memory_cost(["--sessions", "2" if args.quick else "3"], out)
+    out.flush()
     report_table(measured(results, barge_ins, imports, pace), out)
     print(f"\ntotal {time.perf_counter() - began:.1f} s", file=out)
     return 0

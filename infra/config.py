@@ -257,6 +257,22 @@ class SessionsSettings(_Settings):
         return self.ended_retention_days * 24 * 3600
 
 
+# How long AgentCore Memory keeps a memory's events (the raw turns its strategies extract from), in days:
+# AWS::BedrockAgentCore::Memory's EventExpiryDuration accepts 3 to 365, the CreateMemory API documents
+# 7 to 3650; a stage stays within both.
+MEMORY_EVENT_EXPIRY_DAYS = (7, 365)
+
+
+class MemorySettings(_Settings):
+    """Long-term memory across sessions (docs/deploying.md, "Memory across sessions"): one Amazon Bedrock
+    AgentCore Memory per stage (infra/constructs/memory.py). ``event_expiry_days``: how long the memory keeps
+    each turn's event; the records its strategies extract from them stay until forgotten. Off: no memory
+    resource, and no function gets ``CONDUCTOR_MEMORY_ID`` (the conductor remembers nothing)."""
+
+    enabled: bool = False
+    event_expiry_days: int = Field(default=30, ge=MEMORY_EVENT_EXPIRY_DAYS[0], le=MEMORY_EVENT_EXPIRY_DAYS[1])
+
+
 class SpeculationSettings(_Settings):
     """Speculative turns (docs/performance.md, "Speculative turns"): the model starts on the app's partial
     transcript once it has stayed the same ``stable_ms``, before the final one; the final confirms it
@@ -427,6 +443,7 @@ class StageConfig(_Settings):
     throttle: ThrottleSettings
     alarms: AlarmSettings = AlarmSettings()
     sessions: SessionsSettings = SessionsSettings()
+    memory: MemorySettings = MemorySettings()
     speculation: SpeculationSettings = SpeculationSettings()
     fair_share: FairShareSettings = FairShareSettings()
     capacity: CapacitySettings = CapacitySettings()

@@ -1,5 +1,5 @@
 """The conductor stack: WebSocket API, the route Lambdas and the turn runner, sign-in (a Cognito user
-pool and the $connect authorizer), the sessions API (HTTP), table, alarms and dashboard."""
+pool and the $connect authorizer), the sessions API (HTTP), table, long-term memory, alarms and dashboard."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from infra.constructs.auth import ConductorAuth
 from infra.constructs.dashboard import ConductorDashboard
 from infra.constructs.deadlines import ConductorDeadlines
 from infra.constructs.functions import ConductorFunctions, removal_policy
+from infra.constructs.memory import ConductorMemory
 from infra.constructs.monitoring import ConductorAlarms, Watched
 from infra.constructs.reaper import ConductorSessionReaper
 from infra.constructs.sessions_api import SESSIONS_API_CONNECTION_METHODS, ConductorSessionsApi
@@ -174,6 +175,17 @@ class ConductorStack(Stack):
                 self, "SessionsApi", config=config, function=sessions_fn, user_pool=self.auth.user_pool
             )
 
+        # Long-term memory across sessions (memory.enabled): $default reads it when a session starts, the
+        # turn runner writes each turn to it and answers the memory tools, the sessions API lists and erases
+        # it. No other function may call it.
+        self.memory: ConductorMemory | None = None
+        if config.memory.enabled:
+            self.memory = ConductorMemory(self, "LongTermMemory", config=config)
+            self.memory.connect("message", functions.message)
+            self.memory.connect("turn", functions.turn)
+            if functions.sessions_api is not None:
+                self.memory.connect("sessionsApi", functions.sessions_api)
+
         monitored = {
             "connect": functions.connect,
             "message": functions.message,
@@ -218,6 +230,14 @@ class ConductorStack(Stack):
             description="https:// management API URL the message function posts through",
         )
         CfnOutput(self, "TableName", value=self.table.table_name, description="DynamoDB table of the conductor")
+        if self.memory is not None:
+            CfnOutput(
+                self,
+                "MemoryId",
+                value=self.memory.memory_id,
+                description="AgentCore Memory of the stage (CONDUCTOR_MEMORY_ID of the functions that call it)",
+            )
+            CfnOutput(self, "MemoryArn", value=self.memory.memory_arn, description="ARN of the stage's memory")
         if self.sessions is not None:
             CfnOutput(
                 self,

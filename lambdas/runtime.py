@@ -352,25 +352,10 @@ def turn_runner() -> TurnRunner:
 
 # AgentCore Memory answers in tens of milliseconds: a memory that hangs must not hold a turn long.
 _MEMORY_CONFIG = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "total_max_attempts": 3})
-MEMORY_CALLS = ("retrieve", "page", "get", "create", "delete", "delete_many", "add_turn", "sessions", "erase_session")
-
-
-class LazyClient:
-    """A botocore client made on its first call: the memory's service model is read only by a
-    container that uses it (most message invocations never do)."""
-
-    def __init__(self, service: str, config: Config) -> None:
-        self._service = service
-        self._config = config
-        self._client: Any = None
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    self._client = aws_client(self._service, config=self._config)
-        return getattr(self._client, name)
+MEMORY_CALLS = (
+    *("retrieve", "page", "record", "create", "delete", "delete_many"),
+    *("add_turn", "sessions", "erase_session"),
+)
 
 
 @cache
@@ -379,7 +364,11 @@ def person_memory() -> AgentCoreMemory | None:
     memory_id = settings().memory_id
     if not memory_id:
         return None
-    return traced(AgentCoreMemory(LazyClient("bedrock-agentcore", _MEMORY_CONFIG), memory_id), *MEMORY_CALLS)
+
+    def memory_client() -> Any:  # made on the first call: most message invocations never make one
+        return aws_client("bedrock-agentcore", config=_MEMORY_CONFIG)
+
+    return traced(AgentCoreMemory(memory_client, memory_id), *MEMORY_CALLS)
 
 
 def memory_tools(memory: AgentCoreMemory, metrics_sink: PowertoolsMetrics) -> MemoryTools:

@@ -15,9 +15,9 @@ results back as a person would.
 
 ``forget that`` / ``forget it``
     ``memory.forget`` ``{"id": <id>}``, the memory the conversation named last: the id of the
-    latest ``memory.write`` result, or the first memory of the latest ``memory.search`` result,
-    else the first ``[id mem-…]`` of the newest ``<context kind="remembered">`` block; ids a later
-    ``memory.forget`` result forgot are passed over. ``{"text": "that"}`` when none is known.
+    latest ``memory.write`` result, or the first memory of the latest ``memory.search`` result (ids
+    a later ``memory.forget`` result forgot are passed over); without one, ``{"text": <the first
+    record's words in the newest <context kind="remembered"> block>}``, else ``{"text": "that"}``.
     Read back: "Forgotten." or "I couldn't find that in what I remember."
 
 ``what do you remember`` (``… about me``, ``… about <anything>``, a ``?`` allowed)
@@ -58,7 +58,7 @@ _FORGET = re.compile(r"forget\s+(?:that\s+(?=\S))?(?P<text>.+)", re.IGNORECASE |
 _SEARCH = re.compile(r"what\s+do\s+you\s+remember(?:\s+about\s+(?P<about>.+?))?\s*\??", re.IGNORECASE | re.DOTALL)
 _PROJECT_PREFIX = re.compile(r"(?:for|in)\s+this\s+project\b[\s,:]*", re.IGNORECASE)
 _ABOUT_THE_PERSON = frozenset({"me", "myself", "you", "yourself"})
-_REMEMBERED_ID = re.compile(r"\[id\s+(mem-[^\]\s]+)\]")
+_REMEMBERED_LINE = re.compile(r"- \([^)]*\) (?P<text>.+)")
 _NOT_FOUND_ERROR = "nothing remembered matches"
 
 # The person's words about themselves, as said back to them (whole words).
@@ -86,7 +86,9 @@ def memory_calls(directive: str, messages: Sequence[Mapping[str, Any]]) -> list[
         return [(SEARCH_TOOL, {"query": query})]
     if _FORGET_LAST.fullmatch(directive):
         memory_id = latest_memory_id(messages)
-        return [(FORGET_TOOL, {"id": memory_id} if memory_id else {"text": "that"})]
+        if memory_id:
+            return [(FORGET_TOOL, {"id": memory_id})]
+        return [(FORGET_TOOL, {"text": first_remembered(messages) or "that"})]
     if match := _FORGET.fullmatch(directive):
         return [(FORGET_TOOL, {"text": match["text"].strip()})]
     if (match := _REMEMBER.fullmatch(directive)) and match["text"].strip().lower() != "that":
@@ -114,10 +116,16 @@ def latest_memory_id(messages: Sequence[Mapping[str, Any]]) -> str | None:
                 memory_id = memory.get("id") if isinstance(memory, Mapping) else None
                 if isinstance(memory_id, str) and memory_id not in forgotten:
                     return memory_id
+    return None
+
+
+def first_remembered(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The first record's words in the newest ``<context kind="remembered">`` block (its lines carry no
+    ids: ``- (preference) prefers tabs``), or None."""
     for block in _remembered_blocks(messages):
-        for memory_id in _REMEMBERED_ID.findall(block):
-            if memory_id not in forgotten:
-                return str(memory_id)
+        for line in block.splitlines():
+            if match := _REMEMBERED_LINE.fullmatch(line.strip()):
+                return match["text"]
         return None  # only the newest block counts
     return None
 

@@ -1,4 +1,4 @@
-"""The sessions API (docs/sessions-api.md): an HTTP API whose five routes go to one function, behind
+"""The sessions API (docs/sessions-api.md): an HTTP API whose eight routes go to one function, behind
 API Gateway's JWT authorizer on the stage's Cognito user pool where the stage has sign-in, and the
 secret key its page cursors are signed with."""
 
@@ -25,6 +25,9 @@ SESSIONS_ROUTES: tuple[tuple[str, str], ...] = (
     ("PATCH", "/sessions/{id}"),
     ("POST", "/sessions/{id}/end"),
     ("DELETE", "/sessions/{id}"),
+    ("GET", "/memories"),
+    ("DELETE", "/memories"),
+    ("DELETE", "/memories/{id}"),
 )
 # The management API methods the sessions API's function calls on a session's open connection of the
 # WebSocket stage: POST (the session_ended / session_erased event, PostToConnection) and DELETE

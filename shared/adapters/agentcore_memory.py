@@ -8,8 +8,9 @@ session's events deleted.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,8 +38,11 @@ def not_found(error: ClientError) -> bool:
 
 
 class AgentCoreMemory:
+    """``client``: a ``bedrock-agentcore`` client, or a function that makes one when first needed (the
+    service model is then read only by a container that uses the memory)."""
+
     def __init__(self, client: Any, memory_id: str) -> None:
-        self._client = client
+        self._client: Callable[[], Any] = functools.cache(client) if callable(client) else (lambda: client)
         self.memory_id = memory_id
 
     # ---- records --------------------------------------------------------------------------------
@@ -61,7 +65,7 @@ class AgentCoreMemory:
 
     def retrieve(self, actor: str, namespace_path: str, query: str, top_k: int) -> list[Recollection]:
         """The actor's records under ``namespace_path`` most relevant to ``query``, best first."""
-        answer = self._client.retrieve_memory_records(
+        answer = self._client().retrieve_memory_records(
             memoryId=self.memory_id,
             namespacePath=namespace_path,
             searchCriteria={"searchQuery": query[:10_000], "topK": top_k},
@@ -77,7 +81,7 @@ class AgentCoreMemory:
         request: dict[str, Any] = {"memoryId": self.memory_id, "namespacePath": namespace_path, "maxResults": limit}
         if next_token:
             request["nextToken"] = next_token
-        answer = self._client.list_memory_records(**request)
+        answer = self._client().list_memory_records(**request)
         found = (self._read(actor, summary) for summary in answer.get("memoryRecordSummaries", []))
         return [record for record in found if record is not None], answer.get("nextToken") or None
 
@@ -91,10 +95,10 @@ class AgentCoreMemory:
             if not token:
                 return
 
-    def get(self, actor: str, record_id: str) -> Recollection | None:
+    def record(self, actor: str, record_id: str) -> Recollection | None:
         """The actor's record ``record_id``; None when there is none, or it is another actor's."""
         try:
-            answer = self._client.get_memory_record(memoryId=self.memory_id, memoryRecordId=record_id)
+            answer = self._client().get_memory_record(memoryId=self.memory_id, memoryRecordId=record_id)
         except ClientError as error:
             if not_found(error) or error.response.get("Error", {}).get("Code") == "ValidationException":
                 return None
@@ -105,7 +109,7 @@ class AgentCoreMemory:
         """A record written as is (no extraction), its id. ``request_key`` makes a repeat of the same
         request create nothing more."""
         token = _token(self.memory_id, namespace, request_key)
-        answer = self._client.batch_create_memory_records(
+        answer = self._client().batch_create_memory_records(
             memoryId=self.memory_id,
             records=[
                 {
@@ -126,7 +130,7 @@ class AgentCoreMemory:
     def delete(self, record_id: str) -> bool:
         """Delete one record; False when it was already gone."""
         try:
-            self._client.delete_memory_record(memoryId=self.memory_id, memoryRecordId=record_id)
+            self._client().delete_memory_record(memoryId=self.memory_id, memoryRecordId=record_id)
         except ClientError as error:
             if not_found(error):
                 return False
@@ -137,7 +141,7 @@ class AgentCoreMemory:
         deleted = 0
         for start in range(0, len(record_ids), PAGE):
             chunk = record_ids[start : start + PAGE]
-            answer = self._client.batch_delete_memory_records(
+            answer = self._client().batch_delete_memory_records(
                 memoryId=self.memory_id, records=[{"memoryRecordId": record_id} for record_id in chunk]
             )
             deleted += len(answer.get("successfulRecords") or [])
@@ -174,7 +178,7 @@ class AgentCoreMemory:
         }
         if not extract:
             request["extractionMode"] = "SKIP"
-        answer = self._client.create_event(**request)
+        answer = self._client().create_event(**request)
         return str(answer["event"]["eventId"])
 
     def sessions(self, actor: str) -> list[str]:
@@ -186,7 +190,7 @@ class AgentCoreMemory:
             if token:
                 request["nextToken"] = token
             try:
-                answer = self._client.list_sessions(**request)
+                answer = self._client().list_sessions(**request)
             except ClientError as error:
                 if not_found(error):
                     return found
@@ -203,7 +207,7 @@ class AgentCoreMemory:
         erased = 0
         for _ in range(MAX_ERASED // PAGE):
             try:
-                answer = self._client.list_events(
+                answer = self._client().list_events(
                     memoryId=self.memory_id,
                     actorId=actor,
                     sessionId=session_id,
@@ -219,7 +223,7 @@ class AgentCoreMemory:
                 return erased
             for event in events:
                 try:
-                    self._client.delete_event(
+                    self._client().delete_event(
                         memoryId=self.memory_id, actorId=actor, sessionId=session_id, eventId=event["eventId"]
                     )
                     erased += 1

@@ -35,7 +35,7 @@ class Memories(Protocol):
         self, actor: str, namespace_path: str, *, limit: int, next_token: str | None = None
     ) -> tuple[list[Recollection], str | None]: ...
     def all_records(self, actor: str, namespace_path: str) -> Iterable[Recollection]: ...
-    def get(self, actor: str, record_id: str) -> Recollection | None: ...
+    def record(self, actor: str, record_id: str) -> Recollection | None: ...
     def delete(self, record_id: str) -> bool: ...
     def delete_many(self, record_ids: list[str]) -> int: ...
     def sessions(self, actor: str) -> list[str]: ...
@@ -87,10 +87,10 @@ class MemoryService:
         """Delete one of the person's records; NotFound for any id that is not one."""
         if self._memory is None or not record_id.startswith("mem-") or len(record_id) > 50:
             raise NoSuchMemory(record_id)
-        record = self._memory.get(owner, record_id)
+        record = self._memory.record(owner, record_id)
         if record is None or not self._memory.delete(record_id):
             raise NoSuchMemory(record_id)
-        self._clear_blocks(owner, {record_id})
+        self._clear_blocks(owner, (record,))
 
     def forget_all(self, owner: str) -> int:
         """Delete every record of the person, and every event the memory holds of their sessions."""
@@ -108,12 +108,12 @@ class MemoryService:
         if self._memory is not None:
             self._memory.erase_session(owner, rules.memory_session_id(session_id))
 
-    def _clear_blocks(self, owner: str, record_ids: set[str] | None) -> None:
+    def _clear_blocks(self, owner: str, records: tuple[Recollection, ...] | None) -> None:
         """Take erased records out of the blocks the person's open sessions carry (all: ``None``)."""
         for session_id in self._sessions.open_session_ids(owner, OPEN_SESSIONS_CLEARED):
 
             def cleared(state: SessionState) -> Outcome:
-                lines = [] if record_ids is None else rules.without_ids(state.remembered, record_ids)
+                lines = [] if records is None else rules.without(state.remembered, records)
                 if lines == state.remembered:
                     return Outcome(state)
                 return Outcome(state.model_copy(update={"remembered": lines}))

@@ -31,7 +31,7 @@ REFUSED_METRIC = "MemoryWritesRefused"
 
 class Memory(Protocol):
     def retrieve(self, actor: str, namespace_path: str, query: str, top_k: int) -> list[Recollection]: ...
-    def get(self, actor: str, record_id: str) -> Recollection | None: ...
+    def record(self, actor: str, record_id: str) -> Recollection | None: ...
     def create(self, namespace: str, text: str, *, request_key: str, now: float) -> str: ...
     def delete(self, record_id: str) -> bool: ...
 
@@ -130,16 +130,17 @@ class MemoryTools:
             project=project if wanted.scope == "project" else None,
             created_at=now,
         )
-        replaced = same.id if same is not None else None
-        return MemoryAnswer(rules.write_answer(record_id, same is not None), added=added, replaced=replaced)
+        replaced = (same,) if same is not None else ()
+        return MemoryAnswer(rules.write_answer(record_id, same is not None), added=added, removed=replaced)
 
     def _forget(self, actor: str, project: str, wanted: rules.Wanted) -> MemoryAnswer:
         if wanted.record_id:
-            record = self.memory.get(actor, wanted.record_id)
+            record = self.memory.record(actor, wanted.record_id)
             targets = [record] if record is not None else []
         else:
             targets = rules.forget_targets(wanted.text, self._visible(actor, project, wanted.text, rules.SEARCH_TOP_K))
         if not targets:
             return MemoryAnswer(rules.NOTHING_TO_FORGET, failed=True)
-        gone = tuple(record.id for record in targets if self.memory.delete(record.id))
-        return MemoryAnswer(rules.forget_answer(gone or tuple(record.id for record in targets)), removed=gone)
+        gone = tuple(record for record in targets if self.memory.delete(record.id))
+        forgotten = [record.id for record in gone or targets]
+        return MemoryAnswer(rules.forget_answer(forgotten), removed=gone)

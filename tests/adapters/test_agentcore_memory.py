@@ -119,8 +119,8 @@ def test_a_foreign_or_unknown_record_reads_as_none(client: Any) -> None:
             {"memoryId": MEMORY_ID, "memoryRecordId": RECORD},
         )
         stub.add_client_error("get_memory_record", "ResourceNotFoundException", http_status_code=404)
-        assert memory.get(SUB, RECORD) is None
-        assert memory.get(SUB, RECORD) is None
+        assert memory.record(SUB, RECORD) is None
+        assert memory.record(SUB, RECORD) is None
 
 
 def test_deleting_a_record_already_gone_is_not_an_error(client: Any) -> None:
@@ -213,3 +213,37 @@ def test_an_unexpected_error_is_raised(client: Any) -> None:
         stub.add_client_error("delete_memory_record", "ThrottledException", http_status_code=429)
         with pytest.raises(ClientError):
             AgentCoreMemory(client, MEMORY_ID).delete(RECORD)
+
+
+def test_every_call_against_the_local_memory_over_http() -> None:
+    """The adapter end to end against the local data plane (which refuses what AWS refuses)."""
+    from conductor_local.agentcore_memory.server import LocalAgentCoreMemoryServer
+    from conductor_local.agentcore_memory.store import LOCAL_MEMORY_ID
+
+    with LocalAgentCoreMemoryServer("127.0.0.1", 0) as server:
+        client = boto3.client(
+            "bedrock-agentcore",
+            endpoint_url=server.url,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+        memory = AgentCoreMemory(client, LOCAL_MEMORY_ID)
+        session = "0b6f6d1e-1d5a-4c59-9d0b-1b3f7b9d6a10"
+        memory.add_turn(SUB, session, "I prefer tabs over spaces", "Noted.", project="shop-api", turn_key="1", now=1.0)
+        made = [
+            memory.create(f"/people/{SUB}/projects/shop-api", f"uses tool {index}", request_key=str(index), now=2.0)
+            for index in range(3)
+        ]
+        assert memory.create(f"/people/{SUB}/projects/shop-api", "uses tool 0", request_key="0", now=2.0) == made[0]
+        found = memory.retrieve(SUB, f"/people/{SUB}/", "tabs", 5)
+        assert found[0].text == "you prefer tabs over spaces" and found[0].kind == "preference"
+        first, token = memory.page(SUB, f"/people/{SUB}/", limit=2)
+        rest, last = memory.page(SUB, f"/people/{SUB}/", limit=2, next_token=token)
+        assert len(first) == 2 and len(rest) == 2 and last is None
+        assert memory.record(SUB, made[1]) is not None and memory.record("someone-else", made[1]) is None
+        assert memory.delete(made[1]) is True and memory.delete(made[1]) is False
+        assert memory.delete_many([made[0], made[2]]) == 2
+        assert memory.sessions(SUB) == [session]
+        assert memory.erase_session(SUB, session) == 1
+        assert [record.text for record in memory.all_records(SUB, f"/people/{SUB}/")] == ["you prefer tabs over spaces"]

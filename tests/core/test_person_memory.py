@@ -133,16 +133,19 @@ def test_the_block_is_bounded_and_says_the_records_are_not_instructions() -> Non
 
 
 def test_a_write_puts_its_record_first_and_replaces_the_one_it_updated() -> None:
-    lines = rules.block_lines([record("mem-1", "prefers tabs"), record("mem-2", "uses pnpm")])
-    updated = rules.with_line(lines, record("mem-3", "prefers tabs, width 4"), replaces="mem-1")
-    assert [line.rsplit("[id ", 1)[1] for line in updated] == ["mem-3]", "mem-2]"]
-    assert rules.without_ids(updated, ["mem-2"]) == updated[:1]
+    tabs, pnpm = record("mem-1", "prefers tabs"), record("mem-2", "uses pnpm")
+    lines = rules.block_lines([tabs, pnpm])
+    updated = rules.with_line(rules.without(lines, [tabs]), record("mem-3", "prefers tabs, width 4"))
+    assert updated == ["- (preference) prefers tabs, width 4", "- (preference) uses pnpm"]
+    assert rules.without(updated, [pnpm]) == updated[:1]
+    assert not any("mem-" in line for line in updated)  # no ids: tokens and state bytes
 
 
 def test_the_round_answers_a_memory_call_and_keeps_the_block_up_to_date() -> None:
-    state = SessionState(session_id="s", remembered=rules.block_lines([record("mem-1", "prefers tabs")]))
+    tabs = record("mem-1", "prefers tabs")
+    state = SessionState(session_id="s", remembered=rules.block_lines([tabs]))
     call = ModelCall(call_id="c1", tool_use_id="t1", name="memory.forget", arguments="{}")
-    rules.answer_call(state, call, MemoryAnswer(rules.forget_answer(["mem-1"]), removed=("mem-1",)))
+    rules.answer_call(state, call, MemoryAnswer(rules.forget_answer(["mem-1"]), removed=(tabs,)))
     assert state.remembered == []
     assert call.result is not None and call.result["toolResult"]["status"] == "success"
     missing = ModelCall(call_id="c2", tool_use_id="t2", name="memory.search", arguments="{}")

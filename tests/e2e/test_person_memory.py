@@ -183,3 +183,19 @@ async def test_a_memory_that_is_down_never_stops_a_turn(memory_stack: LocalStack
         del server.call
     assert "Memory is not available right now" in answer
     assert context  # the next turn ran as ever
+
+
+@async_test
+async def test_crafted_requests_get_a_400_or_401_never_a_500(memory_stack: LocalStack) -> None:
+    token = {"Authorization": f"Bearer {sign_in_as(memory_stack).id_token()}"}
+    for method, path, expected in (
+        ("GET", "/memories?cursor=made-up.cursor", 400),
+        ("GET", "/memories?limit=0", 400),
+        ("GET", "/memories?limit=101", 400),
+        ("DELETE", "/memories/not-an-id", 400),
+        ("DELETE", "/memories/mem-" + "%00" * 40, 400),
+    ):
+        status, _, body = await off_loop(http_call, memory_stack, method, path, headers=token)
+        assert (status, body["error"]["code"]) == (expected, "bad_request"), (method, path, body)
+    status, _, body = await off_loop(http_call, memory_stack, "GET", "/memories")
+    assert (status, body) == (401, {"message": "Unauthorized"})

@@ -127,7 +127,7 @@ def test_acknowledgments_sit_on_the_resources_that_need_them(dev: Synth, prod: S
 
     # dev signs in like prod: only $default and $disconnect (authorized on $connect) are acknowledged.
     dev_routes = {res["Properties"]["RouteKey"]: name for name, res in dev.of_type("AWS::ApiGatewayV2::Route").items()}
-    assert len(dev_routes) == 3 + 5
+    assert len(dev_routes) == 3 + 8
     assert set(acknowledgments(dev)["AwsSolutions-APIG4"]) == {dev_routes["$default"], dev_routes["$disconnect"]}
     # A stage without WebSocket access logs (dev: it does not own the account's logging role) says why; prod
     # logs. The sessions API's HTTP stage logs on both (it needs no account role).

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from infra.constructs.memory import MEMORY_ACTIONS, MEMORY_ID_ENV
 from tests.infra.code_calls import AnalysisError, Code, Operation, code, handler_operations, signing_name
 from tests.infra.conftest import Synth
 from tests.infra.test_stack import as_list, function_role, role_statements
@@ -37,6 +38,8 @@ CONFIGURED_BY: dict[str, tuple[str, ...]] = {
     # the authorizer's token key (auth: dev-signed-token only), the sessions API's cursor key
     "secretsmanager:GetSecretValue": ("CONDUCTOR_AUTH_SECRET_ARN", "CONDUCTOR_CURSOR_SECRET_ARN"),
     "sqs:SendMessage": ("CONDUCTOR_DEADLINE_QUEUE_URL",),
+    # the stage's long-term memory (memory.enabled; infra/constructs/memory.py)
+    **{action: (MEMORY_ID_ENV,) for actions in MEMORY_ACTIONS.values() for action in actions},
 }
 # What AWS does with a function's role on its behalf, beside the code's calls.
 EVERY_FUNCTION = frozenset(
@@ -183,13 +186,30 @@ def test_the_analysis_sees_every_client_and_every_handler_calls_something() -> N
         "dynamodb:BatchGetItem",  # the active sessions' device counts
         "execute-api:ManageConnections",
         "secretsmanager:GetSecretValue",  # the cursor key, once per cold start
+        # /memories: listed, one found and forgotten, all forgotten with the person's events
+        "bedrock-agentcore:ListMemoryRecords",
+        "bedrock-agentcore:GetMemoryRecord",
+        "bedrock-agentcore:DeleteMemoryRecord",
+        "bedrock-agentcore:BatchDeleteMemoryRecords",
+        "bedrock-agentcore:ListSessions",
+        "bedrock-agentcore:ListEvents",
+        "bedrock-agentcore:DeleteEvent",
     }
+    assert set(figures["message"]) >= {"bedrock-agentcore:RetrieveMemoryRecords"}  # at sessionStart
     assert {op for op in handler_operations("lambdas.sessions_api.handler") if op[0] == "apigatewaymanagementapi"} == {
         ("apigatewaymanagementapi", "PostToConnection"),  # session_ended / session_erased
         ("apigatewaymanagementapi", "DeleteConnection"),  # the close
     }
     services = {op[0] for handler in figures for op in handler_operations(f"lambdas.{handler}.handler")}
-    assert services == {"dynamodb", "lambda", "apigatewaymanagementapi", "bedrock-runtime", "sqs", "secretsmanager"}
+    assert services == {
+        "dynamodb",
+        "lambda",
+        "apigatewaymanagementapi",
+        "bedrock-runtime",
+        "sqs",
+        "secretsmanager",
+        "bedrock-agentcore",
+    }
 
 
 # --- the analysis on code written for the test --------------------------------------------------

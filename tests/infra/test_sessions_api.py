@@ -127,7 +127,7 @@ def test_the_sessions_index_is_the_local_tables(every_stage: Synth) -> None:
 # --- the HTTP API ------------------------------------------------------------------------------
 
 
-def test_five_routes_all_proxy_to_the_sessions_function(any_stage: Synth) -> None:
+def test_eight_routes_all_proxy_to_the_sessions_function(any_stage: Synth) -> None:
     api_id = any_stage.api_id("HTTP")
     routes = http_routes(any_stage)
     assert (
@@ -139,6 +139,9 @@ def test_five_routes_all_proxy_to_the_sessions_function(any_stage: Synth) -> Non
             "PATCH /sessions/{id}",
             "POST /sessions/{id}/end",
             "DELETE /sessions/{id}",
+            "GET /memories",
+            "DELETE /memories",
+            "DELETE /memories/{id}",
         }
     )
     fn_id, _ = any_stage.function(HANDLER)
@@ -309,6 +312,8 @@ def test_the_function_is_declared_like_the_others_with_its_environment(any_stage
         (name, res) for name, res in any_stage.of_type("AWS::SecretsManager::Secret").items() if "CursorKey" in name
     ]
     assert ref_of(env.pop("CONDUCTOR_CURSOR_SECRET_ARN")) == secret_id
+    # the person's memory, listed and erased (tests/infra/test_memory.py)
+    assert ref_of(env.pop("CONDUCTOR_MEMORY_ID")) == any_stage.one("AWS::BedrockAgentCore::Memory")[0]
     callback = flatten_cfn_reference(env.pop("CONDUCTOR_WEBSOCKET_CALLBACK_URL"))
     websocket = any_stage.api_id("WEBSOCKET")
     assert callback == f"https://<{websocket}>.execute-api.{config.region}.<AWS::URLSuffix>/{config.name}"
@@ -388,9 +393,9 @@ def test_the_function_may_use_the_table_and_query_the_index_and_nothing_else(any
     # The index is read by name by the code that pages the sessions (shared/adapters/session_records.py).
     records = (ROOT / "shared" / "adapters" / "session_records.py").read_text(encoding="utf-8")
     assert re.search(r'"IndexName":\s*SESSIONS_INDEX', records)
-    # Services beside DynamoDB, the management API, the cursor key, its logs and traces: none.
+    # Services beside DynamoDB, the management API, the cursor key, the memory, its logs and traces: none.
     services = {action.split(":", 1)[0] for action, _ in grants(any_stage, function_role(any_stage, HANDLER))}
-    assert services == {"dynamodb", "execute-api", "secretsmanager", "logs", "xray"}
+    assert services == {"dynamodb", "execute-api", "secretsmanager", "bedrock-agentcore", "logs", "xray"}
     # No other function may query the index.
     for fn in any_stage.of_type("AWS::Lambda::Function").values():
         handler = fn["Properties"]["Handler"]

@@ -31,7 +31,7 @@ HANDLERS = {
 AUTHORIZER_HANDLER = "lambdas.authorizer.handler"
 TURN_HANDLER = "lambdas.turn.handler"
 TURN_ABANDONED_HANDLER = "lambdas.turn_abandoned.handler"
-GUARDED_SERVICES = ("bedrock", "execute-api", "dynamodb")
+GUARDED_SERVICES = ("bedrock", "execute-api", "dynamodb", "bedrock-agentcore")
 TOOL_DEADLINE_HANDLER = "lambdas.tool_deadline.handler"
 SESSIONS_API_HANDLER = "lambdas.sessions_api.handler"
 REAPER_HANDLER = "lambdas.session_reaper.handler"
@@ -774,6 +774,8 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
     assert ref_of(env.pop("CONDUCTOR_TABLE")) == table_id
     assert ref_of(env.pop("CONDUCTOR_TURN_FUNCTION")) == any_stage.function(TURN_HANDLER)[0]
     assert "ToolDeadlinesQueue" in ref_of(env.pop("CONDUCTOR_DEADLINE_QUEUE_URL"))  # parts' deadlines
+    # what the person's memory holds, read when a session starts (tests/infra/test_memory.py)
+    assert ref_of(env.pop("CONDUCTOR_MEMORY_ID")) == any_stage.one("AWS::BedrockAgentCore::Memory")[0]
     assert env == {
         "BEDROCK_MODEL_ID": config.bedrock.model_id,
         "BEDROCK_REGION": config.bedrock_region,

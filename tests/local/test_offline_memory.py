@@ -9,15 +9,19 @@ import pytest
 
 from conductor_local.bedrock.offline_brain import OfflineBrain
 from conductor_local.bedrock.server import Responder
+from shared.core import person_memory
 
 from .conftest import Converse
 
-REMEMBERED_BLOCK = (
-    '<context kind="remembered">\n'
-    "- (preference) you prefer tabs over spaces [id mem-block1]\n"
-    "- (fact) the shop project uses pnpm [id mem-block2]\n"
-    "</context>"
+REMEMBERED_BLOCK = person_memory.block(
+    person_memory.block_lines(
+        [
+            person_memory.Recollection("mem-block1", "you prefer tabs over spaces", "preference", "person"),
+            person_memory.Recollection("mem-block2", "the shop project uses pnpm", "fact", "project", "shop"),
+        ]
+    )
 )
+assert REMEMBERED_BLOCK is not None
 
 
 @pytest.fixture
@@ -197,15 +201,12 @@ def test_forget_that_takes_the_remembered_block_when_no_result_names_one() -> No
     asked = _asked(
         "forget that", _user({"text": "hello"}), _said("You said: hello"), added=(workspace, REMEMBERED_BLOCK)
     )
-    assert asked == [("memory.forget", {"id": "mem-block1"})]
+    assert asked == [("memory.forget", {"text": "you prefer tabs over spaces"})]
 
 
 def test_forget_that_passes_over_a_memory_already_forgotten() -> None:
     forgot = _exchange("tu_f", "memory.forget", {"id": "mem-written"}, {"forgotten": ["mem-written"]}, "Forgotten.")
     assert _asked("forget that", *SEARCH, *WRITE, *forgot) == [("memory.forget", {"id": "mem-found1"})]
-    forgot_block = _exchange("tu_g", "memory.forget", {"id": "mem-block1"}, {"forgotten": ["mem-block1"]}, "Forgotten.")
-    asked = _asked("forget it", *forgot_block, added=(REMEMBERED_BLOCK,))
-    assert asked == [("memory.forget", {"id": "mem-block2"})]
 
 
 def test_a_failed_write_names_no_memory() -> None:

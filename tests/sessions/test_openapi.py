@@ -15,6 +15,9 @@ DOCUMENTED_ROUTES = {
     ("PATCH", "/sessions/{id}"),
     ("POST", "/sessions/{id}/end"),
     ("DELETE", "/sessions/{id}"),
+    ("GET", "/memories"),
+    ("DELETE", "/memories"),
+    ("DELETE", "/memories/{id}"),
 }
 
 
