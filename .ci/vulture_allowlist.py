@@ -16,6 +16,8 @@ _ = (_.Data, _.FunctionName)
 # (writable), Selenium (binary_location), the X-Ray SDK's emitter (send_entity, set_daemon_address)
 _ = (_._server_entry, _.memory_limit_in_mb, _.invoked_function_arn, _.function_version, _.log_stream_name)
 _ = (_.writable, _.binary_location, _.send_entity, _.set_daemon_address, _.address)
+# read by uvicorn's serve loop (the demo MCP server's stop)
+_ = (_.should_exit,)
 # hypothesis' RuleBasedStateMachine calls teardown after each run
 _ = (_.teardown,)
 # a reference that keeps a running asyncio task from being garbage collected

@@ -25,6 +25,14 @@ PRICES is the one table of prices (USD). Where each comes from:
   2026-10-02 and reproducing the page's example: 100,000 events of 3 KB cost $1.20 to ingest, so
   KB and GB are decimal). Whether a retrieval is a RetrieveMemoryRecords call or each record it
   returns the quotations do not settle: a call is priced as one here.
+* Amazon Bedrock AgentCore Gateway (aws.amazon.com/bedrock/agentcore/pricing/, "Gateway"; checked on
+  ``AGENTCORE_GATEWAY_PRICES_AS_OF`` through quotations of the page): $0.005 per 1,000 API invocations
+  (ListTools, InvokeTool, Ping), $0.025 per 1,000 Search API calls (the gateway's semantic tool search) and
+  $0.02 per 100 tools indexed for search a month (aws/agent-toolkit-for-aws,
+  plugins/aws-agents/skills/agents-optimize/references/cost.md, for the first two; Serverworks, "AgentCore
+  Gateway + Policy の料金体系を整理する", quoting the page as of 2026-03-11, for all three). A tool call
+  through the gateway costs that invocation beside whatever its target costs (a Lambda target's
+  invocation).
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ PRICES_AS_OF = "2026-11-27"
 """When the AWS service prices below were last checked against the pages named above."""
 AGENTCORE_PRICES_AS_OF = "2026-11-28"
 """When the AgentCore Memory prices below were checked."""
+AGENTCORE_GATEWAY_PRICES_AS_OF = "2026-11-28"
+"""When the AgentCore Gateway prices below were checked."""
 STM_BILLED_MIN_BYTES = 12_000
 STM_BILLED_MAX_BYTES = 64_000
 """Short-term memory counts each event ingested or retrieved as at least 12 KB and at most 64 KB."""
@@ -76,6 +86,9 @@ PRICES: dict[str, float] = {
     "agentcore_record_month": 0.75 / 1000,
     "agentcore_record_month_self_managed": 0.25 / 1000,
     "agentcore_retrieval": 0.50 / 1000,
+    "agentcore_gateway_invocation": 0.005 / 1000,
+    "agentcore_gateway_search": 0.025 / 1000,
+    "agentcore_gateway_tool_index_month": 0.02 / 100,
 } | model_prices()
 
 

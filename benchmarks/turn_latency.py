@@ -284,6 +284,14 @@ def main(argv: list[str] | None = None) -> int:
     print("\n== what remembering the person costs a session (benchmarks/memory_cost.py)", file=out)
     memory_cost(["--sessions", "2" if args.quick else "3"], out)
     out.flush()
+    print("\n== what a call of a tool on an MCP server adds (benchmarks/mcp_cost.py)", file=out, flush=True)
+    mcp = [
+        sys.executable,
+        str(Path(__file__).resolve().parent / "mcp_cost.py"),
+        "--calls",
+        "50" if args.quick else "200",
+    ]
+    subprocess.run(mcp, check=True, stdout=out if out is not sys.stdout else None)
     report_table(measured(results, barge_ins, imports, pace), out)
     print(f"\ntotal {time.perf_counter() - began:.1f} s", file=out)
     return 0

@@ -25,6 +25,7 @@ from typing import NoReturn
 from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.doctor import command as doctor
 from conductor_local.gateway.console import normalize_origin
+from conductor_local.mcp_demo.servers import read_spec, read_specs
 from conductor_local.stack import AUTH_MODES, LocalStack
 
 EXIT_NO_CREDENTIALS = 2
@@ -65,6 +66,15 @@ def host_address(value: str) -> str:
             f"{host!r} is not an address or a host name this machine resolves ({reason})"
         ) from None
     return host
+
+
+def mcp_server(value: str) -> str:
+    """An ``--mcp`` value: ``demo``, an http(s) URL or ``name=URL`` (``mcp_demo.servers``)."""
+    try:
+        read_spec(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value.strip()
 
 
 def cannot_start(error: OSError, host: str, port: int) -> str:
@@ -127,6 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="sign-in in front of $connect: none, or cognito (a local user pool with a test user; clients "
         "send its ID token) (default: %(default)s)",
     )
+    local.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        type=mcp_server,
+        metavar="URL|demo|name=URL",
+        help="an MCP server whose tools the conductor offers the model: demo (a demo server started here: "
+        "issues.search, issues.close, ci.run), an http(s) URL (named mcp1, mcp2, ...) or name=URL; repeatable",
+    )
     check = commands.add_parser(
         "doctor",
         help="check a stage's AWS account before and after a deploy: model access, profile regions, quotas, "
@@ -171,6 +190,11 @@ def run_local(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"voiceide-conductor: --allow-origin: {error}", file=sys.stderr)
         return 2
+    try:
+        read_specs(args.mcp)
+    except ValueError as error:
+        print(f"voiceide-conductor: --mcp: {error}", file=sys.stderr)
+        return 2
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -190,6 +214,7 @@ def run_local(args: argparse.Namespace) -> int:
         auth=args.auth,
         model_pace=pace,
         allowed_origins=origins,
+        mcp_servers=args.mcp,
     )
     try:
         stack.start()
@@ -212,11 +237,24 @@ def run_local(args: argparse.Namespace) -> int:
             print(f"  try it: {sign_in_command(stack)}    (Ctrl-C to stop)", flush=True)
         print(f"  console: {stack.console_url}    (talk to it in a browser)", flush=True)
         print(f"  sessions API: {stack.sessions_url}    (docs/sessions-api.md)", flush=True)
+        for line in mcp_lines(stack):
+            print(line, flush=True)
         while not stop.wait(0.5):
             pass
     finally:
         stack.stop()
     return 0
+
+
+def mcp_lines(stack: LocalStack) -> list[str]:
+    """One line per MCP server the conductor calls tools on (none without ``--mcp``)."""
+    lines = []
+    for server in stack.mcp_server_setting():
+        line = f"  MCP server {server['name']}: {server['url']}"
+        if stack.mcp_demo is not None and server["url"] == stack.mcp_demo.url:
+            line += f"    (the demo: {', '.join(stack.mcp_demo.tools)})"
+        lines.append(line)
+    return lines
 
 
 def client_command() -> str:

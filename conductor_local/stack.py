@@ -11,6 +11,9 @@
   plane with deterministic stand-ins for extraction and search, serving the memory
   ``voiceide_local-0123456789`` (``CONDUCTOR_MEMORY_ID``); ``memory=False`` leaves the conductor
   remembering nothing.
+* MCP servers (``mcp_servers``): the demo MCP server (``conductor_local.mcp_demo``) started with the
+  stack for ``"demo"``, and any other server by URL, named to the handlers in
+  ``CONDUCTOR_MCP_SERVERS``; none by default (the variable unset).
 * Lambda: ``LocalLambdaServer`` serving the ``Invoke`` API for the turn runner
   (``lambdas.turn.handler``), which ``$default`` launches asynchronously as it does on AWS, and
   its on-failure destination (``lambdas.turn_abandoned.handler``).
@@ -34,7 +37,7 @@ import logging
 import os
 import secrets
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -48,11 +51,13 @@ from conductor_local.gateway.http_api import HttpApi, JwtAuthorizer
 from conductor_local.gateway.server import AUTHORIZER_ROUTE, LocalApiGateway, RouteHandlers
 from conductor_local.lambda_runtime.context import LocalLambdaContext
 from conductor_local.lambda_runtime.turn_functions import HANDLER_TIMEOUT_S, TURN_FUNCTION, turn_functions
+from conductor_local.mcp_demo.servers import ServerSpec, read_specs, servers_env, servers_setting
 from conductor_local.service_process import ServiceProcess
 from shared.adapters.jwt_auth import CognitoSettings
 
 if TYPE_CHECKING:
     from conductor_local.bedrock.offline_brain import ModelPace
+    from conductor_local.mcp_demo.server import DemoMcpServer
 
 DEFAULT_TABLE = "voiceide-conductor-local"
 DEFAULT_REGION = "us-east-1"
@@ -123,6 +128,8 @@ class LocalStack:
         service_processes: bool = False,
         allowed_origins: tuple[str, ...] = (),
         memory: bool = True,
+        mcp_servers: Sequence[str] = (),
+        mcp_demo_ci_seconds: float | None = None,
     ) -> None:
         """``service_processes``: DynamoDB, Bedrock, the memory and the Lambda service (the turn runner)
         each in a process of its own, reached over HTTP only, to use the other cores under load; by default
@@ -133,9 +140,18 @@ class LocalStack:
 
         ``memory``: the local AgentCore Memory, its endpoint and memory id given to the handlers
         (``AWS_ENDPOINT_URL_BEDROCK_AGENTCORE``, ``CONDUCTOR_MEMORY_ID``); False: no memory (the
-        variables unset)."""
+        variables unset).
+
+        ``mcp_servers``: the MCP servers the conductor calls tools on, each ``"demo"`` (the demo server,
+        started and stopped with the stack: ``mcp_demo``; its ``ci.run`` lasts ``mcp_demo_ci_seconds``,
+        8 s by default), an http(s) URL (named ``mcp1``, ``mcp2``…) or ``"name=URL"``; given to the
+        handlers as ``CONDUCTOR_MCP_SERVERS`` (a bad value: ValueError)."""
         if auth not in AUTH_MODES:
             raise ValueError(f"auth must be one of {', '.join(AUTH_MODES)}, not {auth!r}")
+        self.mcp_servers: tuple[ServerSpec, ...] = read_specs(mcp_servers)
+        self._mcp_demo_ci_seconds = mcp_demo_ci_seconds
+        self.mcp_demo: DemoMcpServer | None = None
+        """With ``"demo"`` among ``mcp_servers``: the demo MCP server (its ``calls``, ``set_tools``)."""
         self.host = host
         self.auth = auth
         self.use_real_bedrock = use_real_bedrock
@@ -181,6 +197,8 @@ class LocalStack:
                 self._start_bedrock()
             if self.memory:
                 self._start_memory()
+            if any(server.is_demo for server in self.mcp_servers):
+                self._start_mcp_demo()
             if not self._service_processes:
                 self._start_lambda()
             self._set_env()
@@ -243,6 +261,9 @@ class LocalStack:
         if self.lambda_server is not None:
             self.lambda_server.stop()
             self.lambda_server = None
+        if self.mcp_demo is not None:
+            self.mcp_demo.stop()
+            self.mcp_demo = None
         if self._moto is not None:
             self._moto.stop()
             self._moto = None
@@ -309,6 +330,10 @@ class LocalStack:
     def memory_endpoint(self) -> str | None:
         """The local AgentCore Memory's URL (None without memory)."""
         return None if self.memory_server is None else self.memory_server.url
+
+    def mcp_server_setting(self) -> list[dict[str, str]]:
+        """The MCP servers as the handlers get them (``CONDUCTOR_MCP_SERVERS``), in the order given."""
+        return servers_setting(self.mcp_servers, None if self.mcp_demo is None else self.mcp_demo.url)
 
     def dynamodb_client(self) -> Any:
         """A boto3 DynamoDB client for the stack's table, to look at what the handlers stored."""
@@ -380,6 +405,12 @@ class LocalStack:
             return
         self.memory_server = LocalAgentCoreMemoryServer("127.0.0.1", 0).start()
 
+    def _start_mcp_demo(self) -> None:
+        from conductor_local.mcp_demo.server import DEFAULT_CI_SECONDS, DemoMcpServer
+
+        seconds = self._mcp_demo_ci_seconds
+        self.mcp_demo = DemoMcpServer(ci_seconds=DEFAULT_CI_SECONDS if seconds is None else seconds).start()
+
     def _start_lambda(self) -> None:
         from conductor_local.lambda_runtime.server import LocalLambdaServer
         from conductor_local.sqs.deadline_queue import deadline_functions
@@ -405,6 +436,8 @@ class LocalStack:
         # the memory the handlers remember people in (none: the conductor remembers nothing)
         env["AWS_ENDPOINT_URL_BEDROCK_AGENTCORE"] = self.memory_endpoint
         env[MEMORY_ID_ENV] = LOCAL_MEMORY_ID if self.memory_server is not None else None
+        # the MCP servers the conductor calls tools on (none: the variable unset)
+        env |= servers_env(self.mcp_servers, None if self.mcp_demo is None else self.mcp_demo.url)
         if self.bedrock_server is not None:
             env["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"] = self.bedrock_server.url
             # Nothing here talks to AWS: keep any real credentials of the user out of reach.

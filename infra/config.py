@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -273,6 +274,228 @@ class MemorySettings(_Settings):
     event_expiry_days: int = Field(default=30, ge=MEMORY_EVENT_EXPIRY_DAYS[0], le=MEMORY_EVENT_EXPIRY_DAYS[1])
 
 
+# MCP servers (docs/deploying.md, "Tools on MCP servers"): the name the model sees a server's tools under
+# (mcp.<server>.<tool>), and the one a stage's AgentCore Gateway takes.
+MCP_SERVER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+GATEWAY_SERVER_NAME = "gateway"
+# A secret's complete ARN, as Secrets Manager shows it (the name and its 6-character suffix): IAM matches a
+# grant's resource against that ARN, so a partial ARN (no suffix) would grant nothing.
+SECRET_ARN = (
+    r"^arn:aws[a-z-]*:secretsmanager:[a-z]{2}(-gov)?-[a-z]+-\d:\d{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$"
+)
+# A Lambda function's ARN, unqualified or with a version or alias (AWS::BedrockAgentCore::GatewayTarget LambdaArn).
+LAMBDA_FUNCTION_ARN = (
+    r"^arn:aws[a-z-]*:lambda:[a-z]{2}(-gov)?-[a-z]+-\d:\d{12}:function:[A-Za-z0-9_-]{1,64}"
+    r"(:(\$LATEST|[A-Za-z0-9_-]{1,128}))?$"
+)
+# A gateway target's name: the gateway offers its tools as <target>___<tool>.
+GATEWAY_TARGET_NAME = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+# What a gateway's inline tool schema may say (AWS::BedrockAgentCore::GatewayTarget SchemaDefinition).
+TOOL_SCHEMA_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array"})
+TOOL_SCHEMA_KEYS = frozenset({"type", "description", "properties", "required", "items"})
+ToolName = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+def https_url(url: str) -> str:
+    """``url`` when it is an https:// URL with a host; deployed stages reach MCP servers over TLS only."""
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError(
+            f"{url!r} is not an https:// URL: a deployed stage reaches MCP servers over https only (the local "
+            "stack takes http URLs through CONDUCTOR_MCP_SERVERS)"
+        )
+    return url
+
+
+def check_tool_schema(schema: Any, where: str = "input_schema") -> None:
+    """Raise ValueError unless ``schema`` is the JSON Schema subset a gateway's inline tool schema holds:
+    ``type`` (one of ``TOOL_SCHEMA_TYPES``), ``description``, ``properties`` and ``required`` (objects),
+    ``items`` (arrays)."""
+    if not isinstance(schema, Mapping):
+        raise ValueError(f"{where} must be an object")
+    unknown = set(schema) - TOOL_SCHEMA_KEYS
+    if unknown:
+        raise ValueError(
+            f"{where} has {', '.join(sorted(unknown))}: a gateway's inline schema takes only "
+            f"{', '.join(sorted(TOOL_SCHEMA_KEYS))}"
+        )
+    kind = schema.get("type")
+    if kind not in TOOL_SCHEMA_TYPES:
+        raise ValueError(f"{where}.type must be one of {', '.join(sorted(TOOL_SCHEMA_TYPES))}")
+    properties = schema.get("properties", {})
+    if properties and kind != "object":
+        raise ValueError(f"{where}: properties apply to an object only")
+    if not isinstance(properties, Mapping):
+        raise ValueError(f"{where}.properties must be an object")
+    for name, child in properties.items():
+        check_tool_schema(child, f"{where}.properties.{name}")
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not set(required) <= set(properties):
+        raise ValueError(f"{where}.required must list names of its properties")
+    if "items" in schema:
+        if kind != "array":
+            raise ValueError(f"{where}: items apply to an array only")
+        check_tool_schema(schema["items"], f"{where}.items")
+
+
+class ToolRules(_Settings):
+    """What the stage says of one server's tools, by the tool's name on that server."""
+
+    allow: tuple[ToolName, ...] = ()  # run without asking even if not read-only
+    deny: tuple[ToolName, ...] = ()  # never offered
+    background: tuple[ToolName, ...] = ()  # always run in the background
+
+    @model_validator(mode="after")
+    def _rules_agree(self) -> ToolRules:
+        for other in ("allow", "background"):
+            both = set(self.deny) & set(getattr(self, other))
+            if both:
+                names = ", ".join(sorted(both))
+                raise ValueError(f"{names}: in both deny and {other} (a denied tool is never offered)")
+        return self
+
+
+class McpServerSettings(ToolRules):
+    """A server the conductor calls directly (streamable HTTP). ``auth`` "bearer": the token is the value of
+    the Secrets Manager secret ``token_secret_arn``, read by the functions that call the server (only they
+    may read it). A literal token is the local stack's only, never a template's."""
+
+    name: str
+    url: str
+    auth: Literal["none", "bearer"] = "none"
+    token_secret_arn: str | None = Field(default=None, pattern=SECRET_ARN)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_literal_token(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "token" in data:
+            raise ValueError(
+                "a literal token is for the local stack only (CONDUCTOR_MCP_SERVERS): put the token in a Secrets "
+                'Manager secret and name its ARN in token_secret_arn, with "auth": "bearer"'
+            )
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not MCP_SERVER_NAME.match(value):
+            raise ValueError(f"server name {value!r}: 1-20 lowercase letters, digits or '-', starting with a letter")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return https_url(value)
+
+    @model_validator(mode="after")
+    def _token(self) -> McpServerSettings:
+        if self.auth == "bearer" and self.token_secret_arn is None:
+            raise ValueError(
+                f'server {self.name!r}: "auth": "bearer" needs token_secret_arn (the secret holding the token)'
+            )
+        if self.auth == "none" and self.token_secret_arn is not None:
+            raise ValueError(f'server {self.name!r}: token_secret_arn needs "auth": "bearer"')
+        return self
+
+
+class GatewayTool(_Settings):
+    """One tool of a Lambda target: what the gateway lists and validates the call's arguments against."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str = Field(min_length=1, max_length=1024)
+    input_schema: dict[str, Any]
+
+    @field_validator("input_schema")
+    @classmethod
+    def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_tool_schema(value)
+        return value
+
+
+class McpServerTarget(_Settings):
+    """An MCP server behind the gateway, by its https URL. It is called with no outbound credentials (the
+    gateway's "No authorization"): a server that needs a token is named in ``mcp.servers`` instead."""
+
+    type: Literal["mcp_server"]
+    name: str = Field(pattern=GATEWAY_TARGET_NAME, max_length=32)
+    description: str | None = Field(default=None, min_length=1, max_length=200)
+    url: str
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return https_url(value)
+
+
+class LambdaTarget(_Settings):
+    """A Lambda function behind the gateway, by its ARN, with the tools it serves: the gateway invokes it with
+    its own role (the only outbound authorization Lambda targets take)."""
+
+    type: Literal["lambda"]
+    name: str = Field(pattern=GATEWAY_TARGET_NAME, max_length=32)
+    description: str | None = Field(default=None, min_length=1, max_length=200)
+    function_arn: str = Field(pattern=LAMBDA_FUNCTION_ARN)
+    tools: tuple[GatewayTool, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_tools(self) -> LambdaTarget:
+        names = [tool.name for tool in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"target {self.name!r} names a tool twice")
+        return self
+
+
+GatewayTarget = Annotated[McpServerTarget | LambdaTarget, Field(discriminator="type")]
+
+
+class GatewaySettings(ToolRules):
+    """The stage's Amazon Bedrock AgentCore Gateway (infra/constructs/mcp.py): one MCP endpoint in front of
+    ``targets``, signed in to with the stage's Cognito tokens; the conductor sees it as the server
+    ``gateway``. ``allow``/``deny``/``background`` name its tools as the gateway lists them."""
+
+    enabled: bool = False
+    targets: tuple[GatewayTarget, ...] = ()
+
+    @model_validator(mode="after")
+    def _targets(self) -> GatewaySettings:
+        if self.targets and not self.enabled:
+            raise ValueError('gateway targets are listed but the gateway is off: set "enabled": true or drop them')
+        names = [target.name for target in self.targets]
+        if len(set(names)) != len(names):
+            twice = sorted({name for name in names if names.count(name) > 1})
+            raise ValueError(f"gateway target names must be unique: {', '.join(twice)}")
+        return self
+
+
+class McpSettings(_Settings):
+    """Tools on MCP servers (docs/deploying.md, "Tools on MCP servers"): the servers the conductor calls
+    (``CONDUCTOR_MCP_SERVERS`` of the message function and the turn runner) and the stage's gateway."""
+
+    servers: tuple[McpServerSettings, ...] = ()
+    gateway: GatewaySettings = GatewaySettings()
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> McpSettings:
+        names = [server.name for server in self.servers]
+        if self.gateway.enabled:
+            names.append(GATEWAY_SERVER_NAME)
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            reason = f" ({GATEWAY_SERVER_NAME!r} is the gateway's)" if GATEWAY_SERVER_NAME in twice else ""
+            raise ValueError(f"MCP server names must be unique: {', '.join(twice)}{reason}")
+        return self
+
+    @property
+    def active(self) -> bool:
+        """Whether the conductor calls any MCP server on this stage."""
+        return bool(self.servers) or self.gateway.enabled
+
+    @property
+    def token_secret_arns(self) -> tuple[str, ...]:
+        """The secrets holding the servers' tokens, each once."""
+        return tuple(sorted({s.token_secret_arn for s in self.servers if s.token_secret_arn is not None}))
+
+
 class SpeculationSettings(_Settings):
     """Speculative turns (docs/performance.md, "Speculative turns"): the model starts on the app's partial
     transcript once it has stayed the same ``stable_ms``, before the final one; the final confirms it
@@ -447,6 +670,7 @@ class StageConfig(_Settings):
     speculation: SpeculationSettings = SpeculationSettings()
     fair_share: FairShareSettings = FairShareSettings()
     capacity: CapacitySettings = CapacitySettings()
+    mcp: McpSettings = McpSettings()
 
     @model_validator(mode="before")
     @classmethod
@@ -464,6 +688,15 @@ class StageConfig(_Settings):
     def _auth(self) -> StageConfig:
         if self.auth != "cognito" and "cognito" in self.model_fields_set:
             raise ValueError(f'\'cognito\' settings apply only with "auth": "cognito" (this stage has {self.auth!r})')
+        return self
+
+    @model_validator(mode="after")
+    def _gateway_sign_in(self) -> StageConfig:
+        if self.mcp.gateway.enabled and self.auth != "cognito":
+            raise ValueError(
+                f'mcp.gateway needs "auth": "cognito": the gateway accepts tokens of the stage\'s user pool only '
+                f"(this stage has {self.auth!r})"
+            )
         return self
 
     @model_validator(mode="after")

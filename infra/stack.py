@@ -1,5 +1,6 @@
 """The conductor stack: WebSocket API, the route Lambdas and the turn runner, sign-in (a Cognito user
-pool and the $connect authorizer), the sessions API (HTTP), table, long-term memory, alarms and dashboard."""
+pool and the $connect authorizer), the sessions API (HTTP), table, long-term memory, tools on MCP servers
+(and an AgentCore Gateway), alarms and dashboard."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from infra.constructs.auth import ConductorAuth
 from infra.constructs.dashboard import ConductorDashboard
 from infra.constructs.deadlines import ConductorDeadlines
 from infra.constructs.functions import ConductorFunctions, removal_policy
+from infra.constructs.mcp import ConductorMcp
 from infra.constructs.memory import ConductorMemory
 from infra.constructs.monitoring import ConductorAlarms, Watched
 from infra.constructs.reaper import ConductorSessionReaper
@@ -186,6 +188,14 @@ class ConductorStack(Stack):
             if functions.sessions_api is not None:
                 self.memory.connect("sessionsApi", functions.sessions_api)
 
+        # Tools on MCP servers (mcp.*): $default and the turn runner call them (CONDUCTOR_MCP_SERVERS) and alone
+        # may read their token secrets. Nothing when the stage names no server and has no gateway.
+        self.mcp: ConductorMcp | None = None
+        if config.mcp.active:
+            self.mcp = ConductorMcp(self, "McpServers", config=config, user_pool=self.auth.user_pool)
+            self.mcp.connect(functions.message)
+            self.mcp.connect(functions.turn)
+
         monitored = {
             "connect": functions.connect,
             "message": functions.message,
@@ -238,6 +248,16 @@ class ConductorStack(Stack):
                 description="AgentCore Memory of the stage (CONDUCTOR_MEMORY_ID of the functions that call it)",
             )
             CfnOutput(self, "MemoryArn", value=self.memory.memory_arn, description="ARN of the stage's memory")
+        if self.mcp is not None and self.mcp.gateway is not None:
+            CfnOutput(
+                self,
+                "McpGatewayUrl",
+                value=self.mcp.gateway.url,
+                description="https:// MCP endpoint of the stage's AgentCore Gateway (the server 'gateway')",
+            )
+            CfnOutput(
+                self, "McpGatewayId", value=self.mcp.gateway.gateway_id, description="AgentCore Gateway of the stage"
+            )
         if self.sessions is not None:
             CfnOutput(
                 self,

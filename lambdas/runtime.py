@@ -45,7 +45,10 @@ from shared.flows.speculation_watcher import SpeculationWatcher
 from shared.flows.turn_runner import TurnRunner
 
 if TYPE_CHECKING:  # the sessions API's and the reaper's pieces, imported by the functions that build them
+    from shared.adapters.mcp_client import McpClients
     from shared.adapters.session_records import SessionRecords
+    from shared.flows.mcp_registry import McpRegistry, McpTurns
+    from shared.flows.mcp_runner import McpRunner
     from shared.flows.memory_service import MemoryService
     from shared.flows.session_reaper import SessionReaper
     from shared.flows.session_service import SessionService
@@ -335,6 +338,7 @@ def turn_runner() -> TurnRunner:
         store=store(), summarizer=brain, committer=committer, settings=config, logger=logger, metrics=metrics_sink
     )
     remembered = person_memory()
+    lambda_client = aws_client("lambda", config=_AWS_CONFIG)
     return TurnRunner(
         store=store(),
         brain=brain,
@@ -347,6 +351,65 @@ def turn_runner() -> TurnRunner:
         memory=memory,
         memory_tools=None if remembered is None else memory_tools(remembered, metrics_sink),
         recall=None if remembered is None else MemoryRecall(remembered, config, logger, metrics_sink),
+        mcp=mcp_turns(committer, delivery, LambdaTurnLauncher(lambda_client, config.turn_function)),
+    )
+
+
+MCP_SERVERS_ENV = "CONDUCTOR_MCP_SERVERS"
+
+
+@cache
+def mcp_clients() -> McpClients | None:
+    """The stage's MCP servers (``CONDUCTOR_MCP_SERVERS``); None names none, and the SDK is never imported."""
+    from shared.adapters.mcp.config import servers_from_env
+    from shared.adapters.mcp_client import McpClients
+
+    servers = servers_from_env(os.environ.get(MCP_SERVERS_ENV))
+    return McpClients(servers) if servers else None
+
+
+@cache
+def mcp_registry() -> McpRegistry | None:
+    clients = mcp_clients()
+    if clients is None:
+        return None
+    from shared.core.mcp_tools import ServerRules
+    from shared.flows.mcp_registry import McpRegistry
+
+    rules = [
+        ServerRules(server.name, frozenset(server.allow), frozenset(server.deny), frozenset(server.background))
+        for server in clients.servers
+    ]
+    return McpRegistry(clients, rules, logger, PowertoolsMetrics())
+
+
+def mcp_turns(committer: Committer, delivery: Delivery, launcher: LambdaTurnLauncher) -> McpTurns | None:
+    registry = mcp_registry()
+    if registry is None:
+        return None
+    from shared.flows.mcp_registry import McpTurns
+
+    return McpTurns(registry, committer, delivery, traced(launcher, "launch"))
+
+
+@cache
+def mcp_runner() -> McpRunner:
+    """The calls of tools on MCP servers, made in the turn function (``TurnTask.mcp_calls``)."""
+    from shared.flows.mcp_runner import McpRunner
+
+    runner, clients, registry = turn_runner(), mcp_clients(), mcp_registry()
+    if clients is None or registry is None:
+        raise RuntimeError(f"a task of MCP calls, but {MCP_SERVERS_ENV} names no server")
+    return McpRunner(
+        store=store(),
+        committer=runner.committer,
+        delivery=runner.delivery,
+        registry=registry,
+        clients=clients,
+        settings=settings(),
+        logger=logger,
+        metrics=PowertoolsMetrics(),
+        continue_stream=runner.run,
     )
 
 
@@ -438,6 +501,8 @@ def session_reaper() -> SessionReaper:
 
 def reset() -> None:
     """Forget the container's clients and settings (the local stack and tests re-point them)."""
+    if mcp_clients.cache_info().currsize and (clients := mcp_clients()) is not None:
+        clients.close()  # its event loop's thread and open sessions
     for built in (
         _aws_session,
         settings,
@@ -449,6 +514,9 @@ def reset() -> None:
         deadline_alarms,
         person_memory,
         memory_service,
+        mcp_clients,
+        mcp_registry,
+        mcp_runner,
         session_records,
         session_service,
         session_reaper,

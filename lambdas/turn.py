@@ -6,6 +6,8 @@ a turn with a long answer or a slow build runs as long as the function's timeout
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from typing import Any
 
@@ -14,11 +16,14 @@ from pydantic import ValidationError
 
 from lambdas.runtime import (
     DYNAMODB_REQUESTS_METRIC,
+    MCP_SERVERS_ENV,
     POSTS_METRIC,
     PowertoolsMetrics,
     call_counts,
     lambda_entry,
     logger,
+    mcp_registry,
+    mcp_runner,
     speculation_watcher,
     tracer,
     turn_runner,
@@ -26,6 +31,21 @@ from lambdas.runtime import (
 from shared.adapters.turn_launcher import TurnTask
 
 TURN_RUN_METRIC = "TurnRunMs"
+
+
+def _warm_mcp() -> None:
+    """List the MCP servers' tools once, in the background of a new container: the SDK's import (about
+    a second) and each server's handshake are paid while the container starts, not by a turn."""
+    try:
+        registry = mcp_registry()
+        if registry is not None:
+            registry.offered()
+    except Exception:  # a turn lists them again; a server out of reach is said then
+        logger.exception("MCP servers not listed while the container started")
+
+
+if os.environ.get(MCP_SERVERS_ENV):
+    threading.Thread(target=_warm_mcp, name="mcp-warm", daemon=True).start()
 
 
 @lambda_entry
@@ -39,7 +59,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     tracer.put_annotation("session_id", task.session_id)
     call_counts.reset()
     began = time.monotonic()
-    if task.watch:
+    if task.mcp_calls:
+        mcp_runner().run(task, context.get_remaining_time_in_millis)
+    elif task.watch:
         speculation_watcher().watch(task, context.get_remaining_time_in_millis)
     else:
         turn_runner().run(task, context.get_remaining_time_in_millis)

@@ -54,6 +54,12 @@ case-insensitive; a trailing ``.`` or ``!`` is ignored, as speech-to-text tends 
     Answers with the memory it was sent, in order: the rolling summary (when the system prompt
     carries one), then each message as ``<role>: <its first 80 characters>``.
 
+``tools``
+    Answers with the names of the tools the request offered, in the order given: those of the
+    ``tool_call`` wrapper's spec (its input schema's ``name.enum``, else its description's list),
+    e.g. "I was offered 14 tools: editor.openFile, …, mcp.demo.issues_search." (``offline_offered``);
+    "I was offered no tools." without one.
+
 ``ramble <n>``
     A long plain answer of ``n`` text deltas (1 to 1000) of about three tokens each (``RAMBLE_CHARS``
     characters, whole words): several sentences with commas, full stops and questions, so sentence
@@ -115,6 +121,7 @@ from typing import Any
 
 from conductor_local.bedrock.offline_conductor_tools import conductor_calls
 from conductor_local.bedrock.offline_memory import memory_calls
+from conductor_local.bedrock.offline_offered import is_tools, offered_tools_answer
 from conductor_local.bedrock.offline_readback import literal_wanted, said_literally, said_naturally, said_report
 from conductor_local.bedrock.offline_recall import is_recall, recall_answer, summary_answer, title_answer
 from conductor_local.bedrock.server import (
@@ -238,6 +245,8 @@ class OfflineBrain:
             return message("\n".join(added) or NO_CONTEXT, input_tokens=input_tokens)
         if is_recall(transcript):
             return message(recall_answer(request), input_tokens=input_tokens)
+        if is_tools(transcript):
+            return message(offered_tools_answer(request), input_tokens=input_tokens)
         directive = _TRAILING_MARK.sub("", transcript)
         if (asked := conductor_calls(directive, messages) or memory_calls(directive, messages)) is not None:
             return message(*_tool_uses(asked, _digest(messages)), input_tokens=input_tokens)

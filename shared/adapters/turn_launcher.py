@@ -45,6 +45,8 @@ class TurnTask(BaseModel):
     # A watcher of the person's speech (``shared.flows.speculation_watcher``): ``stream_id`` is then the
     # watch's id, and a stream is started only if a partial transcript stays the same.
     watch: bool = False
+    # Calls of tools on MCP servers to make (``shared.flows.mcp_runner``): ``stream_id`` then only names the task.
+    mcp_calls: list[str] = Field(default_factory=list, alias="mcpCalls", max_length=64)
 
     @classmethod
     def for_stream(
@@ -64,6 +66,17 @@ class TurnTask(BaseModel):
     @classmethod
     def for_watch(cls, state: SessionState, watch_id: str, endpoint: str) -> TurnTask:
         return cls.for_stream(state, watch_id, endpoint).model_copy(update={"watch": True})
+
+    @classmethod
+    def for_mcp(cls, state: SessionState, call_ids: list[str], endpoint: str) -> TurnTask:
+        return cls.model_validate(
+            {
+                "sessionId": state.session_id,
+                "streamId": f"mcp-{call_ids[0]}"[:256],
+                "endpoint": endpoint,
+                "mcpCalls": call_ids,
+            }
+        )
 
     def history_window(self) -> list[Message] | None:
         """The carried history window; None when there is none or it does not parse (then it is read)."""

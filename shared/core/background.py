@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from shared.core.decision import CoreSettings, Decision, Outcome
+from shared.core.decision import CoreSettings, Decision, Outcome, close_round
 from shared.core.messages import cap_tool_result, tool_result_block
 from shared.core.state import BackgroundJob, BackgroundReport, ModelCall, SessionState
 from shared.wire.protocol import ToolResult
@@ -45,6 +45,23 @@ def start_in_background(decision: Decision, call: ModelCall, now: float) -> None
             deadline=call.deadline,
         )
     )
+
+
+def move_to_background(state: SessionState, call_id: str, *, now: float, deadline: float) -> Outcome:
+    """A foreground call still running past its time (a slow tool on an MCP server) goes on in the
+    background: the model hears at once that it started, the turn goes on, the outcome is reported
+    later. Nothing changes when the call is no longer pending (answered, cancelled, the turn gone)."""
+    decision = Decision(state)
+    turn = decision.state.turn
+    call = decision.state.model_call(call_id)
+    if turn is None or turn.tools is None or call is None or call.result is not None or call.held:
+        return decision.outcome()
+    call.deadline = deadline
+    start_in_background(decision, call, now)
+    if not turn.tools.pending():
+        close_round(decision, turn)
+        decision.start_stream(turn, now)
+    return decision.outcome()
 
 
 def job_of(state: SessionState, call_id: str) -> BackgroundJob | None:

@@ -48,6 +48,7 @@ from shared.wire.protocol import (
     ToolCall,
     ToolResult,
 )
+from shared.wire.protocol_tools import MCP_TOOL_PREFIX
 
 MAX_SUMMARY_CHARS = 4000
 
@@ -298,6 +299,8 @@ def handle_session_start(
     if start.last_seq is None and turn is not None and turn.tools is not None:
         for call in turn.tools.pending():
             if call.held or call.sent_to == decision.state.connection_id:  # a held change waits for a yes
+                continue
+            if call.name.startswith(MCP_TOOL_PREFIX):  # the conductor runs it, not the app
                 continue
             call.sent_to = decision.state.connection_id
             decision.send(ToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments))

@@ -24,7 +24,7 @@ from shared.core.confirmation_words import Verdict, describe_change
 from shared.core.decision import CoreSettings, Decision, Outcome, close_round, deadline_of, error_payload
 from shared.core.messages import tool_result_block
 from shared.core.state import ModelCall, OwnPurpose, SessionState, Turn
-from shared.wire.protocol import AUTO_APPROVE_CHANGES, ErrorCode, ToolCall
+from shared.wire.protocol import AUTO_APPROVE_CHANGES, ErrorCode
 
 CONFIRM_WAIT_S = 120.0  # how long a held change waits for the person's answer
 DECLINED = "declined by the user: the change was not made"
@@ -80,7 +80,7 @@ def handle_answer(state: SessionState, said: Verdict, settings: CoreSettings, *,
             call.sent_to = decision.state.connection_id
             call.deadline = now + deadline_of(decision.state, settings, call.name) if now else 0.0
             decision.show("executing")
-            decision.send(ToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments))
+            decision.dispatch(call)
             if background.is_background(decision.state, settings, call.name):  # a long change: the talk goes on
                 background.start_in_background(decision, call, now)
         turn.tools.sent_at = now

@@ -11,7 +11,16 @@ from shared.core.background_report import failure_cards, report_text
 from shared.core.history_ops import HistoryOp, HistoryWriter
 from shared.core.messages import text_block
 from shared.core.speakable import card_patch
-from shared.core.state import CALL_IDS_KEPT, OWN_CALLS_KEPT, ActiveStream, OwnCall, OwnPurpose, SessionState, Turn
+from shared.core.state import (
+    CALL_IDS_KEPT,
+    OWN_CALLS_KEPT,
+    ActiveStream,
+    ModelCall,
+    OwnCall,
+    OwnPurpose,
+    SessionState,
+    Turn,
+)
 from shared.core.usage import finish_turn
 from shared.core.wrapper import OWN_CALL_PREFIX
 from shared.wire.protocol import (
@@ -24,7 +33,7 @@ from shared.wire.protocol import (
     Payload,
     ToolCall,
 )
-from shared.wire.protocol_tools import RESERVED_TOOL_NAMES
+from shared.wire.protocol_tools import MCP_TOOL_PREFIX, RESERVED_TOOL_NAMES
 
 SET_STATE_TOOL = "convo.setState"
 SPEAK_TOOL = "tts.speak"
@@ -117,6 +126,8 @@ class Outcome:
     unnumbered: list[Payload] = field(default_factory=list)
     # Connections another one took over (``taken_over``): each is told so, once, after the commit.
     taken_over: list[str] = field(default_factory=list)
+    # Calls of tools on MCP servers to make now (the conductor runs them: ``shared.flows.mcp_runner``).
+    mcp_calls: list[str] = field(default_factory=list)
 
     def numbered_events(self) -> list[tuple[int, Payload]]:
         return [(self.first_seq + index, payload) for index, payload in enumerate(self.events)]
@@ -155,10 +166,19 @@ class Decision:
         self.parts_dropped: list[tuple[str, int]] = []
         self.unnumbered: list[Payload] = []
         self.taken_over: list[str] = []
+        self.mcp_calls: list[str] = []
         self.now: float | None = None  # when known: the time of a turn's first tts.speak
 
     def send(self, payload: Payload) -> None:
         self.events.append(payload)
+
+    def dispatch(self, call: ModelCall) -> None:
+        """A model's call goes out: to the device it was routed to, or, for a tool on an MCP server,
+        to the conductor's own runner of those calls (the devices are not sent it)."""
+        if call.name.startswith(MCP_TOOL_PREFIX):
+            self.mcp_calls.append(call.call_id)
+        else:
+            self.send(ToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments))
 
     def own_call(self, name: str, arguments: dict[str, str], purpose: OwnPurpose, turn_id: str) -> None:
         unrecorded = UNRECORDED_CALL_PREFIXES.get(purpose)
@@ -257,6 +277,7 @@ class Decision:
             self.parts_dropped,
             unnumbered=self.unnumbered,
             taken_over=self.taken_over,
+            mcp_calls=self.mcp_calls,
         )
 
 

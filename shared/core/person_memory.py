@@ -75,10 +75,6 @@ def project_namespace(actor: str, project: str) -> str:
     return f"/people/{actor}/projects/{project}"
 
 
-def session_namespace(actor: str, session_id: str) -> str:
-    return f"/people/{actor}/sessions/{session_id}"
-
-
 def memory_session_id(session_id: str) -> str:
     """The session id as the memory takes it (letters, digits, ``-`` and ``_``: a UUID already is)."""
     return session_id if _SESSION.fullmatch(session_id) else re.sub(r"[^a-zA-Z0-9_-]", "-", session_id)[:100]
@@ -126,10 +122,6 @@ def placed(actor: str, namespace: str) -> tuple[Kind, Scope, str | None] | None:
     if rest[0] == "sessions":
         return "summary", "session", None
     return "fact", "person", None
-
-
-def belongs_to(actor: str, namespaces: Iterable[str]) -> bool:
-    return any(placed(actor, namespace) is not None for namespace in namespaces)
 
 
 # ---- guardrails ----------------------------------------------------------------------------------

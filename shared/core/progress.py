@@ -26,7 +26,7 @@ from shared.core.decision import SPEAK_TOOL, CoreSettings, Decision, Outcome
 from shared.core.messages import tool_result_block
 from shared.core.state import BackgroundJob, ModelCall, OwnPurpose, Progress, SessionState, ToolRound
 from shared.wire.protocol import ToolCancel, ToolProgress
-from shared.wire.protocol_tools import CANCEL_TOOL, STATUS_TOOL
+from shared.wire.protocol_tools import CANCEL_TOOL, MCP_TOOL_PREFIX, STATUS_TOOL
 
 LISTENING_RETRY_S = 2.0
 """A sentence put off because the person speaks is tried again this much later."""
@@ -48,7 +48,9 @@ def handle_tool_progress(
     if kept is not None and (kept.said_at, kept.fraction or 0.0) > (said, progress.fraction or 0.0):
         return decision.outcome()
     target.progress = Progress(fraction=progress.fraction, message=progress.message.strip(), at=now, said_at=said)
-    if decision.state.devices:  # the other devices show it (``shared.flows.delivery`` leaves out the runner)
+    # The other devices show it (``shared.flows.delivery`` leaves out the runner); every device, for a
+    # call the conductor runs on an MCP server (no device knows of it otherwise).
+    if decision.state.devices or target.name.startswith(MCP_TOOL_PREFIX):
         decision.unnumbered.append(
             ToolProgress(
                 call_id=progress.call_id,
@@ -154,7 +156,8 @@ def cancel(decision: Decision, call: ModelCall, now: float) -> tuple[str, bool]:
         target = next(other for other in decision.state.turn.tools.calls if other.call_id == call_id)
         target.parts = None
         target.result = tool_result_block(target.tool_use_id, f"cancelled: {reason}", error=True)
-    decision.send(ToolCancel(call_id=call_id, name=name, reason=reason))
+    if not name.startswith(MCP_TOOL_PREFIX):  # a call on an MCP server: its runner sees it and cancels it there
+        decision.send(ToolCancel(call_id=call_id, name=name, reason=reason))
     decision.notes.append(f"tool call {call_id} ({name}) cancelled by the model")
     return json.dumps({"cancelled": True, "callId": call_id, "name": name}), False
 

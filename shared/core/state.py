@@ -317,6 +317,10 @@ class SessionState(_Model):
     # What is remembered of the person from earlier sessions (``shared.core.person_memory``): the
     # block's lines, bounded, read at the session's start and kept up to date by the memory tools.
     remembered: list[str] = Field(default_factory=list)
+    # Calls of tools on MCP servers already made (recorded before the call: MCP has no idempotency,
+    # so a call is never made twice), and the servers the person was told cannot be reached.
+    mcp_started: list[str] = Field(default_factory=list)
+    mcp_unreachable: list[str] = Field(default_factory=list)
 
     def memory_write_due(self, now: float) -> bool:
         """Whether a runner announced a memory write that may still land after ``now``."""

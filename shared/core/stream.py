@@ -3,10 +3,11 @@ message ends (every Bedrock stop reason), and a stream that failed or lost its r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from shared.core import background, confirming, devices, person_memory, progress
+from shared.core import background, confirming, devices, mcp_tools, person_memory, progress
 from shared.core.decision import (
     CoreSettings,
     Decision,
@@ -19,13 +20,14 @@ from shared.core.decision import (
 )
 from shared.core.failure_lines import FailureCause, failure_line
 from shared.core.inline_reasoning import reasoning_words, without_reasoning
+from shared.core.mcp_tools import Offered
 from shared.core.messages import ERROR_MARKER, text_block, tool_result_block
 from shared.core.model_output import ModelMessage
 from shared.core.person_memory import MemoryAnswer
 from shared.core.speakable import Answer, card_patch, split_answer
 from shared.core.state import ActiveStream, ModelCall, OwnPurpose, SessionState, ToolRound, Turn, Usage
-from shared.core.wrapper import RejectedUse, unwrap_tool_use
-from shared.wire.protocol import AssistantSpeechFinal, AssistantUIPatch, ErrorCode, ToolCall
+from shared.core.wrapper import RejectedUse, UnwrappedCall, unwrap_tool_use
+from shared.wire.protocol import AssistantSpeechFinal, AssistantUIPatch, ErrorCode
 from shared.wire.protocol_tools import CONDUCTOR_TOOL_NAMES, MEMORY_TOOL_NAMES
 
 STALL_FALLBACK_LINE = "Sorry, I lost my train of thought. Could you say that again?"
@@ -164,6 +166,9 @@ class StreamReport:
     # The memory tools' answers, by tool use id: the runner made their calls (they need I/O) before
     # reporting (``shared.flows.memory_calls``).
     memory_answers: Mapping[str, MemoryAnswer] = field(default_factory=dict)
+    # The tools of the stage's MCP servers the runner offered this request, by the name the model
+    # calls them (``shared.core.mcp_tools``); servers the runner could not reach, to tell the model once.
+    mcp_tools: Mapping[str, Offered] = field(default_factory=dict)
 
 
 def stream_finished(state: SessionState, report: StreamReport, settings: CoreSettings) -> Outcome:
@@ -212,12 +217,15 @@ def stream_finished(state: SessionState, report: StreamReport, settings: CoreSet
         decision.end_turn(turn, now)
         return decision.outcome()
     taken = set(decision.state.recent_call_ids)
+    known = tool_names(decision.state, settings) | set(report.mcp_tools)
+    if len(report.mcp_tools) > mcp_tools.MAX_SHOWN:
+        known |= {mcp_tools.SEARCH_TOOL}
     for use in message.tool_uses:
         unwrapped = unwrap_tool_use(
             use.tool_use_id,
             use.name,
             use.input,
-            catalog_names=tool_names(decision.state, settings),
+            catalog_names=known,
             taken_call_ids=taken,
         )
         if isinstance(unwrapped, RejectedUse):
@@ -225,6 +233,9 @@ def stream_finished(state: SessionState, report: StreamReport, settings: CoreSet
             decision.send(error_payload(ErrorCode.INVALID_TOOL_CALL, unwrapped.reason))
             continue
         taken.add(unwrapped.call_id)
+        if unwrapped.name == mcp_tools.SEARCH_TOOL or unwrapped.name in report.mcp_tools:
+            _mcp_call(decision, turn, round_, use.tool_use_id, unwrapped, report, settings, now)
+            continue
         runs_it = devices.tool_device(decision.state, unwrapped.name, settings)
         if runs_it is None and unwrapped.name not in CONDUCTOR_TOOL_NAMES:
             reason = f"no device of the session runs {unwrapped.name} right now: it is unavailable"
@@ -251,7 +262,7 @@ def stream_finished(state: SessionState, report: StreamReport, settings: CoreSet
             confirming.hold(decision, turn, call, now, settings)
             continue
         decision.show("executing")
-        decision.send(ToolCall(call_id=unwrapped.call_id, name=unwrapped.name, arguments=unwrapped.arguments))
+        decision.dispatch(call)
         if background.is_background(decision.state, settings, call.name):
             background.start_in_background(decision, call, now)
     confirming.listen(decision, turn)
@@ -263,6 +274,49 @@ def stream_finished(state: SessionState, report: StreamReport, settings: CoreSet
         assert turn.stream is not None
         turn.stream.runner, turn.stream.deadline = stream.runner, stream.deadline
     return decision.outcome()
+
+
+def _mcp_call(
+    decision: Decision,
+    turn: Turn,
+    round_: ToolRound,
+    tool_use_id: str,
+    unwrapped: UnwrappedCall,
+    report: StreamReport,
+    settings: CoreSettings,
+    now: float,
+) -> None:
+    """A call of a tool on an MCP server: the conductor runs it (no device is sent it), at once when
+    the tool only reads, after the person's yes when it may change things; ``mcp.search`` is answered here."""
+    call = ModelCall(
+        call_id=unwrapped.call_id,
+        tool_use_id=tool_use_id,
+        name=unwrapped.name,
+        arguments=unwrapped.arguments,
+        deadline=now + deadline_of(decision.state, settings, unwrapped.name) if now else 0.0,
+    )
+    round_.calls.append(call)
+    if unwrapped.name == mcp_tools.SEARCH_TOOL:
+        query = str(_arguments(unwrapped.arguments).get("query") or "")
+        answer = mcp_tools.search(list(report.mcp_tools.values()), query)
+        call.result = tool_result_block(tool_use_id, answer, error=False)
+        return
+    offered = report.mcp_tools[unwrapped.name]
+    if offered.asks_first:
+        confirming.hold(decision, turn, call, now, settings)
+        return
+    decision.show("executing")
+    decision.dispatch(call)
+    if offered.background:
+        background.start_in_background(decision, call, now)
+
+
+def _arguments(text: str) -> dict[str, object]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _count_usage(turn: Turn, usage: Usage | None, first_partial_at: float | None, first_speak_at: float | None) -> None:

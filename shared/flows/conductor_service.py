@@ -405,6 +405,8 @@ class ConductorService:
             session_ready.answer(self.delivery.gateway, self.store, request, decided_on[-1], state, payload)
         if isinstance(payload, UserAudioTranscriptFinal) and self.settings.speculation:
             self._count_speculation(decided_on[-1], committed.state)
+        if committed.outcome.mcp_calls:  # the person said yes to calls of tools on MCP servers
+            self._launch(TurnTask.for_mcp(state, committed.outcome.mcp_calls, request.endpoint))
         if committed.outcome.watch:
             self._launch_watcher(TurnTask.for_watch(state, committed.outcome.watch, request.endpoint))
         if committed.run_model:

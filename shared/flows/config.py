@@ -66,6 +66,8 @@ class Settings(BaseModel):
     # The AgentCore Memory the conductor remembers people in across sessions (empty: it remembers
     # nothing, and the model is offered no memory tools).
     memory_id: str = ""
+    # A call of a tool on an MCP server still running after this long goes on in the background.
+    mcp_foreground_s: float = Field(default=12.0, gt=0, le=600)
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     catalog: list[ClientTool] = Field(default_factory=default_catalog)
     max_frame_bytes: int = Field(default=128 * 1024, ge=256)
@@ -227,6 +229,7 @@ class Settings(BaseModel):
             "prices": "CONDUCTOR_PRICES",
             "daily_budget_usd": "CONDUCTOR_DAILY_BUDGET_USD",
             "memory_id": "CONDUCTOR_MEMORY_ID",
+            "mcp_foreground_s": "CONDUCTOR_MCP_FOREGROUND_S",
         }
         values: dict[str, object] = {field: env[var] for field, var in names.items() if env.get(var)}
         catalog_path = env.get("CONDUCTOR_TOOL_CATALOG")

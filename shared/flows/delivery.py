@@ -28,6 +28,7 @@ from shared.flows.commit import (
     error_metric_name,
 )
 from shared.wire.protocol import DEFAULT_DEVICE_ID, DISPLAY, VOICE, ErrorCode, error_event
+from shared.wire.protocol_tools import MCP_TOOL_PREFIX
 
 TAKEN_OVER_MESSAGE = (
     "another connection took this session over: this one hears nothing more of it (do not reconnect on your own)"
@@ -218,6 +219,7 @@ class Delivery:
 
 
 _PROGRESS = "progress"  # an unnumbered frame for the devices that show or say progress
+MCP_RUNNER = "conductor"  # who runs a call of a tool on an MCP server (no device)
 _ROLES = "roles"  # an unnumbered frame for the devices whose roles allow an action
 _FOR_ROLES = {
     "vocabulary": Action.HEAR_VOCABULARY,
@@ -246,6 +248,9 @@ def _about_other(frame: str, state: SessionState) -> str | None:
             call = state.model_call(call_id)
             job = next((job for job in state.background if job.call_id == call_id), None)
             runner = call.device if call is not None else job.device if job is not None else None
+            name = call.name if call is not None else job.name if job is not None else ""
+            if name.startswith(MCP_TOOL_PREFIX):  # the conductor runs it: every device that shows progress
+                return f"{_PROGRESS}:{MCP_RUNNER}"
             return f"{_PROGRESS}:{runner or state.device_id}"
         joined = kind["devicesChanged"].get("joined")
         return joined if isinstance(joined, str) else None

@@ -161,7 +161,8 @@ class SpeculationWatcher:
         if self.runner.memory is not None:  # the request's size as the memory budget counts it: all of it
             fitted = self.runner.memory.fit(state, window)
             messages, chars = fitted.messages, fitted.chars
-        tools = self.runner.session_tools(state)
+        offered = self.runner.mcp.offered()[0] if self.runner.mcp is not None else {}
+        tools = self.runner.session_tools(state, offered)
         held = self.runner.spend_guard.reserve(state, messages)  # raises OverBudget: nothing is sent
         context, _names_heard = self.runner.request_context.for_request(state, messages, words=step.text)
         prefetch = Prefetch(

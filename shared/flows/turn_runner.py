@@ -19,9 +19,10 @@ from shared.adapters.brain import BrainError
 from shared.adapters.model_prefetch import Prefetch
 from shared.adapters.store import SessionStore
 from shared.adapters.turn_launcher import TurnTask
-from shared.core import conductor
+from shared.core import conductor, mcp_tools
 from shared.core.decision import Outcome, StreamSuperseded
 from shared.core.failure_lines import FailureCause, bedrock_cause
+from shared.core.mcp_tools import Offered
 from shared.core.messages import Message, shrink_window
 from shared.core.model_output import ModelMessage
 from shared.core.speech import Pacing, SegmentText
@@ -40,6 +41,7 @@ from shared.core.wrapper import ClientTool
 from shared.flows.commit import Committer, ConductorBusy, Metrics
 from shared.flows.config import Settings
 from shared.flows.delivery import Delivery
+from shared.flows.mcp_registry import McpTurns
 from shared.flows.memory_keeper import Fitted, MemoryKeeper
 from shared.flows.memory_recall import MemoryRecall
 from shared.flows.memory_tools import MemoryTools
@@ -122,11 +124,13 @@ class TurnRunner:
         memory: MemoryKeeper | None = None,
         memory_tools: MemoryTools | None = None,
         recall: MemoryRecall | None = None,
+        mcp: McpTurns | None = None,
     ) -> None:
         self.alarms = alarms
         self.memory = memory
         self.memory_tools = memory_tools
         self.recall = recall
+        self.mcp = mcp  # the MCP servers' tools: offered, and their calls launched
         self.store = store
         self.brain = brain
         self.committer = committer
@@ -367,6 +371,7 @@ class TurnRunner:
         ratio = None if self.memory is None else self.memory.calibration(state, run.fitted, message.usage)
         run.window = messages
         run.final_text = None
+        mcp_offered = self.mcp.offered()[0] if self.mcp is not None else {}
         memory_answers = (
             self.memory_tools.answers(state, message.tool_uses, time.time())
             if self.memory_tools is not None and message.stop_reason == "tool_use"
@@ -387,6 +392,7 @@ class TurnRunner:
                 first_partial_at=run.figures.first_partial_at,
                 first_speak_at=run.figures.first_speak_at,
                 memory_answers=memory_answers,
+                mcp_tools=mcp_offered,
             )
             outcome = stream_finished(fresh, report, self.settings.core)
             if self.memory is not None and outcome.run_model is None:  # the run's last commit
@@ -401,6 +407,8 @@ class TurnRunner:
         self.metrics.count("ToolCalls", len(message.tool_uses))
         self.delivery.deliver(task.endpoint, committed)
         self._arm_deadline(task, committed.state)
+        if self.mcp is not None:
+            self.mcp.launch(committed.outcome.mcp_calls, committed.state, task.endpoint)
         return committed.run_model, committed.state
 
     def _arm_deadline(self, task: TurnTask, state: SessionState) -> None:
@@ -414,11 +422,14 @@ class TurnRunner:
             self.log.exception("tool deadline not armed", extra={"session_id": task.session_id})
             self.metrics.count("DeadlineAlarmFailures")
 
-    def session_tools(self, state: SessionState) -> list[ClientTool] | None:
-        """The app's declared tools and the catalog's protocol calls (None: the whole catalog)."""
+    def session_tools(self, state: SessionState, offered: dict[str, Offered] | None = None) -> list[ClientTool] | None:
+        """The app's declared tools and the catalog's protocol calls (None: the whole catalog), with the
+        MCP servers' tools ``offered`` (``shared.core.mcp_tools.shown``)."""
+        extra = mcp_tools.shown(list(offered.values())) if offered else []
         if state.tools is None:
-            return None
-        return [*state.tools, *(tool for tool in self.settings.catalog if tool.name in RESERVED_TOOL_NAMES)]
+            return [*self.settings.catalog, *extra] if extra else None
+        own = (tool for tool in self.settings.catalog if tool.name in RESERVED_TOOL_NAMES)
+        return [*state.tools, *own, *extra]
 
     def _stream_message(
         self, run: _Run, state: SessionState, messages: list[Message], message: ModelMessage
@@ -445,8 +456,11 @@ class TurnRunner:
             requested, items = prefetched.requested_at, prefetched.items()
         else:
             held = self.spend_guard.reserve(state, messages)  # raises OverBudget: nothing is sent
+            offered: dict[str, Offered] = {}
+            if self.mcp is not None:
+                offered, state = self.mcp.offered_telling(run.task, state)
             requested = time.monotonic()
-            tools = self.session_tools(state)
+            tools = self.session_tools(state, offered)
             context, names_heard = self.request_context.for_request(state, messages)
 
             def sent() -> None:  # in the model's shadow: the stream's claim, then what was heard

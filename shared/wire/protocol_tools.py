@@ -31,6 +31,8 @@ CANCEL_TOOL = "conductor.cancel"
 MEMORY_TOOL_NAMES = frozenset({"memory.search", "memory.write", "memory.forget"})
 CONDUCTOR_TOOL_NAMES = frozenset({STATUS_TOOL, CANCEL_TOOL, *MEMORY_TOOL_NAMES})
 RESERVED_TOOL_NAMES = frozenset({"tts.speak", "convo.setState", *CONDUCTOR_TOOL_NAMES})
+# Tools on the MCP servers a stage names are offered as ``mcp.<server>.<tool>`` (``shared.core.mcp_tools``).
+MCP_TOOL_PREFIX = "mcp."
 
 
 def compact_size(value: Any) -> int:
@@ -89,6 +91,8 @@ class DeclaredTool(BaseModel):
     def _checked(self) -> DeclaredTool:
         if self.name in RESERVED_TOOL_NAMES:
             raise ValueError(f"tool {self.name!r}: the name is the protocol's own call")
+        if self.name.startswith(MCP_TOOL_PREFIX):
+            raise ValueError(f"tool {self.name!r}: names beginning {MCP_TOOL_PREFIX!r} are the MCP servers' tools")
         size = compact_size(self.arguments)
         if size > MAX_TOOL_SCHEMA_BYTES:
             raise ValueError(f"tool {self.name!r}: arguments schema is {size} bytes, over {MAX_TOOL_SCHEMA_BYTES}")

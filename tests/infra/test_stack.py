@@ -776,6 +776,8 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
     assert "ToolDeadlinesQueue" in ref_of(env.pop("CONDUCTOR_DEADLINE_QUEUE_URL"))  # parts' deadlines
     # what the person's memory holds, read when a session starts (tests/infra/test_memory.py)
     assert ref_of(env.pop("CONDUCTOR_MEMORY_ID")) == any_stage.one("AWS::BedrockAgentCore::Memory")[0]
+    # the MCP servers it calls, where the stage has any (tests/infra/test_mcp.py)
+    assert (env.pop("CONDUCTOR_MCP_SERVERS", None) is not None) is config.mcp.active
     assert env == {
         "BEDROCK_MODEL_ID": config.bedrock.model_id,
         "BEDROCK_REGION": config.bedrock_region,

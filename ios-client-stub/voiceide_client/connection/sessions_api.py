@@ -120,15 +120,6 @@ class SessionsApi:
     def memories(self, *, limit: int | None = None, cursor: str | None = None) -> Any:
         return self._call("GET", "", {"limit": limit, "cursor": cursor}, base=self.memories_url)
 
-    def all_memories(self) -> Iterator[Any]:
-        cursor: str | None = None
-        while True:
-            page = self.memories(limit=100, cursor=cursor)
-            yield from page["memories"]
-            cursor = page.get("nextCursor")
-            if not cursor:
-                return
-
     def forget(self, memory_id: str) -> None:
         self._call("DELETE", f"/{quote(memory_id, safe='')}", base=self.memories_url)
 
