@@ -182,6 +182,11 @@ def result_text(server: str, tool: str, result: McpResult) -> str:
     )
 
 
+def unreachable_block(servers: Sequence[str]) -> str:
+    """What the model's requests carry while servers are out of reach (the person heard it once)."""
+    return f'<context kind="tool servers">\n{unreachable_line(servers)} The person was told.\n</context>'
+
+
 def unreachable_line(servers: Sequence[str]) -> str:
     """The one line the model (and so the person) is told when servers cannot be reached."""
     names = ", ".join(servers)

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from shared.core import devices, person_memory, workspace_context
+from shared.core import devices, mcp_tools, person_memory, workspace_context
 from shared.core.identifiers import KnownName, NameIndex, NameMatch
 from shared.core.messages import Message
 from shared.core.roles import Action
@@ -75,6 +75,8 @@ class RequestContext:
         remembered = person_memory.block(state.remembered)
         if remembered is not None:
             blocks = [remembered, *blocks]
+        if state.mcp_unreachable:  # why the model has none of their tools
+            blocks = [*blocks, mcp_tools.unreachable_block(state.mcp_unreachable)]
         if not found:
             return blocks, None
         shown = NamesHeard(

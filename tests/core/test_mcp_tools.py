@@ -144,5 +144,6 @@ def test_a_server_out_of_reach_is_said_once_and_again_after_it_came_back() -> No
     assert lines == ["The tool server demo can't be reached right now; its tools are left out."]
     again = mcp_tools.reachability(told.state, ["demo"], "turn-1")
     assert again.events == []
+    assert "demo can't be reached" in mcp_tools.unreachable_block(again.state.mcp_unreachable)
     back = mcp_tools.reachability(again.state, [], "turn-1")
     assert back.state.mcp_unreachable == [] and back.events == []

@@ -129,6 +129,8 @@ async def test_a_server_gone_mid_session_is_said_once_and_its_tools_are_left_out
         mcp_stack.mcp_demo.stop()
         first = await phone.say('call mcp.demo.issues_search {"query": "crash"}', timeout=TURN_TIMEOUT_S)
         later = await phone.say("tools", timeout=TURN_TIMEOUT_S)
+        context = await phone.say("context", timeout=TURN_TIMEOUT_S)  # the model is told why
     said = spoken(first) + spoken(later)
     assert said.count("The tool server demo can't be reached right now; its tools are left out.") == 1
     assert "mcp.demo." not in later.final_text
+    assert "The tool server demo can't be reached right now" in context.final_text
