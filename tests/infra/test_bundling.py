@@ -27,7 +27,16 @@ from infra import bundling
 from infra.app import SYNTH_ONLY_RULE
 
 ROOT = bundling.PROJECT_ROOT
-RUNTIME_DEPENDENCIES = {"boto3", "aws-lambda-powertools", "pydantic", "pyjwt", "jsonschema", "rapidfuzz", "jellyfish"}
+RUNTIME_DEPENDENCIES = {
+    "boto3",
+    "aws-lambda-powertools",
+    "pydantic",
+    "pyjwt",
+    "jsonschema",
+    "rapidfuzz",
+    "jellyfish",
+    "mcp",
+}
 EM_AARCH64 = 183
 PYC_TAG = f"cpython-{bundling.PYTHON_VERSION.replace('.', '')}"
 UNCHECKED_HASH_FLAGS = 0b01  # PEP 552: hash-based, check_source unset

@@ -770,7 +770,7 @@ def test_timeouts_memory_and_environment(any_stage: Synth) -> None:
     props = message["Properties"]
     assert props["Timeout"] == config.lambdas.message_timeout_seconds <= 29  # API Gateway's integration timeout
     assert props["MemorySize"] == config.lambdas.message_memory_mb
-    env = props["Environment"]["Variables"]
+    env = dict(props["Environment"]["Variables"])  # a copy: the synth is shared by the session's tests
     assert ref_of(env.pop("CONDUCTOR_TABLE")) == table_id
     assert ref_of(env.pop("CONDUCTOR_TURN_FUNCTION")) == any_stage.function(TURN_HANDLER)[0]
     assert "ToolDeadlinesQueue" in ref_of(env.pop("CONDUCTOR_DEADLINE_QUEUE_URL"))  # parts' deadlines

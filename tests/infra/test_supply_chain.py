@@ -23,7 +23,16 @@ from infra.app import SYNTH_ONLY_REFUSAL, SYNTH_ONLY_RULE
 from tests.infra.conftest import Synth
 
 ROOT = bundling.PROJECT_ROOT
-LAMBDA_DEPENDENCIES = {"boto3", "aws-lambda-powertools", "pydantic", "pyjwt", "jsonschema", "rapidfuzz", "jellyfish"}
+LAMBDA_DEPENDENCIES = {
+    "boto3",
+    "aws-lambda-powertools",
+    "pydantic",
+    "pyjwt",
+    "jsonschema",
+    "rapidfuzz",
+    "jellyfish",
+    "mcp",
+}
 REQUIREMENTS_SOURCE = "-r lambdas/requirements.txt"  # how the lock names its input in "# via"
 SHA256 = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!-]+)$")

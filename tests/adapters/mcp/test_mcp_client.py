@@ -342,7 +342,8 @@ def test_closed_clients_call_no_more(server: LoopbackMcpServer) -> None:
 def test_importing_the_client_does_not_import_the_sdk() -> None:
     script = (
         "import sys\n"
-        "from shared.adapters.mcp_client import McpClients, servers_from_env\n"
+        "from shared.adapters.mcp.config import servers_from_env\n"
+        "from shared.adapters.mcp_client import McpClients\n"
         'McpClients(servers_from_env(\'[{"name": "demo", "url": "http://127.0.0.1:9/mcp"}]\'))\n'
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'httpx2'))\n"
         "print(loaded)\n"
