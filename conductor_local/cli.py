@@ -237,6 +237,9 @@ def run_local(args: argparse.Namespace) -> int:
             print(f"  try it: {sign_in_command(stack)}    (Ctrl-C to stop)", flush=True)
         print(f"  console: {stack.console_url}    (talk to it in a browser)", flush=True)
         print(f"  sessions API: {stack.sessions_url}    (docs/sessions-api.md)", flush=True)
+        if stack.memory_endpoint is not None:
+            memory = stack.memory_endpoint
+            print(f"  memory: the local AgentCore Memory at {memory}    (what it remembers of you)", flush=True)
         for line in mcp_lines(stack):
             print(line, flush=True)
         while not stop.wait(0.5):
