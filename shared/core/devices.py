@@ -32,6 +32,7 @@ from shared.wire.protocol import (
     SessionStart,
     ToolCall,
 )
+from shared.wire.protocol_tools import MCP_TOOL_PREFIX
 from shared.wire.wire_formats import format_timestamp
 
 
@@ -317,18 +318,22 @@ def shows_partials(state: SessionState, recipient: Recipient) -> bool:
 
 def may_answer(state: SessionState, connection_id: str, call_id: str) -> bool:
     """Whether a result (or progress) for ``call_id`` may come from this connection: from the
-    device it was sent to (any of its connections), or any device when it was not routed."""
-    if not state.devices:
-        return True
-    device = device_of(state, connection_id)
+    device it was sent to (any of its connections), or any device when it was not routed; never for
+    a call of a tool on an MCP server (the conductor makes it: no device was sent it)."""
     turn = state.turn
     call = state.model_call(call_id) if turn is not None else None
     if call is None:
         call = previewed(state, call_id)
+    job = next((job for job in state.background if job.call_id == call_id), None)
+    name = call.name if call is not None else job.name if job is not None else ""
+    if name.startswith(MCP_TOOL_PREFIX):
+        return False
+    if not state.devices:
+        return True
+    device = device_of(state, connection_id)
     owner = call.device if call is not None else None
-    if owner is None:
-        job = next((job for job in state.background if job.call_id == call_id), None)
-        owner = job.device if job is not None else None
+    if owner is None and job is not None:
+        owner = job.device
     return owner is None or owner == device
 
 

@@ -106,6 +106,7 @@ class _Run:
     # The events of the decision that launched the task alongside its write, until posted.
     decision_frames: list[tuple[int, str]] = field(default_factory=list)
     window: list[Message] | None = None  # the last request's messages
+    offered: dict[str, Offered] | None = None  # the MCP tools the last request offered (None: not asked)
     final_text: str | None = None  # the text of the message that ended the turn (None: it did not end here)
 
 
@@ -371,7 +372,9 @@ class TurnRunner:
         ratio = None if self.memory is None else self.memory.calibration(state, run.fitted, message.usage)
         run.window = messages
         run.final_text = None
-        mcp_offered = self.mcp.offered()[0] if self.mcp is not None else {}
+        mcp_offered = run.offered  # a promoted speculation's first message asked none: listed now
+        if mcp_offered is None:
+            mcp_offered = self.mcp.offered()[0] if self.mcp is not None else {}
         memory_answers = (
             self.memory_tools.answers(state, message.tool_uses, time.time())
             if self.memory_tools is not None and message.stop_reason == "tool_use"
@@ -459,6 +462,7 @@ class TurnRunner:
             offered: dict[str, Offered] = {}
             if self.mcp is not None:
                 offered, state = self.mcp.offered_telling(run.task, state)
+            run.offered = offered  # what the message's tool calls are decided against
             requested = time.monotonic()
             tools = self.session_tools(state, offered)
             context, names_heard = self.request_context.for_request(state, messages)

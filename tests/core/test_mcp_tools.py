@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from shared.core import background, conductor, confirming, mcp_tools, progress
+from shared.core import background, conductor, confirming, devices, mcp_tools, progress
 from shared.core.confirmation_words import Verdict
 from shared.core.decision import CoreSettings
 from shared.core.mcp_tools import McpResult, McpTool, ServerRules
@@ -147,3 +147,11 @@ def test_a_server_out_of_reach_is_said_once_and_again_after_it_came_back() -> No
     assert "demo can't be reached" in mcp_tools.unreachable_block(again.state.mcp_unreachable)
     back = mcp_tools.reachability(again.state, [], "turn-1")
     assert back.state.mcp_unreachable == [] and back.events == []
+
+
+def test_no_device_may_answer_a_call_the_conductor_makes_and_the_reply_is_the_unknown_ids() -> None:
+    state = uses(streaming(), ("mcp.demo.issues_search", {"query": "crash"}, "r1")).state
+    assert not devices.may_answer(state, "c1", "r1")  # the session's own connection included
+    moved = background.move_to_background(state, "r1", now=120.0, deadline=700.0).state
+    assert not devices.may_answer(moved, "c1", "r1")  # and as a background job
+    assert devices.may_answer(state, "c1", "some-app-call")  # the app's own calls as before
