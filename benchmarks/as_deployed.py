@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from benchmarks import aws_latencies as aws
 from benchmarks.barge_in import _is_idle, _is_partial
 from benchmarks.bench_stack import bench_stack
+from benchmarks.context_cost import model_cache_minimum, stage_env
 from benchmarks.deployed_goals import best_imports, measured_figures, report_goals
 from benchmarks.deployed_latency import Injector, phone_link, time_sliced
 from benchmarks.figures import percentile
@@ -127,7 +128,10 @@ def run_flow(
     model = aws.MODELS[stage]
     pace = ModelPace(first_token_s=model.first_token.p50_ms / 1000, tokens_per_s=model.tokens_per_s)
     figures = FlowFigures(stage, flow.name)
-    with bench_stack(pace, False, flow.env) as bench:
+    model_id, model_env = stage_env(stage)  # the stage's model, request fields and prices, caching on
+    with bench_stack(pace, False, {**model_env, **flow.env}) as bench:
+        # The endpoint estimates characters / 4: its cache starts where the stage's model would.
+        bench.stack.bedrock_server.prompt_cache.min_tokens = model_cache_minimum(model_id)
         sampler = aws.Sampler(seed)
         injector = Injector(bench.stack, sampler, model, cold_rate=cold_rate, import_ms=import_ms).install()
         try:

@@ -139,6 +139,55 @@ PHONE_NETWORKS: dict[str, Latency] = {
 }
 
 
+PUBLISHED_TTFT_INPUT_TOKENS = 1_000
+PUBLISHED_TTFT_SOURCE = (
+    "https://artificialanalysis.ai/methodology/performance-benchmarking (the site's default workload, "
+    "which its TTFT figures quote: about 1,000 input tokens, 1,000 output; longer prompts give a longer TTFT)"
+)
+PROMPT_CACHE_LATENCY_SOURCE = (
+    "https://www.anthropic.com/news/prompt-caching (Claude 3.5 Sonnet, time to first token: a 100,000-token "
+    "book 11.5 s uncached, 2.4 s cached; a 10,000-token many-shot prompt 1.6 s, 1.1 s; a 10-turn conversation "
+    "with a long system prompt about 10 s, 2.5 s); https://docs.aws.amazon.com/bedrock/latest/userguide/"
+    "prompt-caching.html (cached input skips recomputation; AWS quotes up to 85 % lower latency)"
+)
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """What the input adds to the time to first token beyond the published figure: the model reads
+    every uncached token (written to the cache or not) at ``uncached_ms_per_token`` and a token read
+    from the cache at ``cached_ms_per_token``; the published TTFT already holds the reading of
+    ``reference_tokens`` uncached tokens. Claude's own token counts (not the local endpoint's
+    characters / 4)."""
+
+    uncached_ms_per_token: float
+    cached_ms_per_token: float
+    source: str
+    reference_tokens: int = PUBLISHED_TTFT_INPUT_TOKENS
+
+    def extra_ms(self, uncached_tokens: float, cached_tokens: float = 0.0) -> float:
+        """Milliseconds added to a TTFT drawn from the published figure (never negative: a request
+        shorter than the reference is not modeled faster)."""
+        read = self.uncached_ms_per_token * (uncached_tokens - self.reference_tokens)
+        return max(0.0, read + self.cached_ms_per_token * cached_tokens)
+
+
+SONNET_PREFILL = Prefill(
+    0.1,
+    0.015,
+    f"{PROMPT_CACHE_LATENCY_SOURCE}; assumed: the 100,000-token row less a ~1 s base (the short-prompt TTFT) "
+    "gives 0.105 ms per uncached token and 0.014 ms per cached one; the 10,000-token row gives 0.05 ms saved "
+    "per cached token (fixed overheads weigh more there): 0.1 and 0.015 taken. The newest published "
+    "before/after measurement is Claude 3.5 Sonnet's (2024): newer hardware may read faster",
+)
+HAIKU_PREFILL = Prefill(
+    0.05,
+    0.0075,
+    f"{PROMPT_CACHE_LATENCY_SOURCE}; assumed: half of Sonnet's per-token figures (no Haiku measurement with "
+    "and without the cache is published; Haiku is the smaller, faster model at a third of Sonnet's price)",
+)
+
+
 @dataclass(frozen=True)
 class ModelLatency:
     stage: str
@@ -146,6 +195,12 @@ class ModelLatency:
     first_token: Latency
     tokens_per_s: float
     """The model's output speed once streaming (a rate, not sampled)."""
+    prefill: Prefill = SONNET_PREFILL
+    """What the request's input adds to ``first_token`` (whose figure is for ~1,000 input tokens)."""
+
+    def first_token_p50_ms(self, uncached_tokens: float, cached_tokens: float = 0.0) -> float:
+        """The modeled median time to first token of a request of that many Claude tokens."""
+        return self.first_token.p50_ms + self.prefill.extra_ms(uncached_tokens, cached_tokens)
 
 
 MODELS: dict[str, ModelLatency] = {
@@ -161,6 +216,7 @@ MODELS: dict[str, ModelLatency] = {
             "assumed p99 three times p50",
         ),
         90.0,
+        HAIKU_PREFILL,
     ),
     "prod": ModelLatency(
         "prod",
@@ -174,6 +230,7 @@ MODELS: dict[str, ModelLatency] = {
             "speed-analysis); assumed p99 2.5 times p50",
         ),
         90.0,
+        SONNET_PREFILL,
     ),
 }
 

@@ -9,7 +9,10 @@ a turn's milliseconds went.
   API Gateway's hop, and the turn runner's handler for the asynchronous hand-off; either may be a
   cold start (at ``cold_rate``: the platform's init plus the function's measured import time);
 * the model's time to first token: the local Bedrock's first ``Pause`` of every paced reply is
-  replaced by a draw for the stage's model;
+  replaced by a draw for the stage's model (its published figure, for ~1,000 input tokens) plus
+  the prefill of the request's own input (``aws.Prefill``): its uncached and cached tokens as the
+  endpoint's prompt cache accounts them (``PromptCache.account(commit=False)``, asked before the
+  endpoint answers), in Claude's tokens (``benchmarks.token_calibration``);
 * the phone's network and API Gateway's egress: ``PhoneLink``, a TCP relay between the app and the
   gateway that holds each chunk, in order, for half a drawn round trip (plus the egress hop on the
   way to the phone).
@@ -27,7 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks import aws_latencies as aws
+from benchmarks import token_calibration as calibration
+from conductor_local.bedrock.cache import CacheUsage, has_cache_points
 from conductor_local.bedrock.script import Pause
+from conductor_local.bedrock.validation import estimate_input_tokens
 
 ROUTE_FUNCTIONS = {"$connect": "connect", "$default": "message", "$disconnect": "disconnect"}
 HOOK_ID = "as-deployed-delay"
@@ -84,6 +90,29 @@ def time_sliced(waits: list[Wait], start: float, end: float) -> dict[str, float]
     return shares
 
 
+def claude_input_tokens(usage: CacheUsage, model_id: str, *, tools: bool) -> tuple[float, float]:
+    """(uncached, read from the cache) input of one request in Claude's tokens: the endpoint's
+    estimates times the recorded ratio, and Claude's tool-use system prompt when the request carries
+    tools (read with the cached prefix when the request read one, the tools being first). A written
+    token is read by the model like any uncached one."""
+    if not calibration.applies_to(model_id):
+        return float(usage.input_tokens - usage.read), float(usage.read)
+    system = calibration.TOOL_USE_SYSTEM_PROMPT_TOKENS if tools else 0
+    uncached = (usage.input_tokens - usage.read) * calibration.INPUT_RATIO
+    cached = usage.read * calibration.INPUT_RATIO
+    if usage.read:
+        return uncached, cached + system
+    return uncached + system, cached
+
+
+def request_usage(prompt_cache: Any, model_id: str, body: dict[str, Any]) -> CacheUsage:
+    """What ``body`` will read from and write to the endpoint's prompt cache (nothing changed)."""
+    tokens = estimate_input_tokens(body)
+    if prompt_cache is None or not has_cache_points(body):
+        return CacheUsage(tokens)
+    return prompt_cache.account(body, tokens, model_id, commit=False)
+
+
 class Injector:
     """Installs the delays into the running stack; ``close()`` takes the wrappers out again."""
 
@@ -106,6 +135,8 @@ class Injector:
         self.sleep = sleep
         self.waits = Waits()
         self.cold_starts = 0
+        self.prefills: list[tuple[float, float]] = []
+        """Per model request: its (uncached, cached) input in Claude's tokens."""
         self._undo: list[Callable[[], None]] = []
 
     # ---- one wait ---------------------------------------------------------------------------
@@ -183,22 +214,31 @@ class Injector:
 
     # ---- the model -----------------------------------------------------------------------------
 
-    def first_token(self, steps: Any) -> Any:
-        """A paced reply with its first pause (the time to first token) drawn for the model."""
+    def first_token(self, steps: Any, prefill_ms: float = 0.0) -> Any:
+        """A paced reply with its first pause (the time to first token) drawn for the model, plus
+        ``prefill_ms`` for the request's input beyond the published figure's."""
         if not isinstance(steps, list):
             return steps
         for index, step in enumerate(steps):
             if isinstance(step, Pause):
-                ms = self.sampler.ms(self.model.first_token)
-                self.waits.add("model first token", time.perf_counter(), ms / 1000)
+                ms = self.sampler.ms(self.model.first_token) + prefill_ms
+                self.waits.add(FIRST, time.perf_counter(), ms / 1000)
                 return [*steps[:index], Pause(ms / 1000), *steps[index + 1 :]]
         return steps
+
+    def prefill_ms(self, prompt_cache: Any, model_id: str, body: dict[str, Any]) -> float:
+        """What the request's input adds to the stage model's time to first token."""
+        usage = request_usage(prompt_cache, model_id, body)
+        uncached, cached = claude_input_tokens(usage, model_id, tools=bool(body.get("toolConfig")))
+        self.prefills.append((uncached, cached))
+        return self.model.prefill.extra_ms(uncached, cached)
 
     def _wrap_model(self, server: Any) -> None:
         responder = server.responder
 
         def drawn(model_id: str, body: dict[str, Any]) -> Any:
-            return self.first_token(responder(model_id, body))
+            prefill = self.prefill_ms(getattr(server, "prompt_cache", None), model_id, body)
+            return self.first_token(responder(model_id, body), prefill)
 
         server.responder = drawn
         self._undo.append(lambda: setattr(server, "responder", responder))

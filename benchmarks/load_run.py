@@ -17,7 +17,8 @@ never came), p50/p99 from the final transcript to the first partial and to the f
 per-speaker figures predict (frames in, posts out, ``$default`` invocations) beside what the
 gateway counted; and the finals' turns launched alongside their writes (``shared.flows.early_launch``),
 those held back by an announced memory write, and the share of early launches whose write lost its
-race (their model request was wasted). With speculation on, the partials before each final make it
+race (their model request was wasted), with their model tokens and share of the run's (as the
+turns' ``turnUsage`` events reported them). With speculation on, the partials before each final make it
 launch after its write: ``--no-speculation`` runs the same people with speculation off. Loopback only.
 """
 
@@ -47,6 +48,7 @@ from benchmarks.talker import LOAD_SESSIONS, SpokenTurn, talk, tools
 from conductor_local.bedrock.offline_brain import ModelPace
 from conductor_local.stack import LocalStack
 from shared.flows.early_launch import EARLY_LAUNCHES_HELD_METRIC, EARLY_LAUNCHES_METRIC, EARLY_WRITES_LOST_METRIC
+from shared.wire.protocol import TurnUsage
 from voiceide_client.connection.link import scaled_backoff
 from voiceide_client.conversation.client import ConductorClient
 
@@ -58,7 +60,38 @@ STACK_ENV = {
     "POWERTOOLS_LOG_LEVEL": "ERROR",
     "CONDUCTOR_SPECULATION": "true",
 }
+USAGE_WAIT_S = 2.0  # at most, after a session's script, for its turns' last ``turnUsage``
 ROUTES = {"$default": "message", "$connect": "connect", "$disconnect": "disconnect"}
+
+
+@dataclass
+class Tokens:
+    """The model tokens the turns' ``turnUsage`` events reported."""
+
+    answered: int = 0
+    """Of the turns' own requests: input (cache reads and writes included) and output."""
+    dropped_input: int = 0
+    """Of requests dropped before anyone heard them (``speculationInputTokens``): speculations on
+    partial speech and early launches whose write lost its race."""
+    dropped_output: int = 0
+
+    def add(self, usage: TurnUsage) -> None:
+        self.answered += usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens + usage.output_tokens
+        self.dropped_input += usage.speculation_input_tokens
+        self.dropped_output += usage.speculation_output_tokens
+
+    @property
+    def dropped(self) -> int:
+        return self.dropped_input + self.dropped_output
+
+    @classmethod
+    def total(cls, all_tokens: list[Tokens]) -> Tokens:
+        summed = cls()
+        for tokens in all_tokens:
+            summed.answered += tokens.answered
+            summed.dropped_input += tokens.dropped_input
+            summed.dropped_output += tokens.dropped_output
+        return summed
 
 
 @dataclass
@@ -68,6 +101,7 @@ class SessionResult:
     reports: int = 0
     frames_sent: int = 0
     finished: bool = False
+    tokens: Tokens = field(default_factory=Tokens)
 
 
 @dataclass
@@ -88,7 +122,11 @@ async def _one(url: str, index: int, delay: float, into: SessionResult) -> None:
         into.turns, into.reports = turns, reports
         into.frames_sent = len(client.sent)
         into.finished = True
+        with contextlib.suppress(TimeoutError):  # the last turn's ``turnUsage`` comes after its idle
+            await client.wait_until(lambda: len(client.usages) >= len(turns) + reports, timeout=USAGE_WAIT_S)
     finally:
+        for usage in client.usages:
+            into.tokens.add(usage)
         await client.close()
 
 
@@ -187,11 +225,13 @@ def run(sessions: int, stagger_s: float, figures: SpeakerFigures | None, specula
         spent = {name: _cpu(service) - before[name] for name, service in services.items()}
         posted = len(posts.since(0))
     report(apps, spent, posted, routes, figures, sessions, stagger_s, time.perf_counter() - began, out)
-    report_launches(launches, speculation, out)
+    report_launches(launches, speculation, Tokens.total([s.tokens for s in apps.sessions]), out)
 
 
-def report_launches(launches: LaunchCounts, speculation: bool, out: Any) -> None:
-    """Early launches, and the share whose write lost its race: lost / launched alongside a write."""
+def report_launches(launches: LaunchCounts, speculation: bool, tokens: Tokens, out: Any) -> None:
+    """Early launches, and the share whose write lost its race: lost / launched alongside a write;
+    then what their model requests spent, against all the run's model tokens (``turnUsage``: a lost
+    launch's tokens join the session's dropped requests', reported by the turn that answers)."""
     early = launches.count_of[EARLY_LAUNCHES_METRIC]
     held = launches.count_of[EARLY_LAUNCHES_HELD_METRIC]
     lost = launches.count_of[EARLY_WRITES_LOST_METRIC]
@@ -201,6 +241,21 @@ def report_launches(launches: LaunchCounts, speculation: bool, out: Any) -> None
         f"held back by an announced memory write {held}; writes lost {lost}: {share}",
         file=out,
     )
+    print(f"  {lost_tokens_line(lost, speculation, tokens)}", file=out)
+
+
+def lost_tokens_line(lost: int, speculation: bool, tokens: Tokens) -> str:
+    """The lost launches' tokens and their share of the run's model tokens. With speculation on,
+    the dropped requests' tokens also hold the dropped speculations': theirs are at most that."""
+    everything = tokens.answered + tokens.dropped
+    share = f"{100 * tokens.dropped / everything:.2f} % of the run's {everything:,} model tokens" if everything else ""
+    spent = f"{tokens.dropped_input:,} in / {tokens.dropped_output:,} out"
+    if not speculation:
+        return f"lost early launches' model tokens (turnUsage) {spent}: {share or 'no model token'}"
+    if not lost:
+        dropped = f"dropped speculations' {spent}" + (f": {share}" if share else "")
+        return f"lost early launches' model tokens 0 (none lost); {dropped}"
+    return f"lost early launches' model tokens at most the dropped requests' (speculations too) {spent}: {share}"
 
 
 def report(

@@ -16,7 +16,10 @@ it:
 * Bedrock: every request the model was asked (``SpokenBrain``, which answers at a voice answer's
   length) and every stream with what it wrote, its cache use and how long it was in flight
   (``ModelMeter``); the tokens as the stage's model counts them (``benchmarks.token_calibration``:
-  the endpoint estimates characters / 4, Claude 5.x counts more).
+  the endpoint estimates characters / 4, Claude 5.x counts more). A request cut short counts as
+  much as Bedrock bills it, a turn launched alongside a write that lost its race included; one
+  speaker alone never races, so the capacity model adds their share under load
+  (``capacity_model.LOST_EARLY_LAUNCHES``, measured by ``make load``).
 
 Each flow is one stage's model (with its maxTokens, effort and thinking) and speculation setting.
 Everything is divided by the minutes the session took, from before its connection to after its

@@ -127,9 +127,12 @@ class PromptCache:
             return self.min_tokens
         return rules_for(model_id or "").cache_min_tokens or 0
 
-    def account(self, request: Mapping[str, Any], input_tokens: int, model_id: str | None = None) -> CacheUsage:
+    def account(
+        self, request: Mapping[str, Any], input_tokens: int, model_id: str | None = None, *, commit: bool = True
+    ) -> CacheUsage:
         """Read and write the cache for ``request`` to ``model_id`` (whose estimated size is
-        ``input_tokens``)."""
+        ``input_tokens``). ``commit=False``: what the request would read and write, the cache left
+        as it is (for a caller that must know before the endpoint answers)."""
         hashes, chars, checkpoints = self._prefixes(request)
         min_tokens = self.minimum(model_id)
         if not checkpoints:
@@ -140,23 +143,25 @@ class PromptCache:
 
         now = self._clock()
         with self._lock:
-            self._entries = {key: entry for key, entry in self._entries.items() if entry[0] > now}
+            entries = {key: entry for key, entry in self._entries.items() if entry[0] > now}
+            if commit:
+                self._entries = entries
             hit = 0
             for point in checkpoints:
                 for blocks in range(point.blocks, max(0, point.blocks - LOOKBACK_BLOCKS) - 1, -1):
-                    if blocks > hit and hashes[blocks] in self._entries:
+                    if blocks > hit and hashes[blocks] in entries:
                         hit = blocks
                         break
             if hit:
-                _, ttl = self._entries[hashes[hit]]
-                self._entries[hashes[hit]] = (now + ttl, ttl)
+                _, ttl = entries[hashes[hit]]
+                entries[hashes[hit]] = (now + ttl, ttl)
             written: dict[str, int] = {}
             cached = hit
             for point in checkpoints:
                 if point.blocks <= cached or tokens(point.blocks) - tokens(cached) < max(1, min_tokens):
                     continue
                 ttl = TTL_SECONDS.get(point.ttl, DEFAULT_TTL_SECONDS)
-                self._entries[hashes[point.blocks]] = (now + ttl, ttl)
+                entries[hashes[point.blocks]] = (now + ttl, ttl)
                 written[point.ttl] = written.get(point.ttl, 0) + tokens(point.blocks) - tokens(cached)
                 cached = point.blocks
         return CacheUsage(input_tokens, read=tokens(hit) if hit else 0, written=written)

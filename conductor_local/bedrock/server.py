@@ -39,6 +39,11 @@ and writes the endpoint's prompt cache (``bedrock_cache``): its metadata event t
 the context window is. ``prompt_cache`` is that cache (``clear()`` empties it; ``min_tokens``
 is the per-checkpoint minimum, 0 by default).
 
+``performanceConfig`` ``{"latency": "optimized"}`` is served only for the models Bedrock offers
+latency-optimized inference for (``latency_refusal``: Claude 3.5 Haiku, Amazon Nova Pro, Llama 3.1
+405B/70B); to any other model it is refused with ``400 ValidationException``; ``standard`` is served by
+every model.
+
 ``max_input_tokens`` is the endpoint's context window: a request whose estimated size
 (``estimate_input_tokens``: characters / 4 of the compact JSON of ``system``, ``messages`` and
 ``toolConfig``) exceeds it is refused before any stream with ``400 ValidationException`` "Input is
@@ -115,6 +120,7 @@ from conductor_local.bedrock.validation import (
     converse_validation_error,
     estimate_input_tokens,
     input_too_long,
+    latency_refusal,
     unsupported_cache,
 )
 from conductor_local.local_server import EndpointHttpServer, LoopbackHttpServer
@@ -424,6 +430,8 @@ class LocalBedrockServer(LoopbackHttpServer):
                 return validation_error(problem)
             if model_id is not None and caches_unsupported(model_id) and has_cache_points(request):
                 return unsupported_cache()
+            if model_id is not None and (slow := latency_refusal(request, model_id)) is not None:
+                return slow
             if model_id is not None and (refused := model_refusal(model_id, request)) is not None:
                 return refused
         limit = self.input_limit(model_id)

@@ -3,10 +3,11 @@
 The API model's constraints that botocore leaves to the service (tool names
 ``[a-zA-Z0-9_-]{1,64}``, tool use ids ``[a-zA-Z0-9_.:-]{1,64}``, ``maxTokens`` at least 1,
 ``temperature`` and ``topP`` from 0 to 1, at most 2500 ``stopSequences``, at least one tool in a
-``toolConfig``, a ``cachePoint``'s ``type`` ``default`` and ``ttl`` ``5m``/``1h``), the conversation
-rules (roles alternate and start with user, every ``toolUse`` answered by a ``toolResult`` in the
-next message, ...), where ``cachePoint`` blocks may stand, and the input-token estimate a context
-window is checked against.
+``toolConfig``, a ``cachePoint``'s ``type`` ``default`` and ``ttl`` ``5m``/``1h``,
+``performanceConfig.latency`` ``standard``/``optimized``), the conversation rules (roles alternate and
+start with user, every ``toolUse`` answered by a ``toolResult`` in the next message, ...), where
+``cachePoint`` blocks may stand, which models take latency-optimized inference, and the input-token
+estimate a context window is checked against.
 """
 
 from __future__ import annotations
@@ -197,6 +198,9 @@ def constraint_violation(request: Mapping[str, Any]) -> str | None:
     messages = request.get("messages")
     if isinstance(messages, list):
         problems += _message_problems(messages)
+    performance = request.get("performanceConfig")
+    if isinstance(performance, Mapping):
+        problems += _enum_problems(performance.get("latency"), "performanceConfig.latency", LATENCY_MODES)
     if not problems:
         return None
     errors = "validation error" if len(problems) == 1 else "validation errors"
@@ -271,6 +275,40 @@ def caches_unsupported(model_id: str) -> bool:
 def unsupported_cache() -> RejectRequest:
     """``403 AccessDeniedException``: cachePoint blocks for a model without prompt caching."""
     return RejectRequest(403, "AccessDeniedException", UNSUPPORTED_CACHE)
+
+
+# ---- latency-optimized inference -----------------------------------------------------------
+
+LATENCY_MODES = ("standard", "optimized")
+# Model ids (foundation or cross-region profile ids, by their foundation part) Bedrock serves with
+# ``performanceConfig.latency: optimized`` (docs.aws.amazon.com/bedrock/latest/userguide/
+# latency-optimized-inference.html, a preview: Claude 3.5 Haiku, Amazon Nova Pro, Llama 3.1 405B and
+# 70B; no newer Claude).
+LATENCY_OPTIMIZED_MODELS = re.compile(
+    r"(?:^|\.|/)(?:anthropic\.claude-3-5-haiku|amazon\.nova-pro|meta\.llama3-1-(?:405|70)b)"
+)
+LATENCY_UNSUPPORTED = (
+    "The model you selected doesn't support latency-optimized inference. Remove performanceConfig or set "
+    "latency to standard, and try again."
+)
+"""The endpoint's words for ``optimized`` asked of a model without it: Bedrock publishes no transcript of
+this refusal; the status and type (``400 ValidationException``, before any stream) are those of its
+other refusals of a request a model cannot serve."""
+
+
+def offers_latency_optimized(model_id: str) -> bool:
+    """Whether Bedrock serves ``model_id`` latency-optimized; an ARN (whose model the id does not
+    tell) is given the benefit of the doubt."""
+    return model_id.startswith("arn:") or LATENCY_OPTIMIZED_MODELS.search(model_id) is not None
+
+
+def latency_refusal(request: Mapping[str, Any], model_id: str) -> RejectRequest | None:
+    """``400 ValidationException`` for ``performanceConfig.latency: optimized`` to a model without
+    latency-optimized inference (``standard``, or no ``performanceConfig``, is served by every model)."""
+    config = request.get("performanceConfig")
+    if not isinstance(config, Mapping) or config.get("latency") != "optimized":
+        return None
+    return None if offers_latency_optimized(model_id) else validation_error(LATENCY_UNSUPPORTED)
 
 
 # ---- the context window -------------------------------------------------------------------

@@ -23,9 +23,18 @@ from shared.core.state import SessionState
 from shared.wire.session_api_models import Status
 
 SESSIONS_INDEX = "by-owner"
+SESSION_KEY_PREFIX = "SESSION#"
 SESSIONS_INDEX_PROJECTED = ("session_id", "title", "created_at", "turns", "status", "origin", "last_said")
 BATCH_DELETE_MAX = 25  # DynamoDB's BatchWriteItem limit
 ERASE_ATTEMPTS = 8
+
+
+def session_id_of(item: dict[str, Any]) -> str:
+    """The session of a ``STATE`` item or its index entry: from its key (an index entry carries the
+    table's key; items of earlier releases also hold ``session_id``)."""
+    if "session_id" in item:
+        return str(item["session_id"]["S"])
+    return str(item["pk"]["S"]).removeprefix(SESSION_KEY_PREFIX)
 
 
 def index_attributes(state: SessionState) -> dict[str, dict[str, str]]:
@@ -33,7 +42,6 @@ def index_attributes(state: SessionState) -> dict[str, dict[str, str]]:
     session (``is_listed`` false) has no ``owner``: the sparse ``by-owner`` index leaves it out."""
     attributes: dict[str, dict[str, str]] = {
         "last_active": {"N": f"{state.last_active_at or state.created_at:.3f}"},
-        "session_id": {"S": state.session_id},
         "created_at": {"N": f"{state.created_at:.3f}"},
         "turns": {"N": str(state.turn_count)},
         "status": {"S": status_of(state)},
@@ -67,7 +75,7 @@ class SessionRow:
     @classmethod
     def of_item(cls, item: dict[str, Any]) -> SessionRow:
         return cls(
-            session_id=item["session_id"]["S"],
+            session_id=session_id_of(item),
             title=item.get("title", {}).get("S"),
             created_at=float(item["created_at"]["N"]),
             last_active_at=float(item["last_active"]["N"]),
@@ -80,7 +88,7 @@ class SessionRow:
 
     @classmethod
     def of_state(cls, state: SessionState) -> SessionRow:
-        return cls.of_item(index_attributes(state))
+        return cls.of_item({"pk": {"S": f"{SESSION_KEY_PREFIX}{state.session_id}"}, **index_attributes(state)})
 
 
 @dataclass(frozen=True)
@@ -142,12 +150,12 @@ class SessionRecords:
         if not active:
             return rows
         keys = [{"pk": {"S": f"SESSION#{session_id}"}, "sk": {"S": "STATE"}} for session_id in active[:100]]
-        request = {self._table: {"Keys": keys, "ProjectionExpression": "session_id, devices_n"}}
+        request = {self._table: {"Keys": keys, "ProjectionExpression": "pk, devices_n"}}
         counts: dict[str, int] = {}
         for attempt in range(ERASE_ATTEMPTS):
             response = self._client.batch_get_item(RequestItems=request)
             for item in response.get("Responses", {}).get(self._table, []):
-                counts[item["session_id"]["S"]] = int(item.get("devices_n", {}).get("N", "0"))
+                counts[session_id_of(item)] = int(item.get("devices_n", {}).get("N", "0"))
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 break

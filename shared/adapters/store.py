@@ -29,12 +29,13 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from shared.adapters import outbox as kept_events
 from shared.adapters import state_codec
 from shared.adapters.history_reads import MAX_SEQ, HistoryReads, _msg_sk, session_pk
 from shared.adapters.person_spend import PersonSpend
@@ -42,7 +43,7 @@ from shared.adapters.session_records import index_attributes
 from shared.core import event_ids
 from shared.core.decision import PartWrite
 from shared.core.history_ops import AppendMessage, ExtendMessage, HistoryOp, ReplaceMessage
-from shared.core.state import SessionState
+from shared.core.state import KeptEvent, SessionState
 
 __all__ = ["ConnectionInfo", "DuplicateEvent", "SessionStore", "VersionConflict"]
 
@@ -73,8 +74,9 @@ class ConnectionInfo:
     replaces: str | None = None  # the connection it took the session over from at $connect
 
 
-def _outbox_sk(seq: int) -> str:
-    return f"OUTBOX#{seq:010d}"
+def kept_of(entries: Iterable[tuple[int, str]], targets: dict[int, str]) -> list[KeptEvent]:
+    """A decision's kept frames (seq, frame) as events, each with the one device it is for, if one."""
+    return [KeptEvent(seq=seq, frame=frame, to=targets.get(seq)) for seq, frame in entries]
 
 
 def _part_sk(call_id: str, index: int | None) -> str:
@@ -213,7 +215,12 @@ class SessionStore(HistoryReads):
         ``VersionConflict`` (decide again on fresh state).
         """
         history = list(history)
-        committed = prepared if prepared is not None else self.prepared(state, bool(history), claim_event_id)
+        part_writes, parts_dropped = list(part_writes), list(parts_dropped)
+        new = kept_of(outbox, outbox_targets or {})
+        if prepared is None:
+            others = bool(history or part_writes or parts_dropped)
+            prepared = self.prepared(state, bool(history), claim_event_id, kept=new, transaction=others)
+        committed = prepared
         state_put = {
             "TableName": self._table,
             "Item": {
@@ -246,7 +253,7 @@ class SessionStore(HistoryReads):
             state_put["ConditionExpression"] = "version = :expected"
             state_put["ExpressionAttributeValues"] = {":expected": {"N": str(state.version)}}
         extra = self._history_writes(state.session_id, history, committed.version)
-        extra.extend(self._outbox_writes(state.session_id, outbox, outbox_ttl_seconds, outbox_targets or {}))
+        extra.extend(self._moved_writes(state, new, committed, outbox_ttl_seconds))
         extra.extend(self._part_writes(state.session_id, part_writes, parts_dropped))
         try:
             if not extra:
@@ -265,11 +272,23 @@ class SessionStore(HistoryReads):
         return committed
 
     @staticmethod
-    def prepared(state: SessionState, writes_history: bool, claim_event_id: str | None = None) -> SessionState:
+    def prepared(
+        state: SessionState,
+        writes_history: bool,
+        claim_event_id: str | None = None,
+        *,
+        kept: Sequence[KeptEvent] = (),
+        transaction: bool = False,
+    ) -> SessionState:
         """``state`` exactly as ``commit`` writes it: the next version (and the session's
         incarnation when it has none), the history version when history is written, the event
-        taken. A decision's state can so be handed on while its write is still on its way."""
-        committed = state.model_copy(update={"version": state.version + 1, "write_id": uuid.uuid4().hex[:16]})
+        taken, the kept events it holds (``kept``: the write's own; ``transaction``: the write has
+        other items than the state). A decision's state can so be handed on while its write is
+        still on its way."""
+        held = kept_events.held_after(state.kept, kept, transaction=transaction or writes_history).held
+        committed = state.model_copy(
+            update={"version": state.version + 1, "write_id": uuid.uuid4().hex[:16], "kept": held}
+        )
         if not committed.incarnation:
             committed.incarnation = uuid.uuid4().hex
         if writes_history:
@@ -386,22 +405,16 @@ class SessionStore(HistoryReads):
 
     # ---- outbox (server events kept for replay) ----------------------------------------------
 
-    def _outbox_writes(
-        self, session_id: str, entries: Iterable[tuple[int, str]], ttl_seconds: int, targets: dict[int, str]
+    def _moved_writes(
+        self, state: SessionState, new: Sequence[KeptEvent], committed: SessionState, ttl_seconds: int
     ) -> list[dict[str, Any]]:
-        """One item per kept event; ``to``: the one device it is for, when it is for one only."""
-        writes = []
-        for seq, frame in entries:
-            item = {
-                "pk": {"S": session_pk(session_id)},
-                "sk": {"S": _outbox_sk(seq)},
-                "frame": {"S": frame},
-                "expires_at": self._expires_at(ttl_seconds),
-            }
-            if seq in targets:
-                item["to"] = {"S": targets[seq]}
-            writes.append({"Put": {"TableName": self._table, "Item": item}})
-        return writes
+        """The outbox item of the kept events this write moves out of the state item (none mostly)."""
+        held = {event.seq for event in committed.kept}
+        moved = [event for event in [*state.kept, *new] if event.seq not in held]
+        if not moved:
+            return []
+        item = kept_events.item_of(session_pk(state.session_id), moved, self._expires_at(ttl_seconds))
+        return [{"Put": {"TableName": self._table, "Item": item}}]
 
     def outbox(self, session_id: str, after_seq: int = 0, before_seq: int = MAX_SEQ + 1) -> list[tuple[int, str]]:
         """The kept frames with ``after_seq < seq < before_seq``, in seq order."""
@@ -419,20 +432,29 @@ class SessionStore(HistoryReads):
         before_seq = min(before_seq, MAX_SEQ + 1)
         if after_seq + 1 > before_seq - 1:
             return []
+        state = self.load(session_id)  # first: what it holds then is in an item by the Query's time
+        held = state.kept if state is not None else []
+        events = kept_events.kept_between(held, self._outbox_items(session_id, after_seq), after_seq, before_seq)
+        return [(event.seq, event.frame, event.to) for event in events]
+
+    def _outbox_items(self, session_id: str, after_seq: int) -> Iterator[dict[str, Any]]:
+        """The outbox items holding events after ``after_seq``, oldest first, a page at a time."""
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
             "ExpressionAttributeValues": {
                 ":pk": {"S": session_pk(session_id)},
-                ":low": {"S": _outbox_sk(after_seq + 1)},
-                ":high": {"S": _outbox_sk(before_seq - 1)},
+                ":low": {"S": kept_events.outbox_sk(after_seq + 1)},
+                ":high": {"S": kept_events.outbox_sk(MAX_SEQ)},
             },
             "ConsistentRead": True,
         }
-        return [
-            (int(item["sk"]["S"].split("#", 1)[1]), item["frame"]["S"], item.get("to", {}).get("S"))
-            for item in self._query_all(kwargs)
-        ]
+        while True:
+            response = self._client.query(**kwargs)
+            yield from response.get("Items", [])
+            if not response.get("LastEvaluatedKey"):
+                return
+            kwargs = {**kwargs, "ExclusiveStartKey": response["LastEvaluatedKey"]}
 
     # ---- what an expired session leaves behind ---------------------------------------------------
 

@@ -7,6 +7,11 @@ dropped whole, from a plain user message on, so no tool result ever loses its to
 dropped lives on as a short rolling summary in the system prompt, written by a separate
 non-streaming model call (``summary_request``).
 
+The window drops its oldest turns in steps (``stepped_window``): its start stays where it was as long
+as the messages from there fit, then jumps forward by about half at once, and only then is the
+summary rewritten. Between steps every request starts with the same tools, system prompt and
+messages as the one before, so Bedrock's prompt cache reads all of it back.
+
 Pure functions: no I/O.
 """
 
@@ -146,6 +151,11 @@ class Window:
     messages: list[Message]  # what to send (elided copies), starts at a plain user message
     start: int  # index in the given list where it starts (messages before it are "dropped")
     estimated_tokens: int
+    stepped: bool = False  # the start moved forward from where the previous window started
+
+
+STEP_KEEPS = 0.5
+"""At a step, the window keeps at most this share of the messages' token room and of the messages."""
 
 
 def fit_budget(messages: list[Message], *, fixed_chars: int, budget: Budget) -> Window:
@@ -171,6 +181,52 @@ def fit_budget(messages: list[Message], *, fixed_chars: int, budget: Budget) -> 
             break
     tokens = estimate_tokens(fixed_chars + suffix_chars[chosen], budget.chars_per_token)
     return Window(elided[chosen:], chosen, tokens)
+
+
+def stepped_window(
+    messages: list[Message],
+    *,
+    fixed_chars: int,
+    budget: Budget,
+    keep_from: int | None,
+    max_messages: int | None = None,
+) -> Window:
+    """The window from where the previous one started, or, when that no longer fits, from a step
+    forward that drops about half at once.
+
+    ``keep_from``: index in ``messages`` where the previous window started (None: ``messages``
+    no longer reach it). The window starts at the first plain user message from there while it
+    fits ``budget`` and holds at most ``max_messages``: the request's prefix stays the same. When
+    it does not, the start steps forward to the first plain user message from which at most
+    ``STEP_KEEPS`` of the token room (the budget less ``fixed_chars``) and of the messages (at most
+    ``max_messages``) remain, and ``stepped`` is set: what is before it is due for the summary.
+    Tool results are elided as in ``fit_budget``; the current turn always goes; with no plain user
+    message the window is empty.
+    """
+    elided = elide_old_tool_results(messages, budget.elide_over_chars)
+    starts = [index for index, message in enumerate(messages) if is_plain_user_message(message)]
+    if not starts:
+        return Window([], len(messages), estimate_tokens(fixed_chars, budget.chars_per_token))
+    suffix_chars = [0] * (len(elided) + 1)
+    for index in range(len(elided) - 1, -1, -1):
+        suffix_chars[index] = suffix_chars[index + 1] + message_chars(elided[index])
+    capacity = len(messages) if max_messages is None else min(max_messages, len(messages))
+
+    def window(start: int, stepped: bool) -> Window:
+        tokens = estimate_tokens(fixed_chars + suffix_chars[start], budget.chars_per_token)
+        return Window(elided[start:], start, tokens, stepped)
+
+    if keep_from is not None:
+        kept = next((start for start in starts if start >= keep_from), starts[-1])
+        fits = estimate_tokens(fixed_chars + suffix_chars[kept], budget.chars_per_token) <= budget.input_tokens
+        if kept == starts[-1] or (fits and len(messages) - kept <= capacity):
+            return window(kept, False)
+    room = budget.input_tokens - estimate_tokens(fixed_chars, budget.chars_per_token)
+    for start in starts:  # oldest first: the first within the share keeps the most
+        half_tokens = estimate_tokens(suffix_chars[start], budget.chars_per_token) <= room * STEP_KEEPS
+        if half_tokens and len(messages) - start <= capacity * STEP_KEEPS:
+            return window(start, True)
+    return window(starts[-1], True)
 
 
 # ---- the rolling summary ----------------------------------------------------------------------

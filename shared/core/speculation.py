@@ -323,8 +323,10 @@ def final_figures(before: SessionState, after: SessionState) -> tuple[bool, bool
 
 
 def count_dropped(state: SessionState, input_tokens: int, output_tokens: int) -> Outcome:
-    """What dropped speculations spent, kept until a turn ends: that turn's ``turnUsage`` carries
-    it (``speculationInputTokens`` / ``speculationOutputTokens``) and the session's totals add it."""
+    """What model requests dropped before anyone heard them spent (speculations dropped, a turn
+    launched alongside a write that lost its race), kept until a turn ends: that turn's
+    ``turnUsage`` carries it (``speculationInputTokens`` / ``speculationOutputTokens``) and the
+    session's totals add it."""
     if input_tokens <= 0 and output_tokens <= 0:
         return Outcome(state)
     decision = Decision(state)

@@ -240,6 +240,14 @@ class NameSet(_Model):
     complete_parts: int = 0
 
 
+class KeptEvent(_Model):
+    """A numbered event kept for replay, as its frame: ``to`` names the one device it is for."""
+
+    seq: int
+    frame: str
+    to: str | None = None
+
+
 class SessionState(_Model):
     session_id: str
     version: int = 0
@@ -321,6 +329,10 @@ class SessionState(_Model):
     # so a call is never made twice), and the servers the person was told cannot be reached.
     mcp_started: list[str] = Field(default_factory=list)
     mcp_unreachable: list[str] = Field(default_factory=list)
+    # The newest kept events, stored with the state until a later write moves them to one item of
+    # the outbox (``shared.adapters.outbox``): a decision's events cost no item of their own. Only
+    # the store sets it.
+    kept: list[KeptEvent] = Field(default_factory=list)
 
     def memory_write_due(self, now: float) -> bool:
         """Whether a runner announced a memory write that may still land after ``now``."""

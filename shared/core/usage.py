@@ -8,6 +8,7 @@ unnumbered, posted after the turn's last events, and the turn's figures join the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypedDict, cast
@@ -48,6 +49,25 @@ def usage_of(reported: dict[str, int], model_id: str) -> Usage:
         cache_write_tokens=reported.get("cacheWriteInputTokens", 0),
         models=[model_id] if model_id else [],
     )
+
+
+OUTPUT_CHARS_PER_TOKEN = 4.0  # a message cut short has no usage figures: its output is estimated from its text
+
+
+def estimated_usage(input_chars: int, chars_per_token: float, output_chars: int) -> dict[str, int]:
+    """What a model request closed before Bedrock's ``metadata`` spent, in its usage's terms: its
+    input at the conversation's measured characters per token, its output from the text it wrote."""
+    return {
+        "inputTokens": math.ceil(input_chars / max(chars_per_token, 1.0)),
+        "outputTokens": math.ceil(output_chars / OUTPUT_CHARS_PER_TOKEN),
+    }
+
+
+def dropped_tokens(reported: dict[str, int]) -> tuple[int, int]:
+    """A dropped request's (input, output) tokens as a turn's ``speculation*Tokens`` count them:
+    all the input it read (cache reads and writes included), and its output."""
+    read = sum(reported.get(key, 0) for key in ("inputTokens", "cacheReadInputTokens", "cacheWriteInputTokens"))
+    return read, reported.get("outputTokens", 0)
 
 
 def _ms(since: float, at: float | None) -> int | None:

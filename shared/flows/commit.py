@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from shared.adapters.person_spend import PersonSpend
-from shared.adapters.store import DuplicateEvent, SessionStore, VersionConflict
+from shared.adapters.store import DuplicateEvent, SessionStore, VersionConflict, kept_of
 from shared.core import devices, event_ids
 from shared.core.decision import Outcome
 from shared.core.state import SessionState
@@ -129,7 +129,14 @@ class Committer:
                 if not isinstance(payload, AssistantSpeechPartial)
             ]
             targets = [devices.target_of(outcome.state, payload) for payload in outcome.events]
-            prepared = self.store.prepared(outcome.state, bool(outcome.history), claim_event_id)
+            to_device = {seq: to for (seq, _frame), to in zip(frames, targets, strict=True) if to}
+            prepared = self.store.prepared(
+                outcome.state,
+                bool(outcome.history),
+                claim_event_id,
+                kept=kept_of(kept, to_device),
+                transaction=bool(outcome.part_writes or outcome.parts_dropped),
+            )
             if before_write is not None and attempt == 0:
                 before_write(outcome, prepared, kept)
             try:
@@ -142,7 +149,7 @@ class Committer:
                     part_writes=outcome.part_writes,
                     parts_dropped=outcome.parts_dropped,
                     prepared=prepared,
-                    outbox_targets={seq: to for (seq, _frame), to in zip(frames, targets, strict=True) if to},
+                    outbox_targets=to_device,
                 )
                 self._count_errors(outcome)
                 return Committed(

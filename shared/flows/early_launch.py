@@ -9,9 +9,12 @@ land (``Committer`` with a newer hint): nothing is said for a decision that was 
 then posts the decision's events before anything of the stream, so the app hears them in order.
 If the write loses a race, the decision is made again and launched after its write, as usual:
 the early runner finds its stream gone and posts nothing (its numbers went to the new decision),
-and its model request was wasted. So a turn is not launched early while the state read announces
-a write of its own session within moments (a turn runner's memory write after its turn,
-``SessionState.memory_writes``): it is launched after its write, one round trip later.
+and its model request was wasted: the runner counts what it spent (``EarlyLaunchLost*Tokens``),
+settles its reservation of the person's ceiling at that, and adds it to the session's dropped
+requests' tokens, which the turn that answers reports in its ``turnUsage``. So a turn is not
+launched early while the state read announces a write of its own session within moments (a turn
+runner's memory write after its turn, ``SessionState.memory_writes``): it is launched after its
+write, one round trip later.
 """
 
 from __future__ import annotations

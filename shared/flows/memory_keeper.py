@@ -1,8 +1,10 @@
 """The conversation's memory around the model: what one request holds, and the rolling summary.
 
-A request fits a token budget (``shared.core.memory.fit_budget``): the newest turns verbatim,
+A request fits a token budget (``shared.core.memory.stepped_window``): the newest turns verbatim,
 older big tool results elided, the turns before them folded into a rolling summary carried in
-the system prompt. The budget is counted in characters per token as Bedrock measured this
+the system prompt. The window's start moves in steps, about half of it at once, and the summary
+is rewritten only then: between steps the requests' prefix stays the same and is read from the
+prompt cache. The budget is counted in characters per token as Bedrock measured this
 conversation's earlier requests: the ratio a request measured is kept by the commit that ends
 its message (``calibration``), so it costs no write of its own. Folding costs a model call, so it
 happens after the turn, off the hot path: never before the first partial. The turn's last commit
@@ -21,7 +23,7 @@ from typing import Any, Protocol
 from shared.adapters.store import SessionStore
 from shared.core import conductor
 from shared.core.decision import Outcome
-from shared.core.memory import Budget, calibrated, fit_budget, message_chars, summary_request, with_summary
+from shared.core.memory import Budget, calibrated, message_chars, stepped_window, summary_request, with_summary
 from shared.core.messages import Message
 from shared.core.session_index import clean_title, keep_title, needs_title
 from shared.core.state import MemoryWrite, SessionState
@@ -74,7 +76,10 @@ class MemoryKeeper:
         self._tool_chars = len(json.dumps(wrapper_tool_spec(settings.catalog), separators=(",", ":")))
 
     def fit(self, state: SessionState, stored: list[Message]) -> Fitted:
-        """The part of the stored window (its newest messages) that fits the token budget."""
+        """The part of the stored window (its newest messages) that fits the token budget: from
+        where the summary ends (the previous window's start) while that fits and was read, else
+        from a step forward (``shared.core.memory.stepped_window``), so the request's prefix,
+        summary included, changes only at a step."""
         tool_chars = self._tool_chars
         if state.tools is not None:
             tool_chars = len(json.dumps(wrapper_tool_spec(state.tools), separators=(",", ":")))
@@ -84,12 +89,23 @@ class MemoryKeeper:
             chars_per_token=state.chars_per_token,
             elide_over_chars=self.settings.elide_tool_results_over_chars,
         )
-        window = fit_budget(stored, fixed_chars=fixed, budget=budget)
+        first_seq = max(0, state.history_len - len(stored))
+        keep_from = state.summary_until - first_seq
+        window = stepped_window(
+            stored,
+            fixed_chars=fixed,
+            budget=budget,
+            keep_from=min(keep_from, len(stored)) if keep_from >= 0 else None,
+            max_messages=self.window_size(state),
+        )
         if not window.messages:  # no plain user message in it: send what was stored
             return Fitted(stored, state.summary_until, fixed + sum(map(message_chars, stored)))
-        first_seq = max(0, state.history_len - len(stored))
         chars = fixed + sum(map(message_chars, window.messages))
         return Fitted(window.messages, first_seq + window.start, chars)
+
+    def window_size(self, state: SessionState) -> int:
+        """The most messages the stored window read for a request holds."""
+        return min(self.settings.history_window, state.window_cap or self.settings.history_window)
 
     def calibration(self, state: SessionState, fitted: Fitted | None, usage: dict[str, int]) -> float | None:
         """The characters per token the request of ``fitted`` measured (Bedrock's input tokens,

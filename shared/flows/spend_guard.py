@@ -2,7 +2,9 @@
 
 A turn's request, a tool round's and a speculation's alike reserve what they may cost at most
 (``shared.core.usage.reservation_usd``) in one conditional update that fails past the ceiling; the
-request is sent only when it held. When the request ends, its real cost replaces the reservation.
+request is sent only when it held. When the request ends, its real cost replaces the reservation
+(a request dropped before anyone heard it and closed before Bedrock's ``metadata``, a speculation
+or a lost early launch, at its estimate from what it read and wrote).
 So requests started at once (six finals of one person, or a speculation beside a turn) can never
 pass the ceiling together. A stage without a ceiling (or without prices) reserves nothing and
 makes no call.

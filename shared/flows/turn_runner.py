@@ -23,8 +23,10 @@ from shared.core import conductor, mcp_tools
 from shared.core.decision import Outcome, StreamSuperseded
 from shared.core.failure_lines import FailureCause, bedrock_cause
 from shared.core.mcp_tools import Offered
+from shared.core.memory import message_chars
 from shared.core.messages import Message, shrink_window
 from shared.core.model_output import ModelMessage
+from shared.core.speculation import count_dropped
 from shared.core.speech import Pacing, SegmentText
 from shared.core.state import SessionState
 from shared.core.stream import (
@@ -36,7 +38,7 @@ from shared.core.stream import (
     stream_failed,
     stream_finished,
 )
-from shared.core.usage import budget_line, usage_of
+from shared.core.usage import budget_line, dropped_tokens, estimated_usage, usage_of
 from shared.core.wrapper import ClientTool
 from shared.flows.commit import Committer, ConductorBusy, Metrics
 from shared.flows.config import Settings
@@ -58,6 +60,9 @@ FIRST_SPEAK_METRIC = "FirstSpeakMs"
 MODEL_FIRST_TOKEN_METRIC = "ModelFirstTokenMs"  # from the request to the model to its first text
 # A turn launched alongside its write whose write lost its race (its model request was wasted).
 EARLY_LAUNCH_LOST_METRIC = "EarlyLaunchesLost"
+# What their model requests spent for nothing (``shared.core.usage.dropped_tokens``).
+EARLY_LAUNCH_LOST_INPUT_METRIC = "EarlyLaunchLostInputTokens"
+EARLY_LAUNCH_LOST_OUTPUT_METRIC = "EarlyLaunchLostOutputTokens"
 OVER_BUDGET_METRIC = "RequestsOverBudget"  # model requests not sent: the person's ceiling would pass
 BUDGET_MESSAGE = "today's spending limit is reached: the model was not asked"
 TOKEN_METRICS = {
@@ -108,6 +113,7 @@ class _Run:
     window: list[Message] | None = None  # the last request's messages
     offered: dict[str, Offered] | None = None  # the MCP tools the last request offered (None: not asked)
     final_text: str | None = None  # the text of the message that ended the turn (None: it did not end here)
+    lost_usage: dict[str, int] | None = None  # what the request spent, when its early launch lost its race
 
 
 class TurnRunner:
@@ -279,7 +285,7 @@ class TurnRunner:
             except StreamSuperseded:
                 self.log.info("model stream stopped: superseded", extra={"session_id": task.session_id})
                 if run.decision_frames:  # launched alongside a write that lost its race: asked for nothing
-                    self.metrics.count(EARLY_LAUNCH_LOST_METRIC)
+                    self._count_lost(run)
                 return
             except StreamTaken:
                 self.log.warning(
@@ -326,6 +332,20 @@ class TurnRunner:
                 self.log.exception("turn failed", extra={"session_id": task.session_id})
                 fail(ErrorCode.CONDUCTOR_ERROR, "the conductor failed mid-turn")
                 return
+
+    def _count_lost(self, run: _Run) -> None:
+        """An early launch whose write lost its race: what its request spent goes to the metrics and,
+        for the turn that answers (its ``turnUsage``), to the session's dropped requests' tokens, as a
+        dropped speculation's do (one write, in this case only)."""
+        self.metrics.count(EARLY_LAUNCH_LOST_METRIC)
+        spent_input, spent_output = dropped_tokens(run.lost_usage or {})
+        self.metrics.count(EARLY_LAUNCH_LOST_INPUT_METRIC, spent_input)
+        self.metrics.count(EARLY_LAUNCH_LOST_OUTPUT_METRIC, spent_output)
+        session_id = run.task.session_id
+        try:
+            self.committer.apply(session_id, lambda fresh: count_dropped(fresh, spent_input, spent_output))
+        except Exception:  # the metrics and the person's spend count it all the same
+            self.log.warning("lost early launch's tokens not in the session", extra={"session_id": session_id})
 
     def _stream_fitting(self, run: _Run, state: SessionState) -> tuple[str | None, SessionState]:
         """One model message, on a history window that fits the model's context.
@@ -473,12 +493,32 @@ class TurnRunner:
                     self.delivery.post_unnumbered(run.task.endpoint, state, names_heard)
 
             items = self.brain.stream(messages, summary=state.summary, tools=tools, on_sent=sent, context=context)
+        lost = False
         try:
             return streamer.run(items, message, requested)
+        except StreamSuperseded:
+            lost = bool(run.decision_frames)  # an early launch whose write lost its race: spent for nothing
+            raise
         finally:
             close = getattr(items, "close", None)
             if close is not None:
                 close()
-            self.spend_guard.settle(held, message.usage)
-            for key, value in message.usage.items():
+            spent = message.usage
+            if lost:  # closed before its ``metadata``, as a rule: its spend is estimated
+                spent = run.lost_usage = message.usage or self._estimated(run, state, messages, message)
+            self.spend_guard.settle(held, spent)
+            for key, value in ({} if lost else message.usage).items():
                 run.figures.usage[key] = run.figures.usage.get(key, 0) + value
+
+    @staticmethod
+    def _estimated(run: _Run, state: SessionState, messages: list[Message], message: ModelMessage) -> dict[str, int]:
+        """A request closed before its ``metadata``: what it read (all of it, system prompt and tools
+        included, as the memory budget counts it; else its messages and summary), what it wrote."""
+        fitted = run.fitted
+        if fitted is not None and fitted.messages is messages:
+            read = fitted.chars
+        else:
+            read = sum(map(message_chars, messages)) + len(state.summary or "")
+        wrote = sum(len(block.get("text", "")) for block in message.content)
+        wrote += sum(len(str(use.input)) for use in message.tool_uses)
+        return estimated_usage(read, state.chars_per_token, wrote)

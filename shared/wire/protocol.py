@@ -337,7 +337,8 @@ class TurnUsage(_Payload):
     output_tokens: Annotated[int, Field(ge=0, strict=True)] = Field(default=0, alias="outputTokens")
     cache_read_tokens: Annotated[int, Field(ge=0, strict=True)] = Field(default=0, alias="cacheReadTokens")
     cache_write_tokens: Annotated[int, Field(ge=0, strict=True)] = Field(default=0, alias="cacheWriteTokens")
-    # What speculations started on the person's partial speech and then dropped spent (in the totals).
+    # What requests dropped before anyone heard them spent (in the totals): speculations started on
+    # the person's partial speech and then dropped, turns launched alongside a write that lost its race.
     speculation_input_tokens: Annotated[int, Field(ge=0, strict=True)] = Field(
         default=0, alias="speculationInputTokens"
     )

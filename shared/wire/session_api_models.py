@@ -129,7 +129,9 @@ class UsageTotals(_Wire):
     output_tokens: int = Field(ge=0)
     cache_read_tokens: int = Field(ge=0)
     cache_write_tokens: int = Field(ge=0)
-    speculation_input_tokens: int = Field(ge=0, description="of speculations started and dropped")
+    speculation_input_tokens: int = Field(
+        ge=0, description="of requests dropped before anything was heard (speculations, lost early launches)"
+    )
     speculation_output_tokens: int = Field(ge=0)
     cost_usd: float | None = Field(description="estimated at the stage's list prices; null without prices")
     prices_as_of: str | None = Field(description="the day those prices were read")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from itertools import pairwise
 from typing import Any
 
 from hypothesis import given, settings
@@ -19,6 +20,7 @@ from shared.core.memory import (
     elide_old_tool_results,
     fit_budget,
     message_chars,
+    stepped_window,
     summary_of,
     summary_request,
     with_summary,
@@ -345,3 +347,117 @@ def test_with_summary_appends_a_delimited_section() -> None:
     assert f"{SUMMARY_MARKER}\nThe user fixes the parser.\n{SUMMARY_END}" in prompt
     assert summary_of(prompt) == "The user fixes the parser."
     assert summary_of("You are VoiceIDE.") is None
+
+
+# ---- the stepped window -----------------------------------------------------------------------
+
+
+def play_steps(turns: int, *, budget: Budget, max_messages: int | None = None) -> list[tuple[int, bool, Any]]:
+    """A session played turn after turn as the conductor keeps it: each window from where the
+    previous one started (the summary's end once a step folded it). (start, stepped, window)."""
+    history: list[Message] = []
+    keep_from = 0
+    played = []
+    for turn in range(turns):
+        history.append(user(f"question {turn} " + "q" * 300))
+        if turn % 3 == 2:
+            history += [uses((f"t{turn}", "editor.readFile")), results((f"t{turn}", "r" * 5_000))]
+        window = stepped_window(
+            history, fixed_chars=4_000, budget=budget, keep_from=keep_from, max_messages=max_messages
+        )
+        played.append((window.start, window.stepped, window))
+        history.append(reply(f"answer {turn} " + "a" * 400))
+        keep_from = window.start
+    return played
+
+
+def test_the_start_stays_while_it_fits_and_steps_by_about_half() -> None:
+    budget = Budget(input_tokens=6_000)
+    played = play_steps(60, budget=budget)
+    steps = [turn for turn, (_, stepped, _) in enumerate(played) if stepped]
+    assert 2 <= len(steps) <= 12  # a few steps, not one every turn
+    room = budget.input_tokens - 1_000
+    for turn, (start, stepped, window) in enumerate(played):
+        assert window.estimated_tokens <= budget.input_tokens
+        assert is_plain_user_message(window.messages[0])
+        assert_valid_history(window.messages)
+        if turn and not stepped:
+            assert start == played[turn - 1][0]  # the prefix is the one before's
+        if stepped:
+            assert start > played[turn - 1][0]
+            assert window.estimated_tokens - 1_000 <= room / 2  # about half dropped at once
+            before = played[turn - 1][2].estimated_tokens - 1_000
+            assert window.estimated_tokens - 1_000 < before * 0.75
+
+
+def test_between_steps_a_request_starts_with_the_one_befores_messages_up_to_a_new_rounds_elision() -> None:
+    played = play_steps(40, budget=Budget(input_tokens=6_000))
+    for turn, ((_, _, before), (_, stepped, after)) in enumerate(pairwise(played), 1):
+        if stepped:
+            continue
+        same = before.messages[:-1]
+        if turn % 3 == 2:  # a new round: the previous round's big result is now one line
+            rounds = [i for i, m in enumerate(same) if any("toolResult" in b for b in m["content"])]
+            same = same[: rounds[-1]] if rounds else same
+        assert after.messages[: len(same)] == same
+
+
+def test_a_step_by_the_message_count_keeps_about_half_of_them() -> None:
+    played = play_steps(60, budget=Budget(input_tokens=1_000_000), max_messages=40)
+    steps = [window for _, stepped, window in played if stepped]
+    assert steps and all(len(window.messages) <= 20 for window in steps)
+    assert all(len(window.messages) <= 40 for _, _, window in played)
+    assert sum(1 for _, stepped, _ in played if not stepped) > 3 * len(steps)
+
+
+def test_a_previous_start_no_longer_read_steps() -> None:
+    history = session(12, result_chars=100)
+    window = stepped_window(history, fixed_chars=0, budget=Budget(), keep_from=None)
+    assert window.stepped and is_plain_user_message(window.messages[0])
+    assert len(window.messages) <= len(history) / 2
+    kept = stepped_window(history, fixed_chars=0, budget=Budget(), keep_from=0)
+    assert not kept.stepped and kept.start == 0 and kept.messages == history
+
+
+def test_a_previous_start_inside_a_round_moves_to_the_next_plain_user_message() -> None:
+    history = [user("a"), uses(("t", "x.read")), results(("t", "ok")), reply("b"), user("c"), reply("d"), user("e")]
+    window = stepped_window(history, fixed_chars=0, budget=Budget(), keep_from=2)
+    assert window.start == 4 and not window.stepped
+    assert_valid_history(window.messages)
+
+
+def test_the_current_turn_always_goes_even_past_the_budget() -> None:
+    huge = [user("old"), reply("ok"), user("summarize this " + "w" * 50_000)]
+    for keep_from in (None, 0, 2, 5):
+        window = stepped_window(huge, fixed_chars=1_000, budget=Budget(input_tokens=1_000), keep_from=keep_from)
+        assert window.start == 2 and window.messages == [huge[2]]
+    history = [user("read"), uses(("a", "x.read")), results(("a", "r" * 200_000))]
+    window = stepped_window(history, fixed_chars=0, budget=Budget(input_tokens=1_000), keep_from=0)
+    assert window.start == 0 and window.messages == history
+    assert stepped_window([], fixed_chars=10, budget=Budget(), keep_from=0).messages == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    history=histories(),
+    tokens=st.integers(1, 20_000),
+    fixed=st.integers(0, 20_000),
+    keep_from=st.one_of(st.none(), st.integers(0, 40)),
+    max_messages=st.one_of(st.none(), st.integers(2, 40)),
+)
+def test_any_stepped_window_is_valid_and_a_suffix_modulo_elision(
+    history: list[Message], tokens: int, fixed: int, keep_from: int | None, max_messages: int | None
+) -> None:
+    before = copy.deepcopy(history)
+    budget = Budget(input_tokens=tokens)
+    window = stepped_window(history, fixed_chars=fixed, budget=budget, keep_from=keep_from, max_messages=max_messages)
+    assert history == before
+    assert_valid_history(window.messages)
+    assert window.messages and is_plain_user_message(window.messages[0])
+    assert window.messages == elide_old_tool_results(history, budget.elide_over_chars)[window.start :]
+    later_starts = [i for i, m in enumerate(history) if is_plain_user_message(m) and i > window.start]
+    assert window.estimated_tokens <= tokens or not later_starts
+    if max_messages is not None and later_starts:
+        assert len(window.messages) <= max_messages
+    if not window.stepped and keep_from is not None and later_starts:
+        assert window.start >= keep_from  # never reaches back before the previous start

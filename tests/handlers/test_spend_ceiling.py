@@ -66,8 +66,8 @@ def test_reservations_made_at_once_never_pass_the_ceiling_together(dynamodb: obj
 
 def test_a_reservation_larger_than_the_ceiling_never_holds(dynamodb: object) -> None:
     spend = SessionStore(dynamodb, TABLE, ttl_seconds=3600).person_spend()
-    assert not spend.reserve("cy", "2027-02-01", 2.0, 1.0)
-    assert spend.spent("cy", "2027-02-01") == 0.0
+    assert not spend.reserve("cy-ceiling", "2027-02-01", 2.0, 1.0)
+    assert spend.spent("cy-ceiling", "2027-02-01") == 0.0
 
 
 # ---- through the handlers --------------------------------------------------------------------------

@@ -495,9 +495,10 @@ def test_turns_beyond_the_token_budget_are_folded_into_a_summary(
     assert len(streamed) == 4  # the summary calls never reached the conversation's scripts
     last = streamed[-1]
     assert len(json.dumps(last["messages"])) + 3_700 <= 2500 * 4  # the window fits the budget
-    assert last["messages"][0]["content"][0]["text"].startswith("note 3:")
-    assert "note 1:" in json.dumps(last["system"])  # the turn that left the window, in the summary
+    # The window steps: it drops about half of its room at once, keeping only the newest note.
+    assert last["messages"][0]["content"][0]["text"].startswith("note 4:")
+    assert "note 1:" in json.dumps(last["system"])  # the turns that left the window, in the summary
     assert_valid_history(last["messages"])
     state = runtime.store().load(conn.session_id)
-    assert state is not None and state.summary and state.summary_until == 4
-    assert "note 2:" in state.summary  # folded after the last turn
+    assert state is not None and state.summary and state.summary_until == 6
+    assert "note 3:" in state.summary  # folded after the last turn

@@ -16,6 +16,7 @@ import pytest
 
 from conductor_local.bedrock.server import message, tool_call
 from lambdas import runtime
+from shared.adapters.outbox import events_of
 from shared.core import event_ids
 from tests.handlers.conftest import Connection, Harness, summarize
 from tests.reliability.support import (
@@ -330,10 +331,12 @@ def test_the_outbox_and_the_processed_ids_expire(conductor: Harness, monkeypatch
         ExpressionAttributeValues={":pk": {"S": f"SESSION#{conn.session_id}"}},
     )["Items"]
     expiry = {item["sk"]["S"]: int(item["expires_at"]["N"]) for item in items}
-    kept = [sk for sk in expiry if sk.startswith("OUTBOX#")]
-    assert [int(sk.split("#")[1]) for sk in kept] == outbox_seqs(conn.session_id)
-    assert all(now + 3600 - 60 <= expiry[sk] <= now + 3600 + 60 for sk in kept)
-    assert now + 7200 - 60 <= expiry["STATE"] <= now + 7200 + 60
+    moved = [event.seq for item in items if item["sk"]["S"].startswith("OUTBOX#") for event in events_of(item)]
     stored = runtime.store().load(conn.session_id)
     assert stored is not None and event_ids.taken(stored, event_id)
+    # Every kept event is held once: in the state item (until a write moves it) or in an outbox item.
+    assert sorted([*moved, *(event.seq for event in stored.kept)]) == outbox_seqs(conn.session_id)
+    assert outbox_seqs(conn.session_id)
+    assert all(now + 3600 - 60 <= expiry[sk] <= now + 3600 + 60 for sk in expiry if sk.startswith("OUTBOX#"))
+    assert now + 7200 - 60 <= expiry["STATE"] <= now + 7200 + 60
     assert all(sk in expiry for sk in ("STATE", "MSG#0000000000", "MSG#0000000001"))
