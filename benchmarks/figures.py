@@ -65,7 +65,7 @@ class Result:
                 usage.lambda_invocations[function] = usage.lambda_invocations.get(function, 0) + 1
                 billed = math.ceil(seconds * 1000) / 1000
                 usage.lambda_seconds[function] = usage.lambda_seconds.get(function, 0.0) + billed
-            usage.wru += sum(r.wru for r in turn.dynamo)
+            usage.wru += sum(r.wru + r.index_wru for r in turn.dynamo)  # the index's writes are billed alike
             usage.rru += sum(r.rru for r in turn.dynamo)
             for stream in turn.streams:
                 reported = stream.usage

@@ -12,8 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.capacity import item_size, read_units, write_units
+from shared.adapters.session_records import SESSIONS_INDEX_PROJECTED
 
 KEY_NAMES = ("pk", "sk")
+INDEX_KEYS = ("owner", "last_active")
+"""The sessions index's keys (``infra/stack.py``; ``shared.adapters.session_records``)."""
+INDEX_ENTRY_OVERHEAD = 100
+"""Bytes DynamoDB adds to each index entry (the developer guide's figure for index storage)."""
 
 
 @dataclass
@@ -24,6 +29,8 @@ class DynamoRequest:
     ended: float
     wru: float = 0.0
     rru: float = 0.0
+    index_wru: float = 0.0
+    """Write units the sessions index took for this request (``index_write_units``)."""
 
 
 class DynamoMeter:
@@ -87,14 +94,14 @@ class DynamoMeter:
 
     def _timed(self, app: Callable[..., Iterable[bytes]], environ: dict[str, Any], start: Callable[..., Any]) -> Any:
         began = time.perf_counter()
-        self._units.value = (0.0, 0.0)
+        self._units.value = (0.0, 0.0, 0.0)
         body = list(app(environ, start))
-        wru, rru = self._units.value
+        wru, rru, index_wru = self._units.value
         service, _, operation = str(environ.get("HTTP_X_AMZ_TARGET", "?")).rpartition(".")
         if not service.startswith("DynamoDB"):  # the tool-deadline queue shares the moto server
             return body
         with self._lock:
-            self.requests.append(DynamoRequest(operation, began, time.perf_counter(), wru, rru))
+            self.requests.append(DynamoRequest(operation, began, time.perf_counter(), wru, rru, index_wru))
         return body
 
     def _sized(self, app: Callable[..., Iterable[bytes]], environ: dict[str, Any], start: Callable[..., Any]) -> Any:
@@ -106,14 +113,16 @@ class DynamoMeter:
         except ValueError:
             request = {}
         writes = self._write_targets(operation, request)
-        before = [self._size_of(table, key) for table, key, _ in writes]
+        before = [self._item_of(table, key) for table, key, _ in writes]
         body = list(app(environ, start))
+        after = [self._item_of(table, key) for table, key, _ in writes]
         wru = sum(
-            write_units(size, self._size_of(table, key), transactional=tx)
-            for (table, key, tx), size in zip(writes, before, strict=True)
+            write_units(item_size(old), item_size(new), transactional=tx)
+            for (_table, _key, tx), old, new in zip(writes, before, after, strict=True)
         )
+        index_wru = sum(index_write_units(old, new) for old, new in zip(before, after, strict=True))
         rru = self._read_units(operation, request, b"".join(body))
-        self._units.value = (wru, rru)
+        self._units.value = (wru, rru, index_wru)
         return body
 
     @staticmethod
@@ -131,15 +140,15 @@ class DynamoMeter:
             return targets
         return []
 
-    def _size_of(self, table_name: str, key: dict[str, Any]) -> int:
+    def _item_of(self, table_name: str, key: dict[str, Any]) -> dict[str, Any] | None:
         from moto.dynamodb.models.dynamo_type import DynamoType
 
         try:
             table = self._backend().get_table(table_name)
             item = table.get_item(DynamoType(key["pk"]), DynamoType(key["sk"]) if "sk" in key else None)
         except Exception:
-            return 0
-        return 0 if item is None else item_size(item.to_json()["Attributes"])
+            return None
+        return None if item is None else dict(item.to_json()["Attributes"])
 
     @staticmethod
     def _read_units(operation: str, request: dict[str, Any], body: bytes) -> float:
@@ -192,6 +201,35 @@ def _serialized_layer(app: Any) -> Any:
         if hasattr(inner, "_app"):
             return inner
     raise TypeError(f"no ReadsTogetherWritesAlone layer found in the DynamoDB server's app {app!r}")
+
+
+def index_entry(item: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The sessions index's entry of a table item (its keys, the table's and the projected
+    attributes), or None when the sparse index leaves the item out."""
+    if item is None or any(name not in item for name in INDEX_KEYS):
+        return None
+    names = (*KEY_NAMES, *INDEX_KEYS, *SESSIONS_INDEX_PROJECTED)
+    return {name: item[name] for name in names if name in item}
+
+
+def index_write_units(before: dict[str, Any] | None, after: dict[str, Any] | None) -> float:
+    """What a table write costs the sessions index, by DynamoDB's rules for a global secondary
+    index: nothing when the item is in the index neither before nor after, or its entry is
+    unchanged; one write to put or to delete an entry; two when an index key changes (a delete and
+    a put); one when only projected attributes change. A write is 1 WRU per 1 KB of the entry
+    (the entry's size counted as its attributes plus ``INDEX_ENTRY_OVERHEAD`` bytes)."""
+    old, new = index_entry(before), index_entry(after)
+    if old == new:
+        return 0.0
+
+    def units(entry: dict[str, Any]) -> float:
+        return write_units(0, item_size(entry) + INDEX_ENTRY_OVERHEAD)
+
+    if old is None or new is None:
+        return units(new if new is not None else old)  # type: ignore[arg-type]
+    if any(old.get(name) != new.get(name) for name in INDEX_KEYS):
+        return units(old) + units(new)
+    return units(new)
 
 
 def _key_of(item: dict[str, Any]) -> dict[str, Any]:

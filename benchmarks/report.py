@@ -31,6 +31,7 @@ ROWS: list[Row] = [
     ("  blocking before 1st partial", _per_turn(lambda t: t.blocking), ".1f"),
     ("  blocking after the tool result", _per_turn(lambda t: t.blocking_after_result), ".1f"),
     ("WRU / turn", _per_turn(lambda t: sum(r.wru for r in t.dynamo)), ".1f"),
+    ("  + the sessions index", _per_turn(lambda t: sum(r.index_wru for r in t.dynamo)), ".1f"),
     ("RRU / turn", _per_turn(lambda t: sum(r.rru for r in t.dynamo)), ".1f"),
     ("posts / turn", _per_turn(lambda t: len(t.posts)), ".1f"),
     ("  partials / turn", _per_turn(lambda t: sum(p.kind == "assistantSpeechPartial" for p in t.posts)), ".1f"),

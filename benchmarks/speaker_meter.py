@@ -11,8 +11,8 @@ it:
   call), told apart as the turn runner and the speculation watcher by the task's ``watch`` flag;
   its duration is the execution it holds (concurrency-seconds);
 * DynamoDB: every request with its read and write units (``DynamoMeter``, by DynamoDB's sizing
-  rules), and the writes of a session's ``STATE`` item, each of which moves the session's entry in
-  the sessions index (a delete and a put there: 2 WRU, the index's items are under 1 KB);
+  rules), and what each write cost the sessions index (``meters.index_write_units``: nothing when
+  the session's entry is unchanged, two writes when its last activity moves);
 * Bedrock: every request the model was asked (``SpokenBrain``, which answers at a voice answer's
   length) and every stream with what it wrote, its cache use and how long it was in flight
   (``ModelMeter``); the tokens as the stage's model counts them (``benchmarks.token_calibration``:
@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
-import json
 import math
 import os
 import threading
@@ -54,36 +52,6 @@ from conductor_local.stack import LocalStack
 from shared.wire.model_rules import rules_for
 from voiceide_client.connection.link import scaled_backoff
 from voiceide_client.conversation.client import ConductorClient
-
-STATE_SK = "STATE"
-INDEX_WRU_PER_STATE_WRITE = 2.0
-
-
-class StateWrites:
-    """Counts the DynamoDB writes of sessions' ``STATE`` items (outermost layer of the server)."""
-
-    def __init__(self, stack: Any) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-        server = stack._moto._server
-        inner = server.app
-
-        def counted(environ: dict[str, Any], start: Any) -> Any:
-            raw = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-            environ["wsgi.input"] = io.BytesIO(raw)
-            operation = str(environ.get("HTTP_X_AMZ_TARGET", "?")).rpartition(".")[2]
-            try:
-                request = json.loads(raw or b"{}")
-                targets = DynamoMeter._write_targets(operation, request)
-            except (ValueError, KeyError, TypeError, AttributeError):
-                targets = []
-            states = sum(1 for _, key, _ in targets if key.get("sk", {}).get("S") == STATE_SK)
-            if states:
-                with self._lock:
-                    self.count += states
-            return inner(environ, start)
-
-        server.app = counted
 
 
 class CacheMeter:
@@ -148,7 +116,6 @@ def measure(flow: Flow, sessions: int = 1, script: tuple[Utterance, ...] = SESSI
         cache = CacheMeter(stack.bedrock_server.prompt_cache)
         functions = LambdaMeter(stack.gateway)
         dynamo = DynamoMeter(stack)
-        states = StateWrites(stack)
         posts = PostMeter(stack.gateway)
         try:
             # a warm-up session, not counted: the first invocations pay lazy imports
@@ -158,7 +125,6 @@ def measure(flow: Flow, sessions: int = 1, script: tuple[Utterance, ...] = SESSI
             marks = (
                 functions.mark(),
                 dynamo.mark(),
-                states.count,
                 posts.mark(),
                 model.mark(),
                 brain.mark(),
@@ -177,11 +143,10 @@ def measure(flow: Flow, sessions: int = 1, script: tuple[Utterance, ...] = SESSI
             minutes = (time.perf_counter() - began) / 60.0
             calls = functions.since(marks[0])
             requests = dynamo.since(marks[1])
-            state_writes = states.count - marks[2]
-            sent = posts.since(marks[3])
-            streams = model.since(marks[4])
-            asked = brain.since(marks[5])
-            cached = cache.since(marks[6])
+            sent = posts.since(marks[2])
+            streams = model.since(marks[3])
+            asked = brain.since(marks[4])
+            cached = cache.since(marks[5])
         finally:
             functions.close()
             model.close()
@@ -210,7 +175,7 @@ def measure(flow: Flow, sessions: int = 1, script: tuple[Utterance, ...] = SESSI
         dynamodb_requests=len(requests) * per,
         rru=sum(r.rru for r in requests) * per,
         wru=sum(r.wru for r in requests) * per,
-        index_wru=state_writes * INDEX_WRU_PER_STATE_WRITE * per,
+        index_wru=sum(r.index_wru for r in requests) * per,
         bedrock_requests=len(asked) * per,
         input_tokens=tokens.input_tokens * per,
         output_tokens=tokens.output_tokens * per,

@@ -136,7 +136,7 @@ class MessageStream:
         """The model's request is going out: claim the stream now, in the model's shadow."""
         self._model_requested = True
         if self._pool is not None and self._claiming is None and not self._holds(self.state):
-            self._claiming = self._pool.submit(self._claim)
+            self._claiming = self._pool.submit(self._claim_and_announce)
 
     def claimed(self) -> None:
         """Make sure the stream is this runner's before anything is said: wait for the background
@@ -168,6 +168,16 @@ class MessageStream:
     def _holds(self, state: SessionState) -> bool:
         stream = state.turn.stream if state.turn is not None else None
         return stream is not None and stream.stream_id == self.stream_id and stream.runner == self.claim.runner
+
+    def _claim_and_announce(self) -> Committed | None:
+        """The claim, then the decision's own events posted, both while the model works: the first
+        text waits for this (``claimed``), so they still reach the app before anything of the stream."""
+        committed = self._claim()
+        if committed is not None and self.decision_frames:
+            frames = [frame for _seq, frame in self.decision_frames]
+            self.decision_frames.clear()
+            self.delivery.post_to_session(self.task.endpoint, committed.state, frames)
+        return committed
 
     def _claim(self) -> Committed | None:
         claim = self.claim
