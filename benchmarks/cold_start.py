@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from benchmarks import aws_latencies as aws
-from benchmarks.cold_import import IMPORT_ENV, ROOT
+from benchmarks.cold_import import IMPORT_ENV, ROOT, outside_lambda_imports
 
 HANDLERS = ("lambdas.connect", "lambdas.message", "lambdas.turn")
 
@@ -74,8 +74,19 @@ def cold_first_turn() -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def report_cold_start(imports: dict[str, tuple[float, float]], out: TextIO) -> None:
-    """``imports``: ``cold_import.cold_imports()`` (per handler: with bytecode, without)."""
+def report_cold_start(
+    imports: dict[str, tuple[float, float]], out: TextIO, outside: dict[str, float] | None = None
+) -> None:
+    """``imports``: ``cold_import.cold_imports()`` (per handler, as in Lambda: with bytecode, without);
+    ``outside``: ``cold_import.outside_lambda_imports()``, measured here when not given."""
+    if outside is None:
+        outside = outside_lambda_imports(1)
+    print(
+        "  the same imports outside Lambda, tracing off (no X-Ray SDK), bytecode: "
+        + ", ".join(f"{module} {ms:.0f}" for module, ms in outside.items())
+        + " ms",
+        file=out,
+    )
     figures = cold_first_turn()
     cold, warm = figures["cold"], figures["warm"]
     print(
@@ -106,7 +117,7 @@ def report_cold_start(imports: dict[str, tuple[float, float]], out: TextIO) -> N
         "  deployed, all three functions cold ($connect, $default, the turn runner one after another): "
         f"3 x Lambda init p50 {aws.LAMBDA_INIT.p50_ms:.0f} + imports "
         + " + ".join(f"{ms(v)}" for v in own.values())
-        + f" + first calls {extra:.0f} = {deployed:.0f} ms more than a warm first turn",
+        + f" (as in Lambda) + first calls {extra:.0f} = {deployed:.0f} ms more than a warm first turn",
         file=out,
     )
 

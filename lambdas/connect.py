@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from lambdas import init_phase  # first: the imports below run without the garbage collector
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
+# isort: split
+
+from typing import TYPE_CHECKING, Any
+
 from pydantic import ValidationError
 
+# The service every connection goes through, imported with the handler (the container's init), not by
+# its first invocation: ``lambdas.runtime`` leaves it to the functions that build it.
+import shared.flows.conductor_service  # noqa: F401
 from lambdas.events import ConnectEvent, principal_of
 from lambdas.runtime import lambda_entry, logger, service, tracer
 from shared.flows.connecting import check_connect
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+init_phase.done()
 
 
 def _response(status: int, body: str = "") -> dict[str, Any]:

@@ -7,16 +7,26 @@ the model stream runs in the turn runner (``lambdas.turn``).
 
 from __future__ import annotations
 
-from typing import Any
+from lambdas import init_phase  # first: the imports below run without the garbage collector
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
+# isort: split
 
+from typing import TYPE_CHECKING, Any
+
+# The service every frame goes through, imported with the handler (the container's init), not by
+# its first invocation: ``lambdas.runtime`` leaves it to the functions that build it.
+import shared.flows.conductor_service  # noqa: F401
 from lambdas.events import MessageEvent, principal_of
 from lambdas.runtime import PowertoolsMetrics, lambda_entry, logger, service
 from shared.adapters.gateway import callback_endpoint
 from shared.flows.commit import error_metric_name
 from shared.flows.delivery import Request
 from shared.wire.protocol import ErrorCode, error_event
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+init_phase.done()
 
 OK = {"statusCode": 200}
 

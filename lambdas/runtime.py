@@ -35,23 +35,23 @@ from shared.adapters.store import SessionStore
 from shared.adapters.turn_launcher import LambdaTurnLauncher
 from shared.core.wrapper import wrapper_tool_spec
 from shared.flows.commit import Committer
-from shared.flows.conductor_service import ConductorService
 from shared.flows.config import Settings
 from shared.flows.delivery import Delivery
 from shared.flows.memory_keeper import MemoryKeeper
 from shared.flows.memory_recall import MemoryRecall
 from shared.flows.memory_tools import MemoryTools
-from shared.flows.speculation_watcher import SpeculationWatcher
 from shared.flows.turn_runner import TurnRunner
 
-if TYPE_CHECKING:  # the sessions API's and the reaper's pieces, imported by the functions that build them
+if TYPE_CHECKING:  # what only some functions or tasks use, imported by the functions that build it
     from shared.adapters.mcp_client import McpClients
     from shared.adapters.session_records import SessionRecords
+    from shared.flows.conductor_service import ConductorService
     from shared.flows.mcp_registry import McpRegistry, McpTurns
     from shared.flows.mcp_runner import McpRunner
     from shared.flows.memory_service import MemoryService
     from shared.flows.session_reaper import SessionReaper
     from shared.flows.session_service import SessionService
+    from shared.flows.speculation_watcher import SpeculationWatcher
 
 SERVICE_NAME = os.environ.get("POWERTOOLS_SERVICE_NAME", "voiceide-conductor")
 
@@ -153,17 +153,8 @@ Adapter = TypeVar("Adapter")
 
 # The store calls a trace shows as subsegments (named Class.method).
 STORE_CALLS = (
-    "put_connection",
-    "get_connection",
-    "delete_connection",
-    "load",
-    "commit",
-    "history",
-    "messages",
-    "outbox",
-    "transcript_items",
-    "expired_session_keys",
-    "delete_items",
+    *("put_connection", "get_connection", "delete_connection", "load", "commit", "history", "messages"),
+    *("outbox", "transcript_items", "expired_session_keys", "delete_items"),
 )
 
 _AWS_CONFIG = Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 5})
@@ -288,6 +279,8 @@ def store() -> SessionStore:
 
 @cache
 def service() -> ConductorService:
+    from shared.flows.conductor_service import ConductorService  # not the turn function's
+
     config = settings()
     lambda_client = aws_client("lambda", config=_AWS_CONFIG)
     return ConductorService(
@@ -442,6 +435,8 @@ def memory_tools(memory: AgentCoreMemory, metrics_sink: PowertoolsMetrics) -> Me
 
 @cache
 def speculation_watcher() -> SpeculationWatcher:
+    from shared.flows.speculation_watcher import SpeculationWatcher
+
     return SpeculationWatcher(turn_runner())
 
 
@@ -504,21 +499,8 @@ def reset() -> None:
     if mcp_clients.cache_info().currsize and (clients := mcp_clients()) is not None:
         clients.close()  # its event loop's thread and open sessions
     for built in (
-        _aws_session,
-        settings,
-        store,
-        service,
-        gateway,
-        turn_runner,
-        speculation_watcher,
-        deadline_alarms,
-        person_memory,
-        memory_service,
-        mcp_clients,
-        mcp_registry,
-        mcp_runner,
-        session_records,
-        session_service,
+        *(_aws_session, settings, store, service, gateway, turn_runner, speculation_watcher, deadline_alarms),
+        *(person_memory, memory_service, mcp_clients, mcp_registry, mcp_runner, session_records, session_service),
         session_reaper,
     ):
         built.cache_clear()

@@ -6,12 +6,15 @@ a turn with a long answer or a slow build runs as long as the function's timeout
 
 from __future__ import annotations
 
+from lambdas import init_phase  # first: the imports below run without the garbage collector
+
+# isort: split
+
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from lambdas.runtime import (
@@ -29,6 +32,11 @@ from lambdas.runtime import (
     turn_runner,
 )
 from shared.adapters.turn_launcher import TurnTask
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+init_phase.done()
 
 TURN_RUN_METRIC = "TurnRunMs"
 

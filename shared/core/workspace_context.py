@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from shared.core import devices
 from shared.core.decision import Decision, Outcome, PartWrite
-from shared.core.identifiers import KnownName, NameMatch, vocabulary
 from shared.core.messages import Message
 from shared.core.state import NameSet, SessionState
 from shared.core.wrapper import WRAPPER_TOOL_NAME
 from shared.wire.workspace import MAX_VOCABULARY, Vocabulary, WorkspaceContext, WorkspaceNames
+
+if TYPE_CHECKING:  # the name matching, imported where names are read: only a companion sends them
+    from shared.core.identifiers import KnownName, NameMatch
 
 MAX_CONTEXT_CHARS = 2_400
 MAX_SELECTION_CHARS = 1_200
@@ -87,6 +90,8 @@ def handle_context(state: SessionState, connection_id: str, context: WorkspaceCo
 
 def names_of(files_text: str) -> list[KnownName]:
     """A stored part's names, in their order."""
+    from shared.core.identifiers import KnownName
+
     return [
         KnownName(name=name, path=entry["path"])
         for entry in json.loads(files_text)
@@ -117,6 +122,8 @@ def handle_names(state: SessionState, connection_id: str, part: WorkspaceNames) 
         kept = NameSet(complete=part.set_id, complete_parts=part.parts)
     decision.state.name_sets = {**decision.state.name_sets, device: kept}
     if part.part == 0:
+        from shared.core.identifiers import vocabulary
+
         phrases = vocabulary(names_of(files), limit=MAX_VOCABULARY)
         if phrases:
             decision.unnumbered.append(Vocabulary(phrases=tuple(phrases)))
@@ -136,6 +143,8 @@ def first_parts(state: SessionState) -> list[str]:
 
 def vocabulary_of(first_parts_text: list[str]) -> Vocabulary | None:
     """The phrases of the devices' first parts (their most relevant names), at most ``MAX_VOCABULARY``."""
+    from shared.core.identifiers import vocabulary
+
     names = [name for text in first_parts_text for name in names_of(text)]
     phrases = vocabulary(names, limit=MAX_VOCABULARY)
     return Vocabulary(phrases=tuple(phrases)) if phrases else None

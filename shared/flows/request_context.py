@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.core import devices, mcp_tools, person_memory, workspace_context
-from shared.core.identifiers import KnownName, NameIndex, NameMatch
 from shared.core.messages import Message
 from shared.core.roles import Action
 from shared.core.state import SessionState
 from shared.wire.protocol import make_event
 from shared.wire.workspace import MAX_MATCHES, NameHeard, NamesHeard
+
+if TYPE_CHECKING:  # imported where a set of names is indexed: only a companion sends them
+    from shared.core.identifiers import KnownName, NameIndex, NameMatch
 
 INDEXES_KEPT = 16
 MATCHES_GIVEN = 5
@@ -47,6 +49,8 @@ class RequestContext:
             for set_id, _parts in sets:
                 for _index, text in self._parts.result_parts(state.session_id, workspace_context.names_key(set_id)):
                     names.extend(workspace_context.names_of(text))
+            from shared.core.identifiers import NameIndex
+
             index = NameIndex.build(names)
             self._indexes[key] = index
             while len(self._indexes) > INDEXES_KEPT:
