@@ -175,7 +175,8 @@ class Prefill:
 SONNET_PREFILL = Prefill(
     0.1,
     0.015,
-    f"{PROMPT_CACHE_LATENCY_SOURCE}; assumed: the 100,000-token row less a ~1 s base (the short-prompt TTFT) "
+    f"{PROMPT_CACHE_LATENCY_SOURCE}; {PUBLISHED_TTFT_SOURCE}; "
+    "assumed: the 100,000-token row less a ~1 s base (the short-prompt TTFT) "
     "gives 0.105 ms per uncached token and 0.014 ms per cached one; the 10,000-token row gives 0.05 ms saved "
     "per cached token (fixed overheads weigh more there): 0.1 and 0.015 taken. The newest published "
     "before/after measurement is Claude 3.5 Sonnet's (2024): newer hardware may read faster",
@@ -183,7 +184,8 @@ SONNET_PREFILL = Prefill(
 HAIKU_PREFILL = Prefill(
     0.05,
     0.0075,
-    f"{PROMPT_CACHE_LATENCY_SOURCE}; assumed: half of Sonnet's per-token figures (no Haiku measurement with "
+    f"{PROMPT_CACHE_LATENCY_SOURCE}; {PUBLISHED_TTFT_SOURCE}; "
+    "assumed: half of Sonnet's per-token figures (no Haiku measurement with "
     "and without the cache is published; Haiku is the smaller, faster model at a third of Sonnet's price)",
 )
 
