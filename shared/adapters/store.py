@@ -29,7 +29,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,8 @@ from botocore.exceptions import ClientError
 
 from shared.adapters import outbox as kept_events
 from shared.adapters import state_codec
-from shared.adapters.history_reads import MAX_SEQ, HistoryReads, _msg_sk, session_pk
+from shared.adapters.history_reads import HistoryReads, _msg_sk, session_pk
+from shared.adapters.outbox_reads import OutboxReads
 from shared.adapters.person_spend import PersonSpend
 from shared.adapters.session_records import index_attributes
 from shared.core import event_ids
@@ -89,7 +90,7 @@ def _conflict_reasons(error: ClientError) -> list[str]:
     return [reason.get("Code", "") for reason in error.response.get("CancellationReasons", [])]
 
 
-class SessionStore(HistoryReads):
+class SessionStore(HistoryReads, OutboxReads):
     """All DynamoDB access of the conductor, through the low-level boto3 client."""
 
     def __init__(
@@ -415,46 +416,6 @@ class SessionStore(HistoryReads):
             return []
         item = kept_events.item_of(session_pk(state.session_id), moved, self._expires_at(ttl_seconds))
         return [{"Put": {"TableName": self._table, "Item": item}}]
-
-    def outbox(self, session_id: str, after_seq: int = 0, before_seq: int = MAX_SEQ + 1) -> list[tuple[int, str]]:
-        """The kept frames with ``after_seq < seq < before_seq``, in seq order."""
-        return [(seq, frame) for seq, frame, _to in self._kept(session_id, after_seq, before_seq)]
-
-    def outbox_for(
-        self, session_id: str, device_id: str, after_seq: int = 0, before_seq: int = MAX_SEQ + 1
-    ) -> list[tuple[int, str]]:
-        """The kept frames with ``after_seq < seq < before_seq`` that device ``device_id`` hears
-        (those for every device, and those for it alone), in seq order."""
-        kept = self._kept(session_id, after_seq, before_seq)
-        return [(seq, frame) for seq, frame, to in kept if to is None or to == device_id]
-
-    def _kept(self, session_id: str, after_seq: int, before_seq: int) -> list[tuple[int, str, str | None]]:
-        before_seq = min(before_seq, MAX_SEQ + 1)
-        if after_seq + 1 > before_seq - 1:
-            return []
-        state = self.load(session_id)  # first: what it holds then is in an item by the Query's time
-        held = state.kept if state is not None else []
-        events = kept_events.kept_between(held, self._outbox_items(session_id, after_seq), after_seq, before_seq)
-        return [(event.seq, event.frame, event.to) for event in events]
-
-    def _outbox_items(self, session_id: str, after_seq: int) -> Iterator[dict[str, Any]]:
-        """The outbox items holding events after ``after_seq``, oldest first, a page at a time."""
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
-            "ExpressionAttributeValues": {
-                ":pk": {"S": session_pk(session_id)},
-                ":low": {"S": kept_events.outbox_sk(after_seq + 1)},
-                ":high": {"S": kept_events.outbox_sk(MAX_SEQ)},
-            },
-            "ConsistentRead": True,
-        }
-        while True:
-            response = self._client.query(**kwargs)
-            yield from response.get("Items", [])
-            if not response.get("LastEvaluatedKey"):
-                return
-            kwargs = {**kwargs, "ExclusiveStartKey": response["LastEvaluatedKey"]}
 
     # ---- what an expired session leaves behind ---------------------------------------------------
 
