@@ -39,6 +39,7 @@ from moto.dynamodb.responses import DynamoResult
 
 from conductor_local.stack import LocalStack
 from shared.adapters.store import SessionStore, VersionConflict
+from shared.core.history_ops import AppendMessage
 from shared.core.state import SessionState
 from tests.e2e.conftest import WAIT_S, session_store
 
@@ -82,8 +83,9 @@ def test_a_commit_survives_a_concurrent_commit_that_loses_its_version_race(
         except BaseException as exc:
             outcomes[name] = exc
 
-    # A kept event makes it a transaction, as for every decision that sends one.
-    loser = threading.Thread(target=run, args=("loser", lambda: store.commit(stale, [], outbox=[(1, "{}")])))
+    # A history message makes it a transaction, as for every decision that writes one.
+    said = [AppendMessage(seq=0, role="user", content=[{"text": "hello"}])]
+    loser = threading.Thread(target=run, args=("loser", lambda: store.commit(stale, said)))
     winner_store = SessionStore(stack.dynamodb_client(), stack.table_name, ttl_seconds=3600)
     winner = threading.Thread(
         target=run, args=("winner", lambda: winner_store.commit(SessionState(session_id=winner_id), []))
