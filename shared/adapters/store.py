@@ -37,7 +37,7 @@ from botocore.exceptions import ClientError
 
 from shared.adapters import outbox as kept_events
 from shared.adapters import state_codec
-from shared.adapters.history_reads import HistoryReads, _msg_sk, session_pk
+from shared.adapters.history_reads import MAX_SEQ, HistoryReads, _msg_sk, session_pk
 from shared.adapters.outbox_reads import OutboxReads
 from shared.adapters.person_spend import PersonSpend
 from shared.adapters.session_records import index_attributes
@@ -416,6 +416,25 @@ class SessionStore(HistoryReads, OutboxReads):
             return []
         item = kept_events.item_of(session_pk(state.session_id), moved, self._expires_at(ttl_seconds))
         return [{"Put": {"TableName": self._table, "Item": item}}]
+
+    def outbox(self, session_id: str, after_seq: int = 0, before_seq: int = MAX_SEQ + 1) -> list[tuple[int, str]]:
+        """The kept frames with ``after_seq < seq < before_seq``, in seq order."""
+        return [(event.seq, event.frame) for event in self._kept(session_id, after_seq, before_seq)]
+
+    def outbox_for(
+        self, session_id: str, device_id: str, after_seq: int = 0, before_seq: int = MAX_SEQ + 1
+    ) -> list[tuple[int, str]]:
+        """The kept frames with ``after_seq < seq < before_seq`` that device ``device_id`` hears
+        (those for every device, and those for it alone), in seq order."""
+        kept = self._kept(session_id, after_seq, before_seq)
+        return [(event.seq, event.frame) for event in kept if event.to is None or event.to == device_id]
+
+    def _kept(self, session_id: str, after_seq: int, before_seq: int) -> list[KeptEvent]:
+        def held() -> list[KeptEvent]:
+            state = self.load(session_id)
+            return state.kept if state is not None else []
+
+        return self._kept_after(session_id, held, after_seq, before_seq)
 
     # ---- what an expired session leaves behind ---------------------------------------------------
 

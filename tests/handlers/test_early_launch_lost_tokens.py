@@ -14,18 +14,25 @@ import json
 import math
 import time
 from collections import Counter
-from typing import Any
 
 import pytest
 
 from conductor_local.bedrock.server import message
 from lambdas import runtime
 from shared.adapters.store import SessionStore
-from shared.core.state import SessionState
 from shared.core.usage import Prices, day_of
 from shared.wire.protocol import TurnUsage
 from tests.handlers.conftest import TABLE, Connection, Harness
-from tests.handlers.test_early_launch_memory import ANSWER, CountedMetrics, early, ready, run_task, said, stored
+from tests.handlers.test_early_launch_memory import (
+    ANSWER,
+    CountedMetrics,
+    early,
+    lost_launch,
+    ready,
+    run_task,
+    said,
+    stored,
+)
 from tests.handlers.test_turn_runner import launches_held
 from tests.handlers.test_turn_usage import dynamodb as dynamodb  # the table's client, a fixture
 
@@ -44,28 +51,6 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     service.metrics = CountedMetrics(service.metrics, counted)
     runner.metrics = CountedMetrics(runner.metrics, counted)
     return counted
-
-
-def lost_launch(conductor: Harness, monkeypatch: pytest.MonkeyPatch) -> tuple[Connection, list[dict[str, Any]]]:
-    """A transcript launched alongside its write, which another write beats: decided again and
-    launched after its write. Returns the session and the two tasks (the lost one first)."""
-    conn = ready(conductor)
-    store = runtime.store()
-    commit = store.commit
-    raced: list[int] = []
-
-    def racing(state: SessionState, *args: Any, **kwargs: Any) -> SessionState:
-        if not raced and state.turn is not None:  # the transcript's write: another write lands first
-            raced.append(state.version)
-            commit(stored(conn).model_copy(update={"summary": "What came before."}))
-        return commit(state, *args, **kwargs)
-
-    monkeypatch.setattr(store, "commit", racing)
-    with launches_held(conductor) as tasks:
-        conductor.say(conn, "hello")
-    monkeypatch.setattr(store, "commit", commit)
-    assert raced and len(tasks) == 2 and tasks[0].get("frames") is not None
-    return conn, tasks
 
 
 def usages(conductor: Harness, conn: Connection) -> list[TurnUsage]:

@@ -162,12 +162,9 @@ def test_an_announced_memory_write_that_made_nothing_still_withdraws_it(
     assert counts["TitleFailures"] == 1 and counts["MemoryWritesUnannounced"] == 0
 
 
-# ---- an early launch whose write lost its race ------------------------------------------------------
-
-
-def test_an_early_launch_whose_write_lost_its_race_is_counted_and_asked_again(
-    conductor: Harness, counts: Counter[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def lost_launch(conductor: Harness, monkeypatch: pytest.MonkeyPatch) -> tuple[Connection, list[dict[str, Any]]]:
+    """A transcript launched alongside its write, which another write beats: decided again and
+    launched after its write. Returns the session and the two tasks (the lost one first)."""
     conn = ready(conductor)
     store = runtime.store()
     commit = store.commit
@@ -182,7 +179,18 @@ def test_an_early_launch_whose_write_lost_its_race_is_counted_and_asked_again(
     monkeypatch.setattr(store, "commit", racing)
     with launches_held(conductor) as tasks:
         conductor.say(conn, "hello")
-    assert raced and len(tasks) == 2
+    monkeypatch.setattr(store, "commit", commit)
+    assert raced and len(tasks) == 2 and tasks[0].get("frames") is not None
+    return conn, tasks
+
+
+# ---- an early launch whose write lost its race ------------------------------------------------------
+
+
+def test_an_early_launch_whose_write_lost_its_race_is_counted_and_asked_again(
+    conductor: Harness, counts: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn, tasks = lost_launch(conductor, monkeypatch)
     assert tasks[0].get("frames") is not None and tasks[1].get("frames") is None  # decided again, launched after
     assert early(counts) == {"EarlyLaunches": 1, "EarlyLaunchWritesLost": 1}
     conductor.script.push(message(ANSWER))
