@@ -21,18 +21,10 @@ from packaging.utils import canonicalize_name
 from infra import bundling
 from infra.app import SYNTH_ONLY_REFUSAL, SYNTH_ONLY_RULE
 from tests.infra.conftest import Synth
+from tests.infra.test_bundling import RUNTIME_DEPENDENCIES
 
 ROOT = bundling.PROJECT_ROOT
-LAMBDA_DEPENDENCIES = {
-    "boto3",
-    "aws-lambda-powertools",
-    "pydantic",
-    "pyjwt",
-    "jsonschema",
-    "rapidfuzz",
-    "jellyfish",
-    "mcp",
-}
+LAMBDA_DEPENDENCIES = RUNTIME_DEPENDENCIES  # what the Lambda bundle installs: one list, the bundling test's
 REQUIREMENTS_SOURCE = "-r lambdas/requirements.txt"  # how the lock names its input in "# via"
 SHA256 = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!-]+)$")
