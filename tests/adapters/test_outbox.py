@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from moto import mock_aws
 
 from conductor_local.dynamodb.tables import create_tables
 from shared.adapters import outbox
 from shared.adapters.store import SessionStore
 from shared.core.history_ops import AppendMessage
 from shared.core.state import KeptEvent, SessionState
+from tests.handlers.conftest import moto_url as moto_url  # the session's moto server, a fixture
 
 TABLE = "outbox-test"
 
@@ -26,11 +25,14 @@ def event(seq: int, size: int = 200, to: str | None = None) -> KeptEvent:
 
 
 @pytest.fixture
-def store() -> Iterator[SessionStore]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_tables(client, TABLE)
-        yield SessionStore(client, TABLE, ttl_seconds=3600)
+def store(moto_url: str) -> SessionStore:
+    """On the tests' moto server (a ``mock_aws`` block here would reset every moto backend of the
+    process when it ends, the server's tables with them)."""
+    client = boto3.client(
+        "dynamodb", endpoint_url=moto_url, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    create_tables(client, TABLE)
+    return SessionStore(client, TABLE, ttl_seconds=3600)
 
 
 def items(store: SessionStore, session_id: str) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ import boto3
 import pytest
 
 from conductor_local.bedrock.server import message, tool_call
+from conductor_local.dynamodb.tables import create_tables
 from lambdas import runtime
 from shared.adapters.person_spend import KEPT_SECONDS, PersonSpend
 from shared.adapters.store import SessionStore
@@ -24,9 +25,13 @@ from tests.handlers.conftest import TABLE, Harness
 
 @pytest.fixture
 def dynamodb(moto_url: str) -> Iterator[object]:
-    yield boto3.client(
+    client = boto3.client(
         "dynamodb", endpoint_url=moto_url, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
+    # moto's backends are shared by every moto server and mock of this process: a test elsewhere
+    # that reset them took the table with it.
+    create_tables(client, TABLE)
+    yield client
 
 
 # ---- the person's spend, in the conductor's table ----------------------------------------------
